@@ -1,0 +1,1 @@
+"""Entry points. Hook entry points stay click-free (start-up budget, DESIGN.md)."""

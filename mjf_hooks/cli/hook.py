@@ -1,0 +1,144 @@
+"""The fail-safe frame every hook runs in.
+
+It parses the options all hooks share (``--dry-run``, ``--env-file``,
+``--config``, ``--verbose``), loads the config, and makes sure that an error
+- the site's or ours - is logged as one line and, unless the site set
+``on_error = fail``, does not fail the hook: a node must never drain and a
+job must never be held because of MJF.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping
+
+from .. import config as config_module
+from ..errors import MJFError
+from ..log import Log
+from .options import UsageError, parse
+
+COMMON_FLAGS = ("--dry-run", "--verbose")
+COMMON_VALUED = ("--env-file", "--config")
+COMMON_HELP = """\
+  --dry-run        print the keys and values it would write and the variables it
+                   would export; change nothing
+  --env-file FILE  take the batch system's environment from FILE (as `env` prints
+                   it) instead of this process's
+  --config FILE    read FILE instead of $MJF_CONFIG or /etc/mjf/mjf.conf
+  --verbose        say on stderr where each value came from
+"""
+
+
+class HookContext:
+    """What a hook body gets: the config, the environment, its options and a log."""
+
+    __slots__ = ("args", "config", "dry_run", "environ", "log", "options")
+
+    def __init__(self, config, environ: Mapping[str, str], options: dict, args: list[str],
+                 log: Log) -> None:
+        self.config = config
+        self.environ = environ
+        self.options = options
+        self.args = args
+        self.log = log
+        self.dry_run = bool(options.get("dry_run"))
+
+    def fail_safe(self, action: Callable, *args):
+        """Run one step; on error log it and return None (or exit 1 with on_error = fail)."""
+        try:
+            return action(*args)
+        except Exception as error:  # noqa: BLE001 - the fail-safe rule: nothing escapes
+            _log_failure(self.log, error)
+            if self.config.on_error == "fail":
+                raise SystemExit(1) from None
+            return None
+
+
+def run_hook(
+    context_name: str,
+    argv: list[str],
+    body: Callable[[HookContext], int | None],
+    usage: str,
+    flags: tuple[str, ...] = (),
+    valued: tuple[str, ...] = (),
+    positional_stop: bool = False,
+    usage_exit: int = 0,
+) -> int:
+    """Run ``body`` under the fail-safe rule and return the hook's exit status.
+
+    ``usage_exit`` is the status for a wrong command line: 2 for commands a
+    person types, 0 (logged) for hooks a batch system calls.
+    """
+    log = Log(context_name)
+    try:
+        options, args = parse(argv, COMMON_FLAGS + flags, COMMON_VALUED + valued,
+                              positional_stop)
+    except UsageError as error:
+        log.error(f"{error} (usage: {usage.splitlines()[0]})")
+        return usage_exit
+    if options.get("help"):
+        sys.stdout.write(usage if usage.endswith("\n") else usage + "\n")
+        return 0
+    log.verbose = bool(options.get("verbose"))
+    environ: Mapping[str, str] = os.environ
+    config = config_module.Config()
+    try:
+        if options.get("env_file"):
+            environ = read_env_file(str(options["env_file"]))
+        path = str(options.get("config") or config_module.config_path(environ))
+        config = config_module.load(path)
+        log.destinations = config.log
+        context = HookContext(config, environ, options, args, log)
+    except Exception as error:  # noqa: BLE001 - a broken config must not drain a node
+        _log_failure(log, error)
+        return 1 if config.on_error == "fail" else 0
+    try:
+        status = body(context)
+    except SystemExit:
+        raise
+    except UsageError as error:
+        log.error(str(error))
+        return usage_exit
+    except Exception as error:  # noqa: BLE001
+        _log_failure(log, error)
+        return 1 if config.on_error == "fail" else 0
+    return status or 0
+
+
+def _log_failure(log: Log, error: Exception) -> None:
+    if isinstance(error, MJFError):
+        log.error(str(error))
+    elif isinstance(error, OSError) and error.filename:
+        log.error(f"{error.filename}: {error.strerror}")
+    else:
+        # A bug of ours: say where, in one line, so a site can report it.
+        import traceback  # only on this path: keeps hook start-up lean
+
+        frame = traceback.extract_tb(error.__traceback__)[-1]
+        where = f"{os.path.basename(frame.filename)}:{frame.lineno}"
+        log.error(f"internal error {type(error).__name__} at {where}: {error}")
+
+
+def read_env_file(path: str) -> dict[str, str]:
+    """An environment recorded with ``env``: ``NAME=value`` lines.
+
+    Lines that are not ``NAME=value`` with a valid variable name (comments,
+    other recorded output) are skipped.
+    """
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+            lines = handle.read().splitlines()
+    except OSError as error:
+        raise MJFError(f"--env-file {path}: {error.strerror}") from None
+    environ = {}
+    for line in lines:
+        name, equals, value = line.partition("=")
+        if equals and _is_variable_name(name):
+            environ[name] = value
+    return environ
+
+
+def _is_variable_name(name: str) -> bool:
+    return (bool(name) and name.isascii() and not name[0].isdigit()
+            and name.replace("_", "a").isalnum())

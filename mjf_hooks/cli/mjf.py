@@ -1,0 +1,63 @@
+"""``mjf``: the admin and user command.
+
+``mjf run`` and ``mjf machine`` are hooks (run per job or at boot) and are
+dispatched here without importing click; every other subcommand is
+interactive and served by click (:mod:`mjf_hooks.cli.interactive`).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from .hook import COMMON_HELP, run_hook
+
+RUN_USAGE = """\
+usage: mjf run [options] [--] CMD [ARGS...]
+
+Run CMD as a job of this machine with MACHINEFEATURES and JOBFEATURES set,
+then remove its job features. Exits with CMD's status.
+
+  --cpus N          allocated_cpu (default: the CPUs this process may run on)
+  --wall-limit S    wall_limit_secs
+  --memory BYTES    max_rss_bytes (the cgroup's limit wins if lower)
+  --job-id ID       job_id (default: <host>.<pid>.<time>)
+""" + COMMON_HELP
+
+MACHINE_USAGE = """\
+usage: mjf machine [options]
+
+Write <base_dir>/machinefeatures/ from the config and this host's probes.
+Idempotent: unchanged values are not rewritten.
+
+""" + COMMON_HELP
+
+
+def run_command(argv: list[str]) -> int:
+    from ..standalone import run
+
+    return run_hook("mjf run", argv, run, RUN_USAGE,
+                    valued=("--cpus", "--wall-limit", "--memory", "--job-id"),
+                    positional_stop=True, usage_exit=2)
+
+
+def machine_command(argv: list[str]) -> int:
+    from .. import lifecycle
+
+    def body(context):
+        store = lifecycle.store_for(context.config)
+        lifecycle.machine_features(context.config, store, context.log, context.dry_run)
+        return 0
+
+    return run_hook("mjf machine", argv, body, MACHINE_USAGE, usage_exit=2)
+
+
+HOOK_COMMANDS = {"run": run_command, "machine": machine_command}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in HOOK_COMMANDS:
+        return HOOK_COMMANDS[argv[0]](argv[1:])
+    from .interactive import cli
+
+    return cli.main(args=argv, prog_name="mjf", standalone_mode=True)

@@ -1,0 +1,215 @@
+"""Site configuration: ``/etc/mjf/mjf.conf`` (or ``$MJF_CONFIG``), INI syntax.
+
+A missing file means all defaults. Everything else that is wrong in the file
+is a SiteInputError naming the file, line, section, key and reason: a hook
+never guesses what an admin meant.
+
+The parser is our own, and deliberately small: configparser would pull ``re``
+into every job start and cannot say which line was wrong; the format here is
+plain ``[section]`` and ``key = value`` lines, ``#``/``;`` comments (also
+after a value, when preceded by whitespace).
+"""
+
+from __future__ import annotations
+
+import os
+
+from . import spec
+from .errors import SiteInputError
+
+DEFAULT_PATH = "/etc/mjf/mjf.conf"
+DEFAULT_BASE_DIR = "/run/mjf"
+DEFAULT_COMMAND_TIMEOUT_SECS = 5.0
+LOG_DESTINATIONS = ("syslog", "stderr")
+
+# Config-only helpers that are not MJF keys themselves.
+_EXTRA_MACHINE_OPTIONS = {"hs06_per_cpu"}
+_SECTIONS = ("mjf", "machinefeatures", "jobfeatures")
+
+
+class Config:
+    """The validated site configuration (read-only after load)."""
+
+    __slots__ = (
+        "base_dir",
+        "base_dir_configured",
+        "command_timeout_secs",
+        "dir_mode",
+        "file_mode",
+        "hs06_per_cpu",
+        "job",
+        "legacy_keys",
+        "log",
+        "machine",
+        "on_error",
+        "path",
+    )
+
+    def __init__(self, path: str = DEFAULT_PATH) -> None:
+        self.path = path
+        self.base_dir = DEFAULT_BASE_DIR
+        self.base_dir_configured = False
+        self.on_error = "continue"
+        self.log: tuple[str, ...] = LOG_DESTINATIONS
+        self.legacy_keys = False
+        self.dir_mode = 0o755
+        self.file_mode = 0o644
+        self.command_timeout_secs = DEFAULT_COMMAND_TIMEOUT_SECS
+        # Static key values from [machinefeatures] / [jobfeatures], parsed.
+        self.machine: dict[str, int | float] = {}
+        self.job: dict[str, int | float] = {}
+        self.hs06_per_cpu: float | None = None
+
+
+def config_path(environ: dict[str, str] | None = None) -> str:
+    """The config file in force: ``$MJF_CONFIG`` or the default."""
+    environ = os.environ if environ is None else environ
+    return environ.get("MJF_CONFIG") or DEFAULT_PATH
+
+
+def load(path: str | None = None) -> Config:
+    """Read and validate the config file; a missing file gives the defaults."""
+    path = path or config_path()
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except FileNotFoundError:
+        return Config(path)
+    except OSError as error:
+        raise SiteInputError(f"{path}: cannot read the config: {error.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise SiteInputError(
+            f"{path}: not UTF-8 text (byte {error.start}); save the config as UTF-8"
+        ) from None
+    return parse(text, path)
+
+
+def parse(text: str, path: str = DEFAULT_PATH) -> Config:
+    """Validate config text; ``path`` is only used in messages."""
+    config = Config(path)
+    for section, key, value, line in _entries(text, path):
+        where = f"{path}, line {line}: [{section}] {key} = {value!r}"
+        try:
+            _apply(config, section, key, value)
+        except ValueError as error:
+            raise SiteInputError(f"{where}: {error}") from None
+    return config
+
+
+def _entries(text: str, path: str):
+    """Yield (section, key, value, line number) from INI text, strictly."""
+    section = None
+    seen: set[tuple[str, str]] = set()
+    for number, raw_line in enumerate(text.splitlines(), 1):
+        line = raw_line.strip()
+        if not line or line[0] in "#;":
+            continue
+        if "\0" in line:
+            raise SiteInputError(f"{path}, line {number}: contains a NUL byte")
+        if line.startswith("["):
+            if not line.endswith("]"):
+                raise SiteInputError(f"{path}, line {number}: {line!r} is not a [section] header")
+            section = line[1:-1].strip().lower()
+            if section not in _SECTIONS:
+                raise SiteInputError(
+                    f"{path}, line {number}: unknown section [{section}]; "
+                    f"known: {', '.join(f'[{name}]' for name in _SECTIONS)}"
+                )
+            continue
+        key, equals, value = line.partition("=")
+        key = key.strip().lower()
+        if not equals or not key:
+            raise SiteInputError(f"{path}, line {number}: {line!r} is not `key = value`")
+        if section is None:
+            raise SiteInputError(f"{path}, line {number}: `{key}` comes before any [section]")
+        value = _strip_inline_comment(value).strip()
+        if (section, key) in seen:
+            raise SiteInputError(f"{path}, line {number}: [{section}] {key} is set twice")
+        seen.add((section, key))
+        yield section, key, value, number
+
+
+def _strip_inline_comment(value: str) -> str:
+    for marker in (" #", "\t#", " ;", "\t;"):
+        cut = value.find(marker)
+        if cut >= 0:
+            value = value[:cut]
+    return value
+
+
+def _apply(config: Config, section: str, key: str, value: str) -> None:
+    if section == "mjf":
+        _apply_mjf_option(config, key, value)
+    elif section == "machinefeatures" and key in _EXTRA_MACHINE_OPTIONS:
+        config.hs06_per_cpu = _positive_number(value)
+    else:
+        scope = spec.MACHINE if section == "machinefeatures" else spec.JOB
+        spec.key_for_config(scope, key)
+        parsed = spec.parse_value(key, value)
+        (config.machine if scope == spec.MACHINE else config.job)[key] = parsed
+
+
+def _apply_mjf_option(config: Config, key: str, value: str) -> None:
+    if key == "base_dir":
+        if not value.startswith("/") or "\n" in value:
+            raise ValueError("must be an absolute path")
+        config.base_dir = os.path.normpath(value)
+        config.base_dir_configured = True
+    elif key == "on_error":
+        if value not in ("continue", "fail"):
+            raise ValueError("must be `continue` (log and let the job run) or `fail`")
+        config.on_error = value
+    elif key == "log":
+        destinations = tuple(part.strip() for part in value.split(",") if part.strip())
+        if destinations == ("none",):
+            destinations = ()
+        elif not destinations or not set(destinations) <= set(LOG_DESTINATIONS):
+            raise ValueError("must be `syslog`, `stderr`, both (comma-separated) or `none`")
+        config.log = destinations
+    elif key == "legacy_keys":
+        config.legacy_keys = _boolean(value)
+    elif key in ("dir_mode", "file_mode"):
+        widest = 0o755 if key == "dir_mode" else 0o644
+        mode = _octal_mode(value)
+        if mode & ~widest:
+            raise ValueError(f"may only narrow the default {widest:04o}")
+        if not mode & 0o400 or (key == "dir_mode" and not mode & 0o100):
+            raise ValueError("must leave the owner able to read (and enter directories)")
+        setattr(config, key, mode)
+    elif key == "command_timeout":
+        timeout = _positive_number(value)
+        if not 0 < timeout <= 300:
+            raise ValueError("must be between 0 and 300 seconds")
+        config.command_timeout_secs = timeout
+    else:
+        raise ValueError(
+            "unknown option; [mjf] takes base_dir, on_error, log, legacy_keys, "
+            "dir_mode, file_mode, command_timeout"
+        )
+
+
+def _boolean(value: str) -> bool:
+    lowered = value.lower()
+    if lowered in ("1", "yes", "true", "on"):
+        return True
+    if lowered in ("0", "no", "false", "off"):
+        return False
+    raise ValueError("must be yes or no")
+
+
+def _octal_mode(value: str) -> int:
+    if not value or not value.isascii() or not all(char in "01234567" for char in value):
+        raise ValueError("must be an octal mode such as 0750")
+    return int(value, 8)
+
+
+def _positive_number(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise ValueError("must be a number") from None
+    if not number > 0 or number == float("inf"):
+        raise ValueError("must be a positive number")
+    return number

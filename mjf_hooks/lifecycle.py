@@ -1,0 +1,119 @@
+"""The steps every backend shares: machine features, job start, job end.
+
+A backend gathers what its batch system says about a job (a mapping of MJF
+key names to ``(value, source)``) and calls these; they probe the host,
+compute the values, and write - or, in a dry run, only describe - the files.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+
+from . import features as features_module
+from . import spec
+from .config import Config
+from .features import Features
+from .log import Log
+from .probe import cgroup, cpu
+from .probe.scratch import filesystem_size_bytes
+from .store import Store
+
+# Static machine keys this suite writes; removed again when no longer configured.
+_MANAGED_MACHINE_KEYS = frozenset(
+    [key.name for key in spec.KEYS.values() if key.scope == spec.MACHINE and not key.dynamic]
+    + [alias.name for alias in spec.LEGACY_KEYS if alias.scope == spec.MACHINE]
+)
+
+
+def store_for(config: Config, base_dir: str | None = None) -> Store:
+    """The store at the configured (or a given) base dir, with the configured modes."""
+    return Store(base_dir or config.base_dir, config.dir_mode, config.file_mode)
+
+
+def machine_features(config: Config, store: Store, log: Log, dry_run: bool = False,
+                     write: bool = True) -> Features:
+    """Compute this host's machine keys and bring ``machinefeatures/`` up to date.
+
+    With ``write`` false (a store that belongs to someone else) nothing is written.
+
+    Returns the machine features, including a dynamic ``shutdowntime`` already
+    set by a drain, which job features derive from.
+    """
+    total = None if "total_cpu" in config.machine else cpu.total_cpu()
+    physical = cpu.physical_cores() if config.legacy_keys else None
+    features = features_module.machine_features(config, total, physical)
+    rendered = features_module.render(features)
+    report(log, store.machine_dir, features, rendered, dry_run)
+    if write and not dry_run:
+        changed = store.write_machine(rendered, _MANAGED_MACHINE_KEYS)
+        if changed:
+            log.info(f"{store.machine_dir}: updated {', '.join(changed)}")
+    shutdown = store.read_machine_key("shutdowntime")
+    if shutdown is not None:
+        try:
+            features["shutdowntime"] = (spec.parse_value("shutdowntime", shutdown),
+                                        f"{store.machine_dir}/shutdowntime")
+        except ValueError as error:
+            log.warning(f"{store.machine_dir}/shutdowntime {shutdown!r} ignored: {error}")
+    return features
+
+
+def start_job(
+    config: Config,
+    store: Store,
+    log: Log,
+    machine: Features,
+    batch: Mapping[str, tuple],
+    cgroup_pid: int | str | None = "self",
+    scratch_dir: str | None = None,
+    gid: int | None = None,
+    dry_run: bool = False,
+) -> str:
+    """Compute a job's keys and create its directory; return the jobfeatures path.
+
+    ``cgroup_pid`` names a process in the job's cgroup (None where the cgroup
+    does not exist yet); ``scratch_dir`` is where the job's scratch space is.
+    """
+    limits = cgroup.limits(cgroup_pid) if cgroup_pid is not None else None
+    if limits is not None:
+        log.debug(f"cgroup: {limits!r}")
+    scratch = None
+    if scratch_dir and "scratch_limit_bytes" not in config.job:
+        size = filesystem_size_bytes(scratch_dir)
+        scratch = (size, f"size of the filesystem holding {scratch_dir}")
+    job = features_module.job_features(config, machine, batch, limits, scratch)
+    rendered = features_module.render(job)
+    job_id = rendered["job_id"]
+    path = store.job_features_dir(job_id)
+    report(log, path, job, rendered, dry_run)
+    if not dry_run:
+        store.create_job(job_id, rendered, gid)
+        log.info(f"{path}: created with {len(rendered)} keys")
+    return path
+
+
+def end_job(store: Store, log: Log, job_id: str, dry_run: bool = False) -> bool:
+    """Remove a job's directory (idempotent); True if there was one."""
+    if dry_run:
+        sys.stdout.write(f"would remove {store.job_features_dir(job_id)}\n")
+        return False
+    removed = store.remove_job(job_id)
+    if removed:
+        log.info(f"removed the features of job {job_id}")
+    return removed
+
+
+def report(log: Log, directory: str, features: Features, rendered: dict[str, str],
+           dry_run: bool) -> None:
+    """Say where each value came from (--verbose), and print the plan (--dry-run)."""
+    for name in rendered:
+        log.debug(f"{directory}/{name} = {rendered[name]}  ({features[name][1]})")
+    if dry_run:
+        lines = [f"{directory}/{name} = {rendered[name]}\n" for name in rendered]
+        sys.stdout.write("".join(lines))
+
+
+def export_lines(machine_dir: str, job_dir: str) -> str:
+    """The variables a job gets, as a dry run prints them."""
+    return f"export MACHINEFEATURES={machine_dir}\nexport JOBFEATURES={job_dir}\n"

@@ -1,0 +1,65 @@
+"""Logging for hooks: syslog (tag ``mjf``) and stderr, one line per event.
+
+Not the ``logging`` package: it would add more to every job start than all of
+a hook's own work. Errors and warnings go to every configured destination;
+information goes to syslog only (a hook's stdout and stderr may be read by
+the batch system); ``--verbose`` adds debug lines on stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import syslog
+
+_PRIORITIES = {
+    "error": syslog.LOG_ERR,
+    "warning": syslog.LOG_WARNING,
+    "info": syslog.LOG_INFO,
+    "debug": syslog.LOG_DEBUG,
+}
+
+
+class Log:
+    """Where a hook's messages go; ``context`` (e.g. ``slurm prolog job 42``) prefixes each."""
+
+    def __init__(self, context: str, destinations: tuple[str, ...] = ("syslog", "stderr"),
+                 verbose: bool = False) -> None:
+        self.context = context
+        self.destinations = destinations
+        self.verbose = verbose
+        self._syslog_open = False
+
+    def error(self, message: str) -> None:
+        self._emit("error", message)
+
+    def warning(self, message: str) -> None:
+        self._emit("warning", message)
+
+    def info(self, message: str) -> None:
+        self._emit("info", message)
+
+    def debug(self, message: str) -> None:
+        if self.verbose:
+            self._emit("debug", message)
+
+    def _emit(self, level: str, message: str) -> None:
+        line = f"{self.context}: {level}: {_one_line(message)}"
+        if "syslog" in self.destinations and level != "debug":
+            if not self._syslog_open:
+                syslog.openlog("mjf", syslog.LOG_PID, syslog.LOG_DAEMON)
+                self._syslog_open = True
+            syslog.syslog(_PRIORITIES[level], line)
+        if ("stderr" in self.destinations and level in ("error", "warning")) or (
+            self.verbose and level in ("info", "debug")
+        ):
+            try:
+                sys.stderr.write(f"mjf[{os.getpid()}]: {line}\n")
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass  # a closed stderr must not turn a log line into a failure
+
+
+def _one_line(message: str) -> str:
+    """Multi-line messages break batch-system log parsers: fold them."""
+    return " | ".join(part for part in message.splitlines() if part.strip()) or message

@@ -1,0 +1,16 @@
+"""Read-only facts about this host and this job's cgroup.
+
+Each probe has a pure function that parses the text of a file and a thin
+reader at the edge that opens the file, so tests feed recorded text.
+"""
+
+from __future__ import annotations
+
+
+def read_text(path: str) -> str | None:
+    """The content of a small kernel or config file, or None if it cannot be read."""
+    try:
+        with open(path, encoding="ascii", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return None

@@ -1,0 +1,176 @@
+"""Standalone mode: ``mjf run -- CMD``, a job of this machine without a batch system.
+
+It sets up machine and job features, runs CMD as a child with
+``MACHINEFEATURES``/``JOBFEATURES`` set, forwards signals to it, removes the
+job directory when it ends, and exits as CMD did.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+from . import lifecycle
+from .cli.hook import HookContext
+from .cli.options import UsageError, positive_int
+from .errors import StoreError
+from .probe import cpu
+from .store import Store
+
+# Signals a job runner is expected to pass on to its job.
+FORWARDED_SIGNALS = (
+    signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM,
+    signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM,
+)
+# si_code values <= 0 mean another process sent the signal (SI_USER, SI_QUEUE, SI_TKILL);
+# positive ones are the kernel's: a terminal's Ctrl-C already reached the whole
+# foreground process group, the child included, and must not be delivered twice.
+_SENT_BY_A_PROCESS = 0
+
+
+def run(context: HookContext) -> int:
+    """Body of ``mjf run``: set up, run the command, clean up, exit as it did."""
+    if not context.args:
+        raise UsageError("no command given: mjf run [options] -- CMD [ARGS...]")
+    options = _job_options(context.options)
+    environ = dict(context.environ)
+    setup = context.fail_safe(_set_up, context, options)
+    if setup is not None:
+        store, job_id, exports = setup
+        environ.update(exports)
+    else:
+        store = job_id = None
+        context.log.warning("running the command without MJF")
+    if context.dry_run:
+        return 0
+    try:
+        status = _spawn_and_wait(context.args, environ)
+    finally:
+        if store is not None:
+            context.fail_safe(lifecycle.end_job, store, context.log, job_id)
+    return _exit_like(status)
+
+
+def _job_options(options: dict) -> dict:
+    parsed: dict = {}
+    for name, key in (("cpus", "allocated_cpu"), ("wall_limit", "wall_limit_secs"),
+                      ("memory", "max_rss_bytes")):
+        if name in options:
+            parsed[key] = positive_int(name.replace("_", "-"), str(options[name]))
+    if "job_id" in options:
+        parsed["job_id"] = str(options["job_id"])
+    return parsed
+
+
+def _set_up(context: HookContext, options: dict) -> tuple[Store, str, dict[str, str]]:
+    config, log = context.config, context.log
+    store = machine_store = lifecycle.store_for(config)
+    if not context.dry_run and not _writable(config.base_dir):
+        store = lifecycle.store_for(config, _private_base_dir(context.environ))
+        if not os.path.isdir(machine_store.machine_dir):
+            machine_store = store
+        sys.stderr.write(
+            f"mjf: {config.base_dir} is not writable by uid {os.geteuid()}: "
+            f"using {store.base_dir} for this job\n"
+        )
+    # The site's machine features may exist where we cannot write: read, don't rewrite.
+    machine = lifecycle.machine_features(config, machine_store, log, context.dry_run,
+                                         write=machine_store is store)
+    now = int(time.time())
+    job_id = options.get("job_id") or f"{os.uname().nodename}.{os.getpid()}.{now}"
+    source = "mjf run option"
+    batch = {
+        "job_id": (job_id, source if "job_id" in options else "generated"),
+        "jobstart_secs": (now, "time of `mjf run`"),
+        "allocated_cpu": (options["allocated_cpu"], source) if "allocated_cpu" in options
+        else (cpu.affinity_cpus(), "CPU affinity of the process"),
+    }
+    for key in ("wall_limit_secs", "max_rss_bytes"):
+        if key in options:
+            batch[key] = (options[key], source)
+    # EGI's $TMPDIR policy: where TMPDIR is set, it is the job's scratch space.
+    scratch_dir = context.environ.get("TMPDIR") or os.getcwd()
+    job_dir = lifecycle.start_job(config, store, log, machine, batch, "self", scratch_dir,
+                                  dry_run=context.dry_run)
+    exports = {"MACHINEFEATURES": machine_store.machine_dir, "JOBFEATURES": job_dir}
+    if context.dry_run:
+        sys.stdout.write(lifecycle.export_lines(exports["MACHINEFEATURES"], job_dir))
+    return store, job_id, exports
+
+
+def _writable(base_dir: str) -> bool:
+    """Whether we can create our directories in base_dir (or create base_dir itself)."""
+    path = base_dir
+    while not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            return False
+        path = parent
+    if path == base_dir:
+        jobs = os.path.join(base_dir, "jobs")
+        if os.path.isdir(jobs):
+            return os.access(jobs, os.W_OK | os.X_OK)
+    return os.access(path, os.W_OK | os.X_OK)
+
+
+def _private_base_dir(environ) -> str:
+    """A per-user base dir for unprivileged standalone runs, owned by us alone."""
+    runtime = environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isdir(runtime) and os.stat(runtime).st_uid == os.geteuid():
+        path = os.path.join(runtime, "mjf")
+    else:
+        path = f"/tmp/mjf-{os.geteuid()}"
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    info = os.lstat(path)
+    if not os.path.isdir(path) or os.path.islink(path) or info.st_uid != os.geteuid():
+        raise StoreError(f"{path} exists but is not a directory of uid {os.geteuid()}: "
+                         "set [mjf] base_dir to a directory you own")
+    return path
+
+
+def _spawn_and_wait(argv: list[str], environ: dict[str, str]) -> int:
+    """Run the command, forward signals to it, return its wait status."""
+    watched = set(FORWARDED_SIGNALS) | {signal.SIGCHLD}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
+    try:
+        try:
+            pid = os.posix_spawnp(
+                argv[0], argv, environ,
+                setsigmask=previous,
+                # Python ignores SIGPIPE and SIGXFSZ; the job must get the defaults back.
+                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+            )
+        except OSError as error:
+            sys.stderr.write(f"mjf run: {argv[0]}: {error.strerror}\n")
+            return (127 if isinstance(error, FileNotFoundError) else 126) << 8
+        while True:
+            info = signal.sigwaitinfo(watched)
+            if info.si_signo == signal.SIGCHLD:
+                waited, status = os.waitpid(pid, os.WNOHANG)
+                if waited == pid:
+                    return status
+            elif info.si_code <= _SENT_BY_A_PROCESS or info.si_signo not in (
+                signal.SIGINT, signal.SIGQUIT, signal.SIGHUP
+            ):
+                try:
+                    os.kill(pid, info.si_signo)
+                except ProcessLookupError:
+                    pass
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _exit_like(status: int) -> int:
+    """Exit with the command's status; if a signal killed it, die of the same signal."""
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        sys.stdout.flush()
+        signal.signal(number, signal.SIG_DFL)
+        os.kill(os.getpid(), number)
+        return 128 + number
+    return os.waitstatus_to_exitcode(status)

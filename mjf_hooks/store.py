@@ -1,0 +1,399 @@
+"""The per-host and per-job directories: created, written and removed safely.
+
+Layout (the contract in DESIGN.md)::
+
+    <base_dir>/machinefeatures/<key>
+    <base_dir>/jobs/<job dir name>/jobfeatures/<key>
+
+How the invariants are kept:
+
+* every path below ``base_dir`` is reached through directory file descriptors
+  opened with ``O_NOFOLLOW``, so a symlink planted anywhere below it cannot
+  redirect a write or a removal, even if it appears while we work;
+* a key file is written to a temporary name in its own directory and renamed
+  over the key: a reader sees the old value or the new, never a partial one;
+* a job directory is built completely under a hidden temporary name and
+  renamed into place, and removed by first renaming it out of sight;
+* removal never follows symlinks and never descends into a mount point.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+from . import spec
+from .errors import StoreError
+from .probe.mounts import read_mounts
+
+MACHINE_DIR = "machinefeatures"
+JOBS_DIR = "jobs"
+JOB_FEATURES_DIR = "jobfeatures"
+# Hidden names never collide with a job's directory: job dir names never start with ".".
+_TEMP_PREFIX = ".new-"
+_TRASH_PREFIX = ".old-"
+_MAX_NAME_BYTES = 240
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_SAFE_NAME_CHARS = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-+=@#,:[]"
+)
+
+
+def job_dir_name(job_id: str) -> str:
+    """The directory name of a job: the id itself where safe, percent-encoded otherwise.
+
+    The mapping is injective, never yields ``.``/``..``, a hidden name or a
+    ``/``; ids that cannot be a job id (per the spec) are refused with the reason.
+    """
+    if not job_id:
+        raise StoreError("the job id is empty")
+    if not spec.is_valid_job_id(job_id):
+        raise StoreError(
+            f"job id {job_id!r} is not 1 to {spec.MAX_JOB_ID_LENGTH} printable ASCII "
+            "characters without spaces"
+        )
+    if "/" in job_id or job_id in (".", ".."):
+        raise StoreError(f"job id {job_id!r} would name a path, not a directory")
+    encoded = "".join(
+        char if char in _SAFE_NAME_CHARS and char != "%" else f"%{ord(char):02X}"
+        for char in job_id
+    )
+    if encoded.startswith("."):
+        encoded = "%2E" + encoded[1:]
+    if len(encoded) > _MAX_NAME_BYTES:
+        raise StoreError(f"job id {job_id[:40]!r}... is too long for a directory name")
+    return encoded
+
+
+class Store:
+    """One ``base_dir``: machine features and per-job directories."""
+
+    def __init__(self, base_dir: str, dir_mode: int = 0o755, file_mode: int = 0o644) -> None:
+        self.base_dir = base_dir
+        self.dir_mode = dir_mode
+        self.file_mode = file_mode
+
+    # Paths, for exporting to jobs and for messages.
+    @property
+    def machine_dir(self) -> str:
+        return f"{self.base_dir}/{MACHINE_DIR}"
+
+    def job_features_dir(self, job_id: str) -> str:
+        return f"{self.base_dir}/{JOBS_DIR}/{job_dir_name(job_id)}/{JOB_FEATURES_DIR}"
+
+    # Machine features.
+    def write_machine(self, values: dict[str, str], managed: frozenset[str]) -> list[str]:
+        """Make the machine keys in ``managed`` equal ``values``; return what changed.
+
+        Unchanged files are not rewritten; managed keys without a value are
+        removed; other files (dynamic keys like shutdowntime) are left alone.
+        """
+        changed = []
+        with _Dir(self._open_base(create=True), self.base_dir) as base, \
+                base.subdir(MACHINE_DIR, self, create=True) as machine:
+            for name, content in values.items():
+                if machine.read(name) != content:
+                    machine.replace(name, content, self.file_mode)
+                    changed.append(name)
+            for name in sorted(managed - values.keys()):
+                if machine.unlink_file(name):
+                    changed.append(name)
+        return changed
+
+    def read_machine_key(self, name: str) -> str | None:
+        """A machine key's current content, or None if absent or unreadable."""
+        try:
+            with _Dir(self._open_base(create=False), self.base_dir) as base, \
+                    base.subdir(MACHINE_DIR, self) as machine:
+                return machine.read(name)
+        except (FileNotFoundError, StoreError):
+            return None
+
+    def set_machine_key(self, name: str, content: str | None) -> None:
+        """Replace (or with None remove) one dynamic machine key atomically."""
+        with _Dir(self._open_base(create=True), self.base_dir) as base, \
+                base.subdir(MACHINE_DIR, self, create=True) as machine:
+            if content is None:
+                machine.unlink_file(name)
+            else:
+                machine.replace(name, content, self.file_mode)
+
+    # Job features.
+    def create_job(self, job_id: str, values: dict[str, str], gid: int | None = None) -> str:
+        """Build a job's directory completely, then make it appear at once.
+
+        An existing directory of the same job id (a requeued job, a leftover)
+        is replaced. With ``gid`` (root writing for a job's user) the
+        directories and files belong to that group, so narrowed modes still
+        let the job read them. Returns the jobfeatures path.
+        """
+        name = job_dir_name(job_id)
+        with _Dir(self._open_base(create=True), self.base_dir) as base, \
+                base.subdir(JOBS_DIR, self, create=True) as jobs:
+            temp = jobs.make_temp_dir(_TEMP_PREFIX + name[:64], self.dir_mode, gid)
+            try:
+                with jobs.open_subdir(temp) as top, \
+                        top.make_dir(JOB_FEATURES_DIR, self.dir_mode, gid) as features:
+                    for key, content in values.items():
+                        features.create(key, content, self.file_mode, gid)
+                jobs.rename_into_place(temp, name)
+            except BaseException:
+                try:
+                    jobs.remove_tree(temp)
+                except (OSError, StoreError):
+                    pass  # the original error is the one worth reporting
+                raise
+        return self.job_features_dir(job_id)
+
+    def set_job_keys(self, job_id: str, values: dict[str, str | None]) -> None:
+        """Replace (or with None remove) keys of an existing job, each atomically."""
+        name = job_dir_name(job_id)
+        with _Dir(self._open_base(create=False), self.base_dir) as base, \
+                base.subdir(JOBS_DIR, self) as jobs, jobs.open_subdir(name) as top, \
+                top.open_subdir(JOB_FEATURES_DIR) as features:
+            for key, content in values.items():
+                if content is None:
+                    features.unlink_file(key)
+                else:
+                    features.replace(key, content, self.file_mode)
+
+    def remove_job(self, job_id: str) -> bool:
+        """Remove a job's directory; False if there was none (removal is idempotent)."""
+        name = job_dir_name(job_id)
+        try:
+            base_fd = self._open_base(create=False)
+        except StoreError:
+            return False
+        with _Dir(base_fd, self.base_dir) as base:
+            try:
+                jobs = base.subdir(JOBS_DIR, self)
+            except FileNotFoundError:
+                return False
+            with jobs:
+                trash = jobs.move_out_of_sight(name)
+                if trash is None:
+                    return False
+                jobs.remove_tree(trash)
+        return True
+
+    def job_ids(self) -> list[str]:
+        """The job directory names present (for inspection and cleanup)."""
+        try:
+            with _Dir(self._open_base(create=False), self.base_dir) as base, \
+                    base.subdir(JOBS_DIR, self) as jobs:
+                return sorted(name for name in os.listdir(jobs.fd) if not name.startswith("."))
+        except (FileNotFoundError, StoreError):
+            return []
+
+    def _open_base(self, create: bool) -> int:
+        try:
+            if create:
+                os.makedirs(self.base_dir, mode=self.dir_mode, exist_ok=True)
+            return os.open(self.base_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as error:
+            raise StoreError(_describe(error, self.base_dir)) from None
+
+
+def _describe(error: OSError, path: str) -> str:
+    reason = error.strerror or str(error)
+    return f"{path}: {reason}"
+
+
+class _Dir:
+    """A directory held open by file descriptor; all operations are relative to it."""
+
+    __slots__ = ("fd", "path")
+
+    def __init__(self, fd: int, path: str) -> None:
+        self.fd = fd
+        self.path = path
+
+    def __enter__(self) -> _Dir:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+    def _fail(self, error: OSError, name: str = "") -> StoreError:
+        return StoreError(_describe(error, f"{self.path}/{name}" if name else self.path))
+
+    def subdir(self, name: str, store: Store, create: bool = False) -> _Dir:
+        """Open one of our own top-level directories, checking nobody else controls it."""
+        if create:
+            try:
+                os.mkdir(name, store.dir_mode, dir_fd=self.fd)
+            except FileExistsError:
+                pass
+            except OSError as error:
+                raise self._fail(error, name) from None
+        child = self.open_subdir(name)
+        info = os.fstat(child.fd)
+        if info.st_uid not in (os.geteuid(), 0) or info.st_mode & 0o022:
+            child.close()
+            raise StoreError(
+                f"{child.path} is owned by uid {info.st_uid} with mode "
+                f"{stat.S_IMODE(info.st_mode):04o}: refusing to use a directory others can write"
+            )
+        return child
+
+    def open_subdir(self, name: str) -> _Dir:
+        try:
+            return _Dir(os.open(name, _DIR_FLAGS, dir_fd=self.fd), f"{self.path}/{name}")
+        except FileNotFoundError:
+            raise
+        except OSError as error:
+            if error.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise StoreError(f"{self.path}/{name} is not a directory (a symlink or a file "
+                                 "was planted there): refusing to follow it") from None
+            raise self._fail(error, name) from None
+
+    def make_dir(self, name: str, mode: int, gid: int | None) -> _Dir:
+        try:
+            os.mkdir(name, 0o700, dir_fd=self.fd)
+        except OSError as error:
+            raise self._fail(error, name) from None
+        child = self.open_subdir(name)
+        _set_owner_and_mode(child.fd, mode, gid)
+        return child
+
+    def make_temp_dir(self, prefix: str, mode: int, gid: int | None) -> str:
+        name = f"{prefix}.{os.getpid()}.{os.urandom(4).hex()}"
+        self.make_dir(name, mode, gid).close()
+        return name
+
+    def read(self, name: str) -> str | None:
+        """A key file's content, or None if absent, unreadable or not a regular file."""
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self.fd)
+        except OSError:
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            return os.read(fd, 4096).decode("ascii", "replace")
+        finally:
+            os.close(fd)
+
+    def create(self, name: str, content: str, mode: int, gid: int | None = None) -> None:
+        """Write a new file that must not exist yet (inside a directory only we can see)."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(name, flags, 0o600, dir_fd=self.fd)
+        except OSError as error:
+            raise self._fail(error, name) from None
+        try:
+            data = content.encode("ascii")
+            while data:
+                data = data[os.write(fd, data):]
+            _set_owner_and_mode(fd, mode, gid)
+        except OSError as error:
+            os.close(fd)
+            self._unlink_quietly(name)
+            raise self._fail(error, name) from None
+        os.close(fd)
+
+    def replace(self, name: str, content: str, mode: int) -> None:
+        """Atomically replace (or create) a file: temp file in the same dir + rename."""
+        temp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}"
+        self.create(temp, content, mode)
+        try:
+            os.rename(temp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+        except OSError as error:
+            self._unlink_quietly(temp)
+            raise self._fail(error, name) from None
+
+    def unlink_file(self, name: str) -> bool:
+        try:
+            info = os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        if stat.S_ISDIR(info.st_mode):
+            raise StoreError(f"{self.path}/{name} is a directory, not a key file")
+        try:
+            os.unlink(name, dir_fd=self.fd)
+        except FileNotFoundError:
+            return False
+        except OSError as error:
+            raise self._fail(error, name) from None
+        return True
+
+    def _unlink_quietly(self, name: str) -> None:
+        try:
+            os.unlink(name, dir_fd=self.fd)
+        except OSError:
+            pass
+
+    def rename_into_place(self, temp: str, name: str) -> None:
+        """Rename a finished directory to ``name``, moving any existing entry aside."""
+        for _ in range(3):
+            try:
+                os.rename(temp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+                return
+            except OSError as error:
+                if error.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR,
+                                       errno.EISDIR):
+                    raise self._fail(error, name) from None
+            trash = self.move_out_of_sight(name)
+            if trash is not None:
+                self.remove_tree(trash)
+        raise StoreError(f"{self.path}/{name} keeps reappearing: another process is racing us")
+
+    def move_out_of_sight(self, name: str) -> str | None:
+        """Rename an entry to a hidden trash name (never following it); None if absent."""
+        trash = f"{_TRASH_PREFIX}{name[:64]}.{os.getpid()}.{os.urandom(4).hex()}"
+        try:
+            os.rename(name, trash, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            raise self._fail(error, name) from None
+        return trash
+
+    def remove_tree(self, name: str) -> None:
+        """Remove ``name`` and everything below it, without following symlinks or
+        crossing into another filesystem or a mount point."""
+        device = os.fstat(self.fd).st_dev
+        mount_points = _mount_points_under(os.path.realpath(f"/proc/self/fd/{self.fd}"))
+        _remove_entry(self.fd, name, f"{self.path}/{name}", device, mount_points)
+
+
+def _remove_entry(parent_fd: int, name: str, path: str, device: int,
+                  mount_points: frozenset[str]) -> None:
+    try:
+        info = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(info.st_mode):
+        os.unlink(name, dir_fd=parent_fd)
+        return
+    real = os.path.realpath(f"/proc/self/fd/{parent_fd}") + "/" + name
+    if info.st_dev != device or real in mount_points:
+        raise StoreError(f"{path} is a mount point: not removing anything below it")
+    fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    try:
+        if (os.fstat(fd).st_ino, os.fstat(fd).st_dev) != (info.st_ino, info.st_dev):
+            raise StoreError(f"{path} was swapped while being removed: stopping")
+        for child in os.listdir(fd):
+            _remove_entry(fd, child, f"{path}/{child}", device, mount_points)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=parent_fd)
+
+
+def _mount_points_under(path: str) -> frozenset[str]:
+    """Mount points strictly below ``path``."""
+    prefix = path.rstrip("/") + "/"
+    return frozenset(
+        mount.mount_point for mount in read_mounts() if mount.mount_point.startswith(prefix)
+    )
+
+
+def _set_owner_and_mode(fd: int, mode: int, gid: int | None) -> None:
+    if gid is not None and os.geteuid() == 0:
+        os.fchown(fd, 0, gid)
+    os.fchmod(fd, mode)
