@@ -8,7 +8,6 @@ job directory when it ends, and exits as CMD did.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import time
 
@@ -18,6 +17,13 @@ from .cli.options import UsageError, positive_int
 from .errors import StoreError
 from .probe import cpu
 from .store import Store
+
+try:
+    # The C module behind `signal`: the same functions and constants, without the
+    # enum wrappers whose import costs a tenth of a bare interpreter start.
+    import _signal as signal
+except ImportError:  # not CPython
+    import signal
 
 # Signals a job runner is expected to pass on to its job.
 FORWARDED_SIGNALS = (

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Mapping
 
 from .. import config as config_module
 from ..errors import MJFError
 from ..log import Log
 from .options import UsageError, parse
+
+# Type names only: importing collections.abc at run time costs every job start ~2 ms.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
 
 COMMON_FLAGS = ("--dry-run", "--verbose")
 COMMON_VALUED = ("--env-file", "--config")

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
-from collections import namedtuple
-
 from . import read_text
 
-Mount = namedtuple("Mount", "root mount_point fstype super_options")
+
+class Mount:
+    """One line of mountinfo: what is mounted where."""
+
+    __slots__ = ("fstype", "mount_point", "root", "super_options")
+
+    def __init__(self, root: str, mount_point: str, fstype: str,
+                 super_options: list[str]) -> None:
+        self.root = root  # the directory of the filesystem that is mounted
+        self.mount_point = mount_point
+        self.fstype = fstype
+        self.super_options = super_options
 
 
 def parse_mountinfo(text: str) -> list[Mount]:
