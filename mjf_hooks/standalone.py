@@ -73,7 +73,7 @@ def _job_options(options: dict) -> dict:
 def _set_up(context: HookContext, options: dict) -> tuple[Store, str, dict[str, str]]:
     config, log = context.config, context.log
     store = machine_store = lifecycle.store_for(config)
-    if not context.dry_run and not _writable(config.base_dir):
+    if not context.dry_run and os.geteuid() != 0 and not _writable(config.base_dir):
         store = lifecycle.store_for(config, _private_base_dir(context.environ))
         if not os.path.isdir(machine_store.machine_dir):
             machine_store = store

@@ -37,11 +37,13 @@ COMMON_HELP = """\
 class HookContext:
     """What a hook body gets: the config, the environment, its options and a log."""
 
-    __slots__ = ("args", "config", "dry_run", "environ", "log", "options")
+    __slots__ = ("args", "config", "config_failed", "dry_run", "environ", "log", "options")
 
     def __init__(self, config, environ: Mapping[str, str], options: dict, args: list[str],
-                 log: Log) -> None:
+                 log: Log, config_failed: bool = False) -> None:
         self.config = config
+        # The config could not be read (already logged): a job runner still runs the job.
+        self.config_failed = config_failed
         self.environ = environ
         self.options = options
         self.args = args
@@ -50,6 +52,8 @@ class HookContext:
 
     def fail_safe(self, action: Callable, *args):
         """Run one step; on error log it and return None (or exit 1 with on_error = fail)."""
+        if self.config_failed:
+            return None
         try:
             return action(*args)
         except Exception as error:  # noqa: BLE001 - the fail-safe rule: nothing escapes
@@ -68,11 +72,14 @@ def run_hook(
     valued: tuple[str, ...] = (),
     positional_stop: bool = False,
     usage_exit: int = 0,
+    runs_job: bool = False,
 ) -> int:
     """Run ``body`` under the fail-safe rule and return the hook's exit status.
 
     ``usage_exit`` is the status for a wrong command line: 2 for commands a
-    person types, 0 (logged) for hooks a batch system calls.
+    person types, 0 (logged) for hooks a batch system calls. A hook that
+    ``runs_job`` (a wrapper) gets its body called even when the config is
+    broken, so it can run the job without MJF.
     """
     log = Log(context_name)
     try:
@@ -95,8 +102,11 @@ def run_hook(
         log.destinations = config.log
         context = HookContext(config, environ, options, args, log)
     except Exception as error:  # noqa: BLE001 - a broken config must not drain a node
+        # Its on_error cannot be trusted either: the default (continue) applies.
         _log_failure(log, error)
-        return 1 if config.on_error == "fail" else 0
+        if not runs_job:
+            return 0
+        context = HookContext(config, environ, options, args, log, config_failed=True)
     try:
         status = body(context)
     except SystemExit:

@@ -37,7 +37,7 @@ def run_command(argv: list[str]) -> int:
 
     return run_hook("mjf run", argv, run, RUN_USAGE,
                     valued=("--cpus", "--wall-limit", "--memory", "--job-id"),
-                    positional_stop=True, usage_exit=2)
+                    positional_stop=True, usage_exit=2, runs_job=True)
 
 
 def machine_command(argv: list[str]) -> int:

@@ -1,0 +1,55 @@
+"""Shared test helpers.
+
+Tests that need root or real daemons are marked ``integration``. A developer
+without root gets them skipped; CI sets ``MJF_REQUIRE_INTEGRATION=1`` and
+there a skip is a failure, so they cannot silently stop running.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+REQUIRE_INTEGRATION = os.environ.get("MJF_REQUIRE_INTEGRATION") == "1"
+
+
+def fixture_text(relative: str) -> str:
+    return (FIXTURES / relative).read_text()
+
+
+def require(condition: bool, reason: str) -> None:
+    """Skip (or, in CI, fail) when an integration prerequisite is missing."""
+    if condition:
+        return
+    if REQUIRE_INTEGRATION:
+        pytest.fail(f"integration prerequisite missing in CI: {reason}")
+    pytest.skip(reason)
+
+
+def installed_command(name: str) -> str:
+    """Path of an installed command of this package, next to the running interpreter."""
+    candidate = Path(sys.executable).parent / name
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which(name)
+    if found is None:
+        pytest.fail(f"{name} is not installed: pip install the package first")
+    return found
+
+
+@pytest.fixture
+def write_config(tmp_path):
+    """Write an mjf.conf whose base_dir is a fresh directory; return (path, base_dir)."""
+
+    def write(body: str = "", base_dir: Path | None = None) -> tuple[Path, Path]:
+        base = base_dir or tmp_path / "base"
+        path = tmp_path / "mjf.conf"
+        path.write_text(f"[mjf]\nbase_dir = {base}\nlog = stderr\n{body}")
+        return path, base
+
+    return write

@@ -1,0 +1,263 @@
+"""The store's safety invariants: atomicity, symlinks, ownership, full disks."""
+
+import os
+import stat
+import subprocess
+import threading
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pyfakefs.helpers import set_uid
+
+from mjf_hooks import spec
+from mjf_hooks.errors import StoreError
+from mjf_hooks.store import Store, job_dir_name
+from tests.conftest import require
+
+VALUES = {"job_id": "7", "allocated_cpu": "4", "wall_limit_secs": "3600"}
+
+
+def listing(path):
+    return sorted(os.listdir(path))
+
+
+def test_job_directory_holds_exact_files_with_contract_modes(tmp_path):
+    store = Store(str(tmp_path / "base"))
+    path = store.create_job("7", VALUES)
+    assert path == f"{tmp_path}/base/jobs/7/jobfeatures"
+    assert listing(path) == sorted(VALUES)
+    for name, content in VALUES.items():
+        assert (tmp_path / "base/jobs/7/jobfeatures" / name).read_bytes() == content.encode()
+        assert stat.S_IMODE(os.stat(f"{path}/{name}").st_mode) == 0o644
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(f"{tmp_path}/base/jobs/7").st_mode) == 0o755
+    assert listing(tmp_path / "base/jobs") == ["7"]  # no temporary leftovers
+
+
+def test_narrowed_modes_are_applied(tmp_path):
+    store = Store(str(tmp_path / "base"), dir_mode=0o750, file_mode=0o640)
+    path = store.create_job("7", VALUES)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o750
+    assert stat.S_IMODE(os.stat(f"{path}/job_id").st_mode) == 0o640
+
+
+def test_root_gives_the_job_group_read_access(tmp_path):
+    require(os.geteuid() == 0, "needs root to chown to another group")
+    store = Store(str(tmp_path / "base"), dir_mode=0o750, file_mode=0o640)
+    path = store.create_job("7", VALUES, gid=4321)
+    for entry in (path, f"{path}/job_id", os.path.dirname(path)):
+        info = os.stat(entry)
+        assert (info.st_uid, info.st_gid) == (0, 4321)
+
+
+def test_recreating_a_job_replaces_it_whole(tmp_path):
+    store = Store(str(tmp_path / "base"))
+    store.create_job("7", {**VALUES, "max_rss_bytes": "1"})
+    path = store.create_job("7", VALUES)
+    assert listing(path) == sorted(VALUES)
+    assert listing(tmp_path / "base/jobs") == ["7"]
+
+
+def test_other_jobs_are_untouched(tmp_path):
+    store = Store(str(tmp_path / "base"))
+    other = store.create_job("6", {"job_id": "6"})
+    store.create_job("7", VALUES)
+    store.remove_job("7")
+    assert listing(other) == ["job_id"]
+    assert (tmp_path / "base/jobs/6/jobfeatures/job_id").read_text() == "6"
+
+
+def test_planted_symlink_at_the_job_directory_is_moved_aside_not_followed(tmp_path):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious").write_text("keep")
+    store = Store(str(tmp_path / "base"))
+    store.create_job("1", {"job_id": "1"})
+    os.symlink(victim, tmp_path / "base/jobs/8")
+    path = store.create_job("8", {"job_id": "8"})
+    assert not os.path.islink(tmp_path / "base/jobs/8")
+    assert listing(path) == ["job_id"]
+    assert listing(victim) == ["precious"] and (victim / "precious").read_text() == "keep"
+    os.symlink(victim, tmp_path / "base/jobs/9")
+    assert store.remove_job("9")  # removes the link, not what it points to
+    assert listing(victim) == ["precious"]
+
+
+def test_planted_symlink_at_a_key_file_is_replaced_not_written_through(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    store = Store(str(tmp_path / "base"))
+    path = store.create_job("7", VALUES)
+    os.unlink(f"{path}/wall_limit_secs")
+    os.symlink(victim, f"{path}/wall_limit_secs")
+    store.set_job_keys("7", {"wall_limit_secs": "60", "shutdowntime_job": "1795400000"})
+    assert victim.read_text() == "keep"
+    assert not os.path.islink(f"{path}/wall_limit_secs")
+    assert open(f"{path}/wall_limit_secs").read() == "60"
+    assert open(f"{path}/shutdowntime_job").read() == "1795400000"
+
+
+@pytest.mark.parametrize("planted", ["jobs", "machinefeatures"])
+def test_symlinked_top_directories_are_refused(tmp_path, planted):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (tmp_path / "base").mkdir()
+    os.symlink(victim, tmp_path / "base" / planted)
+    store = Store(str(tmp_path / "base"))
+    with pytest.raises(StoreError, match="refusing to follow"):
+        if planted == "jobs":
+            store.create_job("7", VALUES)
+        else:
+            store.write_machine({"total_cpu": "4"}, frozenset())
+    assert listing(victim) == []
+
+
+def test_a_jobs_directory_others_can_write_is_refused(tmp_path):
+    (tmp_path / "base/jobs").mkdir(parents=True)
+    os.chmod(tmp_path / "base/jobs", 0o777)
+    with pytest.raises(StoreError, match="refusing to use a directory others can write"):
+        Store(str(tmp_path / "base")).create_job("7", VALUES)
+
+
+def test_removal_never_follows_symlinks_inside_a_job(tmp_path):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious").write_text("keep")
+    store = Store(str(tmp_path / "base"))
+    path = store.create_job("7", VALUES)
+    os.symlink(victim, f"{path}/link")
+    os.makedirs(f"{path}/nested/deeper")
+    os.symlink(victim / "precious", f"{path}/nested/deeper/file-link")
+    assert store.remove_job("7")
+    assert listing(victim) == ["precious"]
+    assert listing(tmp_path / "base/jobs") == []
+
+
+def test_removal_is_idempotent(tmp_path):
+    store = Store(str(tmp_path / "base"))
+    assert not store.remove_job("7")  # no base dir at all
+    store.create_job("7", VALUES)
+    assert store.remove_job("7")
+    assert not store.remove_job("7")
+
+
+def test_removal_never_crosses_a_mount_point(tmp_path):
+    require(os.geteuid() == 0, "needs root to mount a tmpfs")
+    store = Store(str(tmp_path / "base"))
+    path = store.create_job("7", VALUES)
+    mount_point = f"{path}/mounted"
+    os.mkdir(mount_point)
+    subprocess.run(["mount", "-t", "tmpfs", "tmpfs", mount_point], check=True)
+    try:
+        with open(f"{mount_point}/precious", "w") as handle:
+            handle.write("keep")
+        with pytest.raises(StoreError, match="mount point"):
+            store.remove_job("7")
+        hidden = [name for name in listing(tmp_path / "base/jobs") if name.startswith(".old-")]
+        (trash,) = hidden
+        moved = f"{tmp_path}/base/jobs/{trash}/jobfeatures/mounted/precious"
+        assert open(moved).read() == "keep"
+        assert listing(tmp_path / "base/jobs") == hidden  # gone from readers' view all the same
+    finally:
+        subprocess.run(["umount", "-l", mount_point], check=False)
+        for name in listing(tmp_path / "base/jobs"):
+            subprocess.run(["umount", "-l", f"{tmp_path}/base/jobs/{name}/jobfeatures/mounted"],
+                           check=False, capture_output=True)
+
+
+@pytest.mark.parametrize(("job_id", "reason"), [
+    ("", "empty"), ("../x", "would name a path"), ("/", "would name a path"),
+    ("..", "would name a path"), (".", "would name a path"), ("a b", "printable ASCII"),
+    ("x" * 201, "printable ASCII"), ("a\nb", "printable ASCII"), ("é", "printable ASCII"),
+])
+def test_unsafe_job_ids_are_rejected_with_the_reason(job_id, reason):
+    with pytest.raises(StoreError, match=reason):
+        job_dir_name(job_id)
+
+
+@pytest.mark.parametrize(("job_id", "name"), [
+    ("1234", "1234"), ("1234_7", "1234_7"), ("1234[7]", "1234[7]"),
+    ("vm#1.0#1795319385", "vm#1.0#1795319385"), ("a%b", "a%25b"), (".hidden", "%2Ehidden"),
+    ("a*b?", "a%2Ab%3F"),
+])
+def test_job_dir_names_are_readable_and_safe(job_id, name):
+    assert job_dir_name(job_id) == name
+
+
+@given(st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=1,
+               max_size=spec.MAX_JOB_ID_LENGTH))
+def test_job_dir_names_are_injective_single_components(job_id):
+    try:
+        name = job_dir_name(job_id)
+    except StoreError:
+        assert "/" in job_id or job_id in (".", "..") or len(job_id) > 80
+        return
+    assert "/" not in name and not name.startswith(".") and name not in (".", "..")
+    assert _decode(name) == job_id
+
+
+def _decode(name):
+    out, index = [], 0
+    while index < len(name):
+        if name[index] == "%":
+            out.append(chr(int(name[index + 1:index + 3], 16)))
+            index += 3
+        else:
+            out.append(name[index])
+            index += 1
+    return "".join(out)
+
+
+def test_full_disk_leaves_nothing_partial(fs):
+    fs.create_dir("/run/mjf")
+    fs.set_disk_usage(20000)
+    store = Store("/run/mjf")
+    with pytest.raises(StoreError, match="No space left on device"):
+        store.create_job("7", {"job_id": "7", "big": "1" * 30000})
+    assert os.listdir("/run/mjf/jobs") == []
+
+
+def test_read_only_base_dir_is_a_clear_error_and_changes_nothing(fs):
+    fs.create_dir("/run/mjf/jobs")
+    os.chmod("/run/mjf/jobs", 0o555)
+    os.chmod("/run/mjf", 0o555)
+    set_uid(1000)
+    store = Store("/run/mjf")
+    with pytest.raises(StoreError, match="Permission denied"):
+        store.create_job("7", VALUES)
+    assert os.listdir("/run/mjf/jobs") == []
+
+
+def test_machine_keys_are_only_rewritten_when_changed(tmp_path):
+    store = Store(str(tmp_path / "base"))
+    managed = frozenset({"total_cpu", "hs06", "grace_secs"})
+    assert store.write_machine({"total_cpu": "4", "hs06": "40"}, managed) == ["total_cpu", "hs06"]
+    before = os.stat(f"{store.machine_dir}/total_cpu").st_ino
+    store.set_machine_key("shutdowntime", "1795400000")
+    assert store.write_machine({"total_cpu": "4"}, managed) == ["hs06"]  # hs06 unconfigured
+    assert os.stat(f"{store.machine_dir}/total_cpu").st_ino == before
+    assert listing(store.machine_dir) == ["shutdowntime", "total_cpu"]  # dynamic key kept
+    assert store.read_machine_key("shutdowntime") == "1795400000"
+
+
+def test_readers_never_see_a_partial_value(tmp_path):
+    store = Store(str(tmp_path / "base"))
+    path = store.create_job("7", {"shutdowntime_job": "1" * 10})
+    values = {"1" * 10, "2" * 10}
+    seen = set()
+    stop = threading.Event()
+
+    def read():
+        while not stop.is_set():
+            with open(f"{path}/shutdowntime_job") as handle:
+                seen.add(handle.read())
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    for round_number in range(300):
+        store.set_job_keys("7", {"shutdowntime_job": ("1", "2")[round_number % 2] * 10})
+    stop.set()
+    reader.join()
+    assert seen <= values and seen
+    assert listing(path) == ["shutdowntime_job"]
