@@ -62,9 +62,12 @@ def test_hs06_per_cpu_and_log_none():
 
 
 @pytest.mark.parametrize(("text", "expected"), [
-    ("[machinefeatures]\nhs07 = 1\n", r"line 2: \[machinefeatures\] hs07 = '1': is not an MJF key"),
-    ("[machinefeatures]\nhs06 = fast\n", r"\[machinefeatures\] hs06 = 'fast': must be a non-negative"),
-    ("[jobfeatures]\nwall_limit_secs = -5\n", r"wall_limit_secs = '-5': must be a non-negative whole"),
+    ("[machinefeatures]\nhs07 = 1\n",
+     r"line 2: \[machinefeatures\] hs07 = '1': is not an MJF key"),
+    ("[machinefeatures]\nhs06 = fast\n",
+     r"\[machinefeatures\] hs06 = 'fast': must be a non-negative"),
+    ("[jobfeatures]\nwall_limit_secs = -5\n",
+     r"wall_limit_secs = '-5': must be a non-negative whole"),
     ("[jobfeatures]\nwall_limit_secs = 1.5\n", "must be a non-negative whole number"),
     ("[jobfeatures]\ntotal_cpu = 4\n", r"is a machine key: put it in \[machinefeatures\]"),
     ("[machinefeatures]\nshutdowntime = 4\n", "is set per job or by `mjf drain`"),

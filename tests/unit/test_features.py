@@ -105,7 +105,8 @@ def test_legacy_keys_are_opt_in_and_use_powers_of_1000():
 
 
 @pytest.mark.parametrize(("batch", "message"), [
-    ({"allocated_cpu": (-2, "SLURM_JOB_CPUS_PER_NODE")}, "allocated_cpu from SLURM_JOB_CPUS_PER_NODE"),
+    ({"allocated_cpu": (-2, "SLURM_JOB_CPUS_PER_NODE")},
+     "allocated_cpu from SLURM_JOB_CPUS_PER_NODE"),
     ({"job_id": ("a b", "env")}, "job_id from env"),
     ({"wall_limit_secs": (1.5, "ad")}, "wall_limit_secs from ad"),
 ])

@@ -4,6 +4,7 @@ import os
 import stat
 import subprocess
 import threading
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -94,8 +95,8 @@ def test_planted_symlink_at_a_key_file_is_replaced_not_written_through(tmp_path)
     store.set_job_keys("7", {"wall_limit_secs": "60", "shutdowntime_job": "1795400000"})
     assert victim.read_text() == "keep"
     assert not os.path.islink(f"{path}/wall_limit_secs")
-    assert open(f"{path}/wall_limit_secs").read() == "60"
-    assert open(f"{path}/shutdowntime_job").read() == "1795400000"
+    assert Path(path, "wall_limit_secs").read_text() == "60"
+    assert Path(path, "shutdowntime_job").read_text() == "1795400000"
 
 
 @pytest.mark.parametrize("planted", ["jobs", "machinefeatures"])
@@ -157,7 +158,7 @@ def test_removal_never_crosses_a_mount_point(tmp_path):
         hidden = [name for name in listing(tmp_path / "base/jobs") if name.startswith(".old-")]
         (trash,) = hidden
         moved = f"{tmp_path}/base/jobs/{trash}/jobfeatures/mounted/precious"
-        assert open(moved).read() == "keep"
+        assert Path(moved).read_text() == "keep"
         assert listing(tmp_path / "base/jobs") == hidden  # gone from readers' view all the same
     finally:
         subprocess.run(["umount", "-l", mount_point], check=False)
