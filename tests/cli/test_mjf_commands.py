@@ -1,0 +1,140 @@
+"""`mjf machine`, `mjf show`, `mjf get`, the backend stubs, and the shared hook frame."""
+
+import ast
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from mjf_hooks.cli.hook import read_env_file, run_hook
+from mjf_hooks.log import Log
+from tests.conftest import FIXTURES, installed_command
+
+
+def run(command, *args, env=None, **kwargs):
+    return subprocess.run([installed_command(command), *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=60, **kwargs)
+
+
+def test_mjf_machine_writes_and_is_idempotent(write_config):
+    conf, base = write_config("[machinefeatures]\nhs06 = 1000\ngrace_secs = 600\n")
+    env = {"MJF_CONFIG": str(conf)}
+    assert run("mjf", "machine", env=env).returncode == 0
+    machine = base / "machinefeatures"
+    assert {p.name: p.read_text() for p in machine.iterdir()} == {
+        "total_cpu": str(os.cpu_count()), "hs06": "1000", "grace_secs": "600"}
+    inode = (machine / "hs06").stat().st_ino
+    assert run("mjf", "machine", env=env).returncode == 0
+    assert (machine / "hs06").stat().st_ino == inode  # unchanged, not rewritten
+
+
+def test_mjf_machine_dry_run_and_legacy_keys(write_config):
+    conf, base = write_config("[mjf]\nlegacy_keys = yes\n")
+    result = run("mjf", "machine", "--dry-run", env={"MJF_CONFIG": str(conf)})
+    assert f"{base}/machinefeatures/log_cores = {os.cpu_count()}" in result.stdout
+    assert f"{base}/machinefeatures/total_cpu = {os.cpu_count()}" in result.stdout
+    assert not base.exists()
+
+
+def test_mjf_machine_with_a_broken_config_fails_softly(tmp_path):
+    conf = tmp_path / "mjf.conf"
+    conf.write_text("[mjf]\non_error = sometimes\n")
+    result = run("mjf", "machine", env={"MJF_CONFIG": str(conf)})
+    assert result.returncode == 0
+    assert "on_error = 'sometimes': must be `continue`" in result.stderr
+
+
+def test_show_and_get_from_inside_a_job(write_config):
+    conf, base = write_config("[machinefeatures]\nhs06 = 100\n")
+    script = ("mjf show; mjf show --json; mjf get allocated_cpu; mjf get hs06; "
+              "mjf get max_swap_bytes")
+    bindir = os.path.dirname(installed_command("mjf"))
+    result = run("mjf", "run", "--cpus", "2", "--job-id", "j9", "--", "sh", "-c",
+                 script + "; echo status=$?",
+                 env={"MJF_CONFIG": str(conf), "PATH": f"{bindir}:{os.environ['PATH']}"})
+    out = result.stdout
+    assert f"MACHINEFEATURES={base}/machinefeatures" in out
+    assert f"JOBFEATURES={base}/jobs/j9/jobfeatures" in out
+    start = out.index("{")
+    document, end = json.JSONDecoder().raw_decode(out[start:])
+    assert document["JOBFEATURES"]["values"]["allocated_cpu"] == 2
+    assert document["JOBFEATURES"]["values"]["job_id"] == "j9"
+    assert document["MACHINEFEATURES"]["values"]["hs06"] == 100
+    assert out[start + end:].split() == ["2", "100", "status=1"]
+    assert "max_swap_bytes is not set" in result.stderr
+
+
+def test_show_a_base_dir_and_get_usage_errors(write_config):
+    conf, base = write_config()
+    run("mjf", "machine", env={"MJF_CONFIG": str(conf)})
+    result = run("mjf", "show", str(base))
+    assert result.returncode == 0 and "total_cpu" in result.stdout
+    assert run("mjf", "get", "nonsense").returncode == 2
+    env = {k: v for k, v in os.environ.items() if k not in ("JOBFEATURES", "MACHINEFEATURES")}
+    result = subprocess.run([installed_command("mjf"), "get", "total_cpu"], env=env,
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 1 and "MACHINEFEATURES is not set" in result.stderr
+    assert run("mjf", "show", env={"JOBFEATURES": "", "MACHINEFEATURES": ""}).returncode == 2
+
+
+def test_help_lists_the_commands():
+    result = run("mjf", "--help")
+    for command in ("run", "machine", "show", "get"):
+        assert f"  {command} " in result.stdout
+    assert "usage: mjf machine" in run("mjf", "machine", "--help").stdout
+
+
+def test_backend_stubs_exit_zero_and_the_wrapper_still_runs_the_job():
+    for command in ("mjf-slurm", "mjf-lsf", "mjf-htcondor-cron"):
+        result = run(command)
+        assert result.returncode == 0 and "not implemented yet" in result.stderr
+    result = run("mjf-htcondor-wrapper", "/bin/sh", "-c", "echo job ran with $# args; exit 5",
+                 "sh", "arg 1")
+    assert (result.returncode, result.stdout) == (5, "job ran with 1 args\n")
+    taskprolog = run("mjf-slurm-taskprolog")
+    assert (taskprolog.returncode, taskprolog.stdout) == (0, "")
+
+
+def test_env_file_reads_a_recorded_slurm_environment():
+    environ = read_env_file(str(FIXTURES / "slurm-22.05/prolog-sbatch.env"))
+    assert environ["SLURM_JOB_ID"] == "3" and environ["SLURM_SCRIPT_CONTEXT"] == "prolog_slurmd"
+    assert "# prolog uid=0 pwd=/var/spool/slurm-ci argv=/etc/slurm/prolog.sh " not in environ
+
+
+def test_hook_frame_turns_our_bugs_into_one_logged_line(capsys, tmp_path):
+    def buggy(context):
+        return {}["missing"]
+
+    conf = tmp_path / "mjf.conf"
+    conf.write_text("[mjf]\nlog = stderr\n")
+    assert run_hook("test hook", ["--config", str(conf)], buggy, "usage: test") == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "internal error KeyError at test_mjf_commands.py" in err
+    conf.write_text("[mjf]\nlog = stderr\non_error = fail\n")
+    assert run_hook("test hook", ["--config", str(conf)], buggy, "usage: test") == 1
+
+
+def test_log_lines_are_single_lines(capsys):
+    Log("x", ("stderr",)).error("first\nsecond\n\nthird")
+    assert capsys.readouterr().err.endswith("x: error: first | second | third\n")
+
+
+@pytest.mark.parametrize("python", [sys.executable])
+def test_hook_path_imports_neither_click_nor_heavy_modules(python):
+    # The start-up budget (DESIGN.md): hooks must not import what they do not use.
+    code = ("import sys; sys.argv = ['mjf', 'run', '--dry-run', '--', 'true']\n"
+            "from mjf_hooks.cli.mjf import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print(sorted(sys.modules))")
+    env = {**os.environ, "MJF_CONFIG": "/nonexistent"}
+    result = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True,
+                            env=env)
+    bare = subprocess.run([python, "-c", "import sys; print(sorted(sys.modules))"],
+                          capture_output=True, text=True, check=True, env=env)
+    # Compared with what this interpreter loads anyway (an editable install's finder, say).
+    modules = set(ast.literal_eval(result.stdout.splitlines()[-1])) - set(
+        ast.literal_eval(bare.stdout))
+    assert not modules & {"click", "argparse", "logging", "re", "dataclasses", "typing",
+                          "subprocess", "configparser", "enum", "collections"}
