@@ -112,3 +112,16 @@ def test_any_text_is_either_a_config_or_a_site_input_error(text):
         config.parse(text, "/etc/mjf/mjf.conf")
     except SiteInputError as error:
         assert str(error).startswith("/etc/mjf/mjf.conf")
+
+
+def test_shipped_example_parses_and_its_commented_values_are_valid():
+    from tests.conftest import FIXTURES
+
+    text = (FIXTURES.parent.parent / "contrib/mjf.conf.example").read_text()
+    assert config.parse(text).base_dir == "/run/mjf"
+    uncommented = "\n".join(
+        line[2:] if line.startswith("# ") and " = " in line else line
+        for line in text.splitlines()
+    )
+    loaded = config.parse(uncommented)
+    assert loaded.machine["hs06"] == 1024.5 and loaded.job["max_swap_bytes"] == 0
