@@ -16,14 +16,8 @@ from .cli.hook import HookContext
 from .cli.options import UsageError, positive_int
 from .errors import StoreError
 from .probe import cpu
+from .signals import signal
 from .store import Store
-
-try:
-    # The C module behind `signal`: the same functions and constants, without the
-    # enum wrappers whose import costs a tenth of a bare interpreter start.
-    import _signal as signal
-except ImportError:  # not CPython
-    import signal
 
 # Signals a job runner is expected to pass on to its job.
 FORWARDED_SIGNALS = (

@@ -1,0 +1,159 @@
+"""A throwaway one-node Slurm cluster on loopback, with the installed MJF hooks.
+
+Used by the integration tests (as root, in CI). Debian's slurmctld/slurmd 22.05
+and munge; every path lives in a scratch directory; ``stop()`` shuts the
+daemons down and removes the cgroup directories they leave behind.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+MUNGE_SOCKET_DIR = Path("/run/munge")
+
+
+def run(argv, check=True, timeout=60, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, check=check, timeout=timeout, capture_output=True, text=True,
+                          **kwargs)
+
+
+def ensure_user(name: str) -> tuple[int, int]:
+    """An unprivileged user (uid >= 1000) for submitting jobs."""
+    if run(["id", "-u", name], check=False).returncode != 0:
+        run(["useradd", "--create-home", "--shell", "/bin/sh", name])
+    return int(run(["id", "-u", name]).stdout), int(run(["id", "-g", name]).stdout)
+
+
+def ensure_munge() -> None:
+    if run(["pgrep", "-x", "munged"], check=False).returncode == 0:
+        return
+    MUNGE_SOCKET_DIR.mkdir(exist_ok=True)
+    shutil.chown(MUNGE_SOCKET_DIR, "munge", "munge")
+    run(["runuser", "-u", "munge", "--", "/usr/sbin/munged"])
+
+
+class SlurmCluster:
+    """slurmctld + slurmd for this host, configured with the hooks in ``bindir``."""
+
+    def __init__(self, root: Path, bindir: Path, cgroups: bool) -> None:
+        self.root = root
+        self.bindir = bindir
+        self.cgroups = cgroups
+        self.node = socket.gethostname().split(".")[0]
+        self.conf = root / "slurm.conf"
+        self.env = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "SLURM_CONF": str(self.conf)}
+
+    def write_config(self) -> None:
+        for sub in ("state", "spool", "log"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        cpus = os.cpu_count()
+        cgroup_lines = (
+            "ProctrackType=proctrack/cgroup\nTaskPlugin=task/cgroup,task/affinity\n"
+            "PrologFlags=Alloc,Contain\n"
+            if self.cgroups else
+            "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nPrologFlags=Alloc\n"
+        )
+        self.conf.write_text(f"""\
+ClusterName=mjfci
+SlurmctldHost={self.node}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CryptoType=crypto/munge
+StateSaveLocation={self.root}/state
+SlurmdSpoolDir={self.root}/spool
+SlurmctldPidFile={self.root}/slurmctld.pid
+SlurmdPidFile={self.root}/slurmd.pid
+SlurmctldLogFile={self.root}/log/slurmctld.log
+SlurmdLogFile={self.root}/log/slurmd.log
+SlurmctldDebug=info
+SlurmdDebug=info
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+{cgroup_lines}AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+JobAcctGatherType=jobacct_gather/none
+MpiDefault=none
+ReturnToService=2
+SchedulerParameters=sched_interval=1
+MinJobAge=2
+Prolog={self.bindir}/mjf-slurm
+Epilog={self.bindir}/mjf-slurm
+TaskProlog={self.bindir}/mjf-slurm-taskprolog
+PrologEpilogTimeout=60
+NodeName={self.node} CPUs={cpus} RealMemory=4000 State=UNKNOWN
+PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE DefaultTime=30 State=UP
+PartitionName=short Nodes={self.node} MaxTime=10 State=UP
+""")
+        if self.cgroups:
+            (self.root / "cgroup.conf").write_text(
+                "CgroupPlugin=cgroup/v1\nCgroupMountpoint=/sys/fs/cgroup\n"
+                "ConstrainCores=yes\nConstrainRAMSpace=yes\nConstrainSwapSpace=yes\n"
+            )
+
+    def start(self) -> None:
+        self.write_config()
+        ensure_munge()
+        run(["/usr/sbin/slurmctld", "-c", "-f", str(self.conf)], env=self.env)
+        run(["/usr/sbin/slurmd", "-f", str(self.conf)], env=self.env)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            state = self.node_state()
+            if state in ("idle", "mixed", "allocated"):
+                return
+            time.sleep(0.3)
+        raise RuntimeError(f"slurm did not come up: node state {state!r}\n"
+                           + self.log("slurmd") + self.log("slurmctld"))
+
+    def node_state(self) -> str:
+        """The node's state as scontrol prints it, lowercased: `idle`, `idle+drain`, ..."""
+        result = run(["scontrol", "show", "node", "-o", self.node], check=False, env=self.env)
+        for field in result.stdout.split():
+            if field.startswith("State="):
+                return field[len("State="):].lower()
+        return ""
+
+    def log(self, daemon: str) -> str:
+        path = self.root / "log" / f"{daemon}.log"
+        return path.read_text()[-4000:] if path.exists() else ""
+
+    def as_user(self, user: str, argv: list[str], timeout: int = 120,
+                check: bool = True) -> subprocess.CompletedProcess:
+        return run(["runuser", "-u", user, "--", *argv], env=self.env, timeout=timeout,
+                   check=check, cwd="/tmp")
+
+    def resume(self) -> None:
+        run(["scontrol", "update", f"nodename={self.node}", "state=resume"], check=False,
+            env=self.env)
+
+    def wait_until_no_jobs(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not run(["squeue", "-h"], env=self.env).stdout.strip():
+                return
+            time.sleep(0.2)
+        raise RuntimeError("jobs still queued: " + run(["squeue"], env=self.env).stdout)
+
+    def stop(self) -> None:
+        run(["scontrol", "shutdown"], check=False, env=self.env)
+        for pidfile in ("slurmd.pid", "slurmctld.pid"):
+            path = self.root / pidfile
+            deadline = time.monotonic() + 30
+            while path.exists() and time.monotonic() < deadline:
+                pid = path.read_text().strip()
+                if not pid or not Path(f"/proc/{pid}").exists():
+                    break
+                time.sleep(0.2)
+        # slurmd's cgroup/v1 plugin leaves empty slurm_<host> directories behind.
+        for controller in Path("/sys/fs/cgroup").iterdir():
+            leftover = controller / f"slurm_{self.node}"
+            if leftover.is_dir():
+                for directory in sorted(leftover.rglob("*"), reverse=True):
+                    if directory.is_dir():
+                        directory.rmdir()
+                leftover.rmdir()
