@@ -24,13 +24,18 @@ LOG_DESTINATIONS = ("syslog", "stderr")
 
 # Config-only helpers that are not MJF keys themselves.
 _EXTRA_MACHINE_OPTIONS = {"hs06_per_cpu"}
-_SECTIONS = ("mjf", "machinefeatures", "jobfeatures")
+# Options of the batch-system backends: section -> option -> what it must be.
+BACKEND_OPTIONS = {
+    "slurm": {"scontrol": "absolute path", "scratch_dir": "absolute path"},
+}
+_SECTIONS = ("mjf", "machinefeatures", "jobfeatures", *BACKEND_OPTIONS)
 
 
 class Config:
     """The validated site configuration (read-only after load)."""
 
     __slots__ = (
+        "backend",
         "base_dir",
         "base_dir_configured",
         "command_timeout_secs",
@@ -59,6 +64,8 @@ class Config:
         self.machine: dict[str, int | float] = {}
         self.job: dict[str, int | float] = {}
         self.hs06_per_cpu: float | None = None
+        # Backend sections, e.g. backend["slurm"]["scontrol"].
+        self.backend: dict[str, dict[str, str]] = {name: {} for name in BACKEND_OPTIONS}
 
 
 def config_path(environ: dict[str, str] | None = None) -> str:
@@ -142,6 +149,13 @@ def _strip_inline_comment(value: str) -> str:
 def _apply(config: Config, section: str, key: str, value: str) -> None:
     if section == "mjf":
         _apply_mjf_option(config, key, value)
+    elif section in BACKEND_OPTIONS:
+        options = BACKEND_OPTIONS[section]
+        if key not in options:
+            raise ValueError(f"unknown option; [{section}] takes {', '.join(sorted(options))}")
+        if options[key] == "absolute path" and not value.startswith("/"):
+            raise ValueError("must be an absolute path")
+        config.backend[section][key] = os.path.normpath(value)
     elif section == "machinefeatures" and key in _EXTRA_MACHINE_OPTIONS:
         config.hs06_per_cpu = _positive_number(value)
     else:

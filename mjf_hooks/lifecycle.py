@@ -16,7 +16,7 @@ from .features import Features
 from .log import Log
 from .probe import cgroup, cpu
 from .probe.scratch import filesystem_size_bytes
-from .store import Store
+from .store import PENDING_MARKER, Store
 
 # Type names only: importing collections.abc at run time costs every job start ~2 ms.
 TYPE_CHECKING = False
@@ -72,12 +72,17 @@ def start_job(
     cgroup_pid: int | str | None = "self",
     scratch_dir: str | None = None,
     gid: int | None = None,
+    uid: int | None = None,
+    pending: bool = False,
     dry_run: bool = False,
 ) -> str:
     """Compute a job's keys and create its directory; return the jobfeatures path.
 
     ``cgroup_pid`` names a process in the job's cgroup (None where the cgroup
     does not exist yet); ``scratch_dir`` is where the job's scratch space is.
+    ``uid``/``gid``: the job's user and group, when root writes for them;
+    ``pending``: values are to be completed from inside the job
+    (:func:`complete_job`).
     """
     limits = cgroup.limits(cgroup_pid) if cgroup_pid is not None else None
     if limits is not None:
@@ -92,9 +97,40 @@ def start_job(
     path = store.job_features_dir(job_id)
     report(log, path, job, rendered, dry_run)
     if not dry_run:
-        store.create_job(job_id, rendered, gid)
+        store.create_job(job_id, rendered, gid, uid, pending)
         log.info(f"{path}: created with {len(rendered)} keys")
     return path
+
+
+def complete_job(config: Config, store: Store, log: Log, machine: Features, job_id: str,
+                 batch: Mapping[str, tuple], dry_run: bool = False) -> list[str]:
+    """Recompute a job's keys from inside the job, where its cgroup exists; return what changed.
+
+    What the job start wrote counts as the batch system's facts; ``batch``
+    adds what is known only now, and the cgroup of this process (the job's)
+    adds its limits. Limits can only go down. Clears the pending mark.
+    """
+    written, pending = store.read_job(job_id)
+    facts: dict[str, tuple] = {}
+    for name, raw in written.items():
+        if name in spec.KEYS and name not in ("hs06_job", "grace_secs_job", "cpu_limit_secs"):
+            try:
+                facts[name] = (spec.parse_value(name, raw), "written at job start")
+            except ValueError as error:
+                log.warning(f"{store.job_features_dir(job_id)}/{name}: {error}; recomputing")
+    for name, fact in batch.items():
+        known = facts.get(name)
+        facts[name] = fact if known is None or fact[0] < known[0] else known
+    limits = cgroup.limits("self")
+    job = features_module.job_features(config, machine, facts, limits)
+    rendered = features_module.render(job)
+    changed = {name: value for name, value in rendered.items() if written.get(name) != value}
+    report(log, store.job_features_dir(job_id), job, rendered, dry_run)
+    if not dry_run and (changed or pending):
+        store.set_job_keys(job_id, {**changed, PENDING_MARKER: None})
+        if changed:
+            log.info(f"{store.job_features_dir(job_id)}: completed {', '.join(sorted(changed))}")
+    return sorted(changed)
 
 
 def end_job(store: Store, log: Log, job_id: str, dry_run: bool = False) -> bool:

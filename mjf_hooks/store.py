@@ -31,6 +31,8 @@ MACHINE_DIR = "machinefeatures"
 JOBS_DIR = "jobs"
 JOB_FEATURES_DIR = "jobfeatures"
 # Hidden names never collide with a job's directory: job dir names never start with ".".
+# In a jobfeatures directory: values are still to be completed from inside the job.
+PENDING_MARKER = ".pending"
 _TEMP_PREFIX = ".new-"
 _TRASH_PREFIX = ".old-"
 _MAX_NAME_BYTES = 240
@@ -121,13 +123,16 @@ class Store:
                 machine.replace(name, content, self.file_mode)
 
     # Job features.
-    def create_job(self, job_id: str, values: dict[str, str], gid: int | None = None) -> str:
+    def create_job(self, job_id: str, values: dict[str, str], gid: int | None = None,
+                   uid: int | None = None, pending: bool = False) -> str:
         """Build a job's directory completely, then make it appear at once.
 
         An existing directory of the same job id (a requeued job, a leftover)
         is replaced. With ``gid`` (root writing for a job's user) the
         directories and files belong to that group, so narrowed modes still
-        let the job read them. Returns the jobfeatures path.
+        let the job read them. With ``uid`` the jobfeatures directory itself
+        belongs to the job's user, so values can be completed from inside the
+        job (``pending`` marks that they are to be). Returns the jobfeatures path.
         """
         name = job_dir_name(job_id)
         with _Dir(self._open_base(create=True), self.base_dir) as base, \
@@ -135,9 +140,11 @@ class Store:
             temp = jobs.make_temp_dir(_TEMP_PREFIX + name[:64], self.dir_mode, gid)
             try:
                 with jobs.open_subdir(temp) as top, \
-                        top.make_dir(JOB_FEATURES_DIR, self.dir_mode, gid) as features:
+                        top.make_dir(JOB_FEATURES_DIR, self.dir_mode, gid, uid) as features:
                     for key, content in values.items():
                         features.create(key, content, self.file_mode, gid)
+                    if pending:
+                        features.create(PENDING_MARKER, "", self.file_mode, gid)
                 jobs.rename_into_place(temp, name)
             except BaseException:
                 try:
@@ -148,7 +155,11 @@ class Store:
         return self.job_features_dir(job_id)
 
     def set_job_keys(self, job_id: str, values: dict[str, str | None]) -> None:
-        """Replace (or with None remove) keys of an existing job, each atomically."""
+        """Replace (or with None remove) keys of an existing job, each atomically.
+
+        Also what a job's own user does to complete its values: the
+        directories above its jobfeatures belong to root then, not to us.
+        """
         name = job_dir_name(job_id)
         with _Dir(self._open_base(create=False), self.base_dir) as base, \
                 base.subdir(JOBS_DIR, self) as jobs, jobs.open_subdir(name) as top, \
@@ -158,6 +169,20 @@ class Store:
                     features.unlink_file(key)
                 else:
                     features.replace(key, content, self.file_mode)
+
+    def read_job(self, job_id: str) -> tuple[dict[str, str], bool]:
+        """A job's key values and whether completion is pending (StoreError if no job)."""
+        name = job_dir_name(job_id)
+        try:
+            with _Dir(self._open_base(create=False), self.base_dir) as base, \
+                    base.subdir(JOBS_DIR, self) as jobs, \
+                    jobs.open_subdir(name) as top, top.open_subdir(JOB_FEATURES_DIR) as features:
+                names = os.listdir(features.fd)
+                values = {key: features.read(key) for key in names if not key.startswith(".")}
+                return ({key: value for key, value in values.items() if value is not None},
+                        PENDING_MARKER in names)
+        except FileNotFoundError:
+            raise StoreError(f"{self.job_features_dir(job_id)} does not exist") from None
 
     def remove_job(self, job_id: str) -> bool:
         """Remove a job's directory; False if there was none (removal is idempotent)."""
@@ -223,7 +248,11 @@ class _Dir:
         return StoreError(_describe(error, f"{self.path}/{name}" if name else self.path))
 
     def subdir(self, name: str, store: Store, create: bool = False) -> _Dir:
-        """Open one of our own top-level directories, checking nobody else controls it."""
+        """Open one of our own top-level directories, checking nobody else controls it.
+
+        It must belong to us or to root (a job's user completing its own values
+        works below root's directories) and be writable by nobody else.
+        """
         if create:
             try:
                 os.mkdir(name, store.dir_mode, dir_fd=self.fd)
@@ -252,13 +281,13 @@ class _Dir:
                                  "was planted there): refusing to follow it") from None
             raise self._fail(error, name) from None
 
-    def make_dir(self, name: str, mode: int, gid: int | None) -> _Dir:
+    def make_dir(self, name: str, mode: int, gid: int | None, uid: int | None = None) -> _Dir:
         try:
             os.mkdir(name, 0o700, dir_fd=self.fd)
         except OSError as error:
             raise self._fail(error, name) from None
         child = self.open_subdir(name)
-        _set_owner_and_mode(child.fd, mode, gid)
+        _set_owner_and_mode(child.fd, mode, gid, uid)
         return child
 
     def make_temp_dir(self, prefix: str, mode: int, gid: int | None) -> str:
@@ -393,7 +422,7 @@ def _mount_points_under(path: str) -> frozenset[str]:
     )
 
 
-def _set_owner_and_mode(fd: int, mode: int, gid: int | None) -> None:
-    if gid is not None and os.geteuid() == 0:
-        os.fchown(fd, 0, gid)
+def _set_owner_and_mode(fd: int, mode: int, gid: int | None, uid: int | None = None) -> None:
+    if (gid is not None or uid is not None) and os.geteuid() == 0:
+        os.fchown(fd, 0 if uid is None else uid, -1 if gid is None else gid)
     os.fchmod(fd, mode)

@@ -1,9 +1,153 @@
-"""``mjf-slurm``: Slurm Prolog, Epilog and TaskProlog (not implemented yet)."""
+"""``mjf-slurm``: the Slurm Prolog, Epilog and TaskProlog.
+
+Configured as ``Prolog=``, ``Epilog=`` (and, for manual use, ``TaskProlog=``)
+in slurm.conf, it dispatches on ``SLURM_SCRIPT_CONTEXT``; ``mjf-slurm
+prolog|epilog|taskprolog`` picks the role by hand, e.g. with ``--env-file``
+to replay a recorded job start.
+
+* Prolog (root, once per job and node): writes machine features if needed and
+  the job's directory. Values it cannot know yet (the job's cgroup does not
+  exist when it runs) are marked pending.
+* TaskProlog (job user, before every task): prints ``export`` lines for
+  Slurm; the first task of a pending job completes the values from inside the
+  job's cgroup. Sites configure the pure-sh ``mjf-slurm-taskprolog``, which
+  calls this only while the job is pending.
+* Epilog (root): removes the job's directory.
+"""
 
 from __future__ import annotations
 
-from .stub import not_implemented
+import os
+import sys
+import time
+
+from .. import lifecycle
+from ..batch import slurm
+from ..command import CommandError, run_command
+from ..errors import SiteInputError
+from ..probe import read_text
+from .hook import COMMON_HELP, HookContext, run_hook
+
+USAGE = """\
+usage: mjf-slurm [options] [prolog|epilog|taskprolog]
+
+Slurm Prolog / Epilog / TaskProlog for Machine/Job Features. Without a role it
+follows SLURM_SCRIPT_CONTEXT (prolog_slurmd, epilog_slurmd, prolog_task).
+
+""" + COMMON_HELP
+
+_CONTEXT_ROLES = {"prolog_slurmd": "prolog", "epilog_slurmd": "epilog",
+                  "prolog_task": "taskprolog"}
+_SCONTROL_CANDIDATES = ("/usr/bin/scontrol", "/usr/local/bin/scontrol",
+                        "/opt/slurm/bin/scontrol")
 
 
-def main() -> int:
-    return not_implemented("mjf-slurm")
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    return run_hook("mjf-slurm", argv, _dispatch, USAGE)
+
+
+def _dispatch(context: HookContext) -> int:
+    role = context.args[0] if context.args else \
+        _CONTEXT_ROLES.get(context.environ.get("SLURM_SCRIPT_CONTEXT", ""))
+    if role not in ("prolog", "epilog", "taskprolog") or len(context.args) > 1:
+        raise SiteInputError(
+            f"cannot tell the role: arguments {context.args!r}, SLURM_SCRIPT_CONTEXT="
+            f"{context.environ.get('SLURM_SCRIPT_CONTEXT')!r}; give prolog, epilog or taskprolog"
+        )
+    context.log.context = f"mjf-slurm {role} job {context.environ.get('SLURM_JOB_ID', '?')}"
+    return {"prolog": prolog, "epilog": epilog, "taskprolog": taskprolog}[role](context)
+
+
+def prolog(context: HookContext) -> int:
+    config, environ, log = context.config, context.environ, context.log
+    job_id = slurm.job_id(environ)
+    store = lifecycle.store_for(config)
+    machine = lifecycle.machine_features(config, store, log, context.dry_run)
+    job = partition = None
+    if slurm.needs_scontrol(environ):
+        job = _scontrol(context, ["show", "job", "-o", job_id])
+        if job is not None and job.get("TimeLimit") == "Partition_Limit":
+            partition = _scontrol(context, ["show", "partition", "-o",
+                                            environ.get("SLURM_JOB_PARTITION", "")])
+    facts, warnings = slurm.prolog_facts(environ, job, partition, int(time.time()))
+    for warning in warnings:
+        log.warning(warning)
+    uid, gid = _id(environ, "SLURM_JOB_UID"), _id(environ, "SLURM_JOB_GID")
+    settings = _slurm_settings(environ)
+    lifecycle.start_job(
+        config, store, log, machine, facts,
+        cgroup_pid=None,  # the job's cgroup does not exist yet
+        scratch_dir=config.backend["slurm"].get("scratch_dir")
+        or settings.get("tmpfs", "/tmp"),
+        gid=gid, uid=uid,
+        pending=_completion_needed(facts, settings),
+        dry_run=context.dry_run,
+    )
+    return 0
+
+
+def epilog(context: HookContext) -> int:
+    lifecycle.end_job(lifecycle.store_for(context.config), context.log,
+                      slurm.job_id(context.environ), context.dry_run)
+    return 0
+
+
+def taskprolog(context: HookContext) -> int:
+    """Print the export lines; complete a pending job's values first."""
+    config, environ = context.config, context.environ
+    job_id = slurm.job_id(environ)
+    store = lifecycle.store_for(config)
+    job_dir = store.job_features_dir(job_id)
+    if not os.path.isdir(job_dir):
+        context.log.warning(f"{job_dir} does not exist (did the Prolog run?): not exporting")
+        return 0
+    _, pending = store.read_job(job_id)
+    if pending:
+        machine = lifecycle.machine_features(config, store, context.log, write=False)
+        context.fail_safe(lifecycle.complete_job, config, store, context.log, machine, job_id,
+                          slurm.task_memory_facts(environ), context.dry_run)
+    sys.stdout.write(lifecycle.export_lines(store.machine_dir, job_dir))
+    return 0
+
+
+def _scontrol(context: HookContext, args: list[str]) -> dict[str, str] | None:
+    """One scontrol record, or None (logged) if scontrol is missing, slow or garbled."""
+    path = context.config.backend["slurm"].get("scontrol") or next(
+        (candidate for candidate in _SCONTROL_CANDIDATES if os.path.exists(candidate)),
+        _SCONTROL_CANDIDATES[0])
+    env = {"PATH": "/usr/bin:/bin"}
+    if context.environ.get("SLURM_CONF"):
+        env["SLURM_CONF"] = context.environ["SLURM_CONF"]
+    try:
+        output = run_command([path, *args], context.config.command_timeout_secs, env)
+    except CommandError as error:
+        context.log.warning(f"{error}: values it would give are not written")
+        return None
+    record = slurm.parse_scontrol_record(output.strip().split("\n", 1)[0])
+    if not record or ("JobId" not in record and "PartitionName" not in record):
+        context.log.warning(f"{path} {' '.join(args)} printed no record: {output[:80]!r}")
+        return None
+    return record
+
+
+def _id(environ: dict[str, str], name: str) -> int | None:
+    value = environ.get(name, "")
+    return int(value) if value.isascii() and value.isdigit() else None
+
+
+def _slurm_settings(environ: dict[str, str]) -> dict[str, str]:
+    """slurm.conf and cgroup.conf settings (lowercased names), as far as readable."""
+    conf = environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf"
+    settings = slurm.parse_settings(read_text(conf) or "")
+    cgroup_conf = read_text(os.path.join(os.path.dirname(conf), "cgroup.conf")) or ""
+    settings.update(slurm.parse_settings(cgroup_conf))
+    return settings
+
+
+def _completion_needed(facts: dict, settings: dict[str, str]) -> bool:
+    """Whether the first task must complete the values: an unknown memory request, or
+    memory limits that only the job's cgroup will show."""
+    constrained = any(settings.get(name, "no").lower() == "yes"
+                      for name in ("constrainramspace", "constrainswapspace"))
+    return constrained or "max_rss_bytes" not in facts

@@ -1,0 +1,1 @@
+"""One module per batch system: its environment and tools -> job facts."""

@@ -1,0 +1,304 @@
+"""Slurm: a job's Prolog/TaskProlog environment and ``scontrol`` output -> job facts.
+
+Everything here is a pure function of text (an environment mapping, a line of
+``scontrol show ... -o``); the hook in :mod:`mjf_hooks.cli.slurm` does the I/O.
+Facts are ``{mjf key: (value, source)}`` as :mod:`mjf_hooks.features` expects.
+
+Facts about Slurm's contract (notes/batch-systems.md, the Slurm docs):
+
+* Prolog/Epilog get ``SLURM_JOB_ID``, ``SLURM_JOB_UID/GID``, ``SLURMD_NODENAME``,
+  ``SLURM_JOB_NODELIST`` (or ``SLURM_NODELIST``) and ``SLURM_JOB_CPUS_PER_NODE``
+  (compressed: ``4(x2),2``); from 23.02 also ``SLURM_JOB_START_TIME`` and
+  ``SLURM_JOB_END_TIME`` (the projected end: end - start is the time limit).
+* No memory request reaches the Prolog; ``scontrol show job -o`` has
+  ``MinMemoryNode=``/``MinMemoryCPU=`` in MiB-based units and ``TimeLimit=``.
+* The TaskProlog sees ``SLURM_MEM_PER_NODE`` or ``SLURM_MEM_PER_CPU`` (MiB).
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..errors import SiteInputError
+
+MIB = 1024**2
+# Slurm memory sizes: a number of MiB, or with a K/M/G/T suffix (powers of 1024).
+_MEMORY_UNITS = {"K": 1024, "M": MIB, "G": 1024**3, "T": 1024**4}
+_NO_LIMIT = {"UNLIMITED", "INFINITE", "NONE", "N/A", "(null)", ""}
+
+
+def job_id(environ: dict[str, str]) -> str:
+    """The job id of a Slurm hook's environment: plain digits, else SiteInputError."""
+    value = environ.get("SLURM_JOB_ID") or environ.get("SLURM_JOBID") or ""
+    if not value:
+        raise SiteInputError("SLURM_JOB_ID is missing or empty: not run by Slurm? "
+                             "(use --env-file to replay a recorded environment)")
+    if not (value.isascii() and value.isdigit()):
+        raise SiteInputError(f"SLURM_JOB_ID={value!r} is not a Slurm job id (digits)")
+    return value
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """Expand a Slurm host list: ``vm[01-03,7],gpu[1-2]x`` -> every host name, in order."""
+    hosts: list[str] = []
+    for item in _split_outside_brackets(text.strip()):
+        if not item:
+            raise ValueError(f"empty host name in {text!r}")
+        hosts.extend(_expand_host(item))
+    return hosts
+
+
+def _split_outside_brackets(text: str) -> list[str]:
+    items, depth, current = [], 0, []
+    for char in text:
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth -= 1
+            if depth < 0:
+                raise ValueError(f"unbalanced ']' in {text!r}")
+        if char == "," and depth == 0:
+            items.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    if depth:
+        raise ValueError(f"unbalanced '[' in {text!r}")
+    items.append("".join(current))
+    return items
+
+
+def _expand_host(item: str) -> list[str]:
+    start = item.find("[")
+    if start < 0:
+        return [item]
+    end = item.index("]", start)
+    prefix, ranges, rest = item[:start], item[start + 1:end], item[end + 1:]
+    names = []
+    for part in ranges.split(","):
+        first, dash, last = part.partition("-")
+        if not first.isdigit() or (dash and not last.isdigit()):
+            raise ValueError(f"bad range {part!r} in {item!r}")
+        width = len(first)
+        stop = int(last) if dash else int(first)
+        if stop < int(first) or stop - int(first) > 100000:
+            raise ValueError(f"bad range {part!r} in {item!r}")
+        names.extend(f"{prefix}{number:0{width}d}" for number in range(int(first), stop + 1))
+    return [name + tail for name in names for tail in _expand_host(rest)]
+
+
+def parse_cpus_per_node(text: str) -> list[int]:
+    """``SLURM_JOB_CPUS_PER_NODE`` (``4(x2),2``) -> one CPU count per node."""
+    counts = []
+    for part in text.strip().split(","):
+        number, _, repeat = part.partition("(x")
+        if repeat:
+            if not repeat.endswith(")"):
+                raise ValueError(f"bad repeat in {part!r}")
+            repeat = repeat[:-1]
+        if not number.isdigit() or (repeat and not repeat.isdigit()) or int(number) == 0:
+            raise ValueError(f"{part!r} is not a CPU count such as 4 or 4(x2)")
+        count = int(repeat) if repeat else 1
+        if not 0 < count <= 100000:
+            raise ValueError(f"bad repeat count in {part!r}")
+        counts.extend([int(number)] * count)
+    return counts
+
+
+def cpus_on_node(environ: dict[str, str]) -> tuple[int, str]:
+    """This node's CPUs of the job and a description of where that came from."""
+    raw_counts = environ.get("SLURM_JOB_CPUS_PER_NODE", "")
+    node = environ.get("SLURMD_NODENAME", "")
+    nodelist = environ.get("SLURM_JOB_NODELIST") or environ.get("SLURM_NODELIST") or ""
+    try:
+        counts = parse_cpus_per_node(raw_counts)
+    except ValueError as error:
+        raise SiteInputError(f"SLURM_JOB_CPUS_PER_NODE={raw_counts!r}: {error}") from None
+    if len(counts) == 1:
+        return counts[0], f"SLURM_JOB_CPUS_PER_NODE={raw_counts}"
+    try:
+        nodes = expand_hostlist(nodelist)
+    except ValueError as error:
+        raise SiteInputError(f"SLURM_JOB_NODELIST={nodelist!r}: {error}") from None
+    if len(nodes) != len(counts):
+        raise SiteInputError(
+            f"SLURM_JOB_CPUS_PER_NODE={raw_counts!r} has {len(counts)} entries for "
+            f"{len(nodes)} nodes in {nodelist!r}"
+        )
+    if node not in nodes:
+        raise SiteInputError(f"this node (SLURMD_NODENAME={node!r}) is not in the job's "
+                             f"node list {nodelist!r}")
+    index = nodes.index(node)
+    return counts[index], (f"SLURM_JOB_CPUS_PER_NODE={raw_counts} "
+                           f"(node {index + 1} of {len(nodes)})")
+
+
+def parse_scontrol_record(line: str) -> dict[str, str]:
+    """One ``scontrol show ... -o`` record -> {field: value}.
+
+    Fields are ``Name=value`` separated by spaces; a word without ``=`` belongs
+    to the previous value (e.g. a ``Command=`` path with spaces).
+    """
+    record: dict[str, str] = {}
+    last = None
+    for word in line.strip().split(" "):
+        name, equals, value = word.partition("=")
+        if equals and name and " " not in name and (name[0].isupper() or last is None):
+            record[name] = value
+            last = name
+        elif last is not None:
+            record[last] += " " + word
+    return record
+
+
+def parse_duration_secs(text: str) -> int | None:
+    """A Slurm time limit (``[D-]HH:MM:SS``, ``MM:SS``, ``MM``) in seconds; None if unlimited."""
+    text = text.strip()
+    if text.upper() in _NO_LIMIT or text == "Partition_Limit":
+        return None
+    days, dash, clock = text.partition("-")
+    if not dash:
+        days, clock = "0", text
+    parts = clock.split(":")
+    if not days.isdigit() or not all(part.isdigit() for part in parts) or len(parts) > 3:
+        raise ValueError(f"{text!r} is not a Slurm time such as 1-00:00:00")
+    numbers = [int(part) for part in parts]
+    if dash:  # days-hours[:minutes[:seconds]]
+        hours, minutes, seconds = ([*numbers, 0, 0])[:3]
+    elif len(numbers) == 3:  # hours:minutes:seconds
+        hours, minutes, seconds = numbers
+    else:  # minutes[:seconds]
+        hours, (minutes, seconds) = 0, ([*numbers, 0])[:2]
+    seconds += hours * 3600 + minutes * 60
+    return int(days) * 86400 + seconds
+
+
+def parse_memory_bytes(text: str) -> int | None:
+    """A Slurm memory size (``200M``, ``4G``, ``1024``) in bytes; None for 0 or unset."""
+    text = text.strip()
+    if text.upper() in _NO_LIMIT:
+        return None
+    unit = MIB
+    if text and text[-1].upper() in _MEMORY_UNITS:
+        unit = _MEMORY_UNITS[text[-1].upper()]
+        text = text[:-1]
+    if not text.isascii() or not text.isdigit():
+        raise ValueError("is not a memory size such as 200M or 4G")
+    return int(text) * unit or None
+
+
+def parse_local_time(text: str) -> int | None:
+    """``2026-11-22T05:11:42`` (scontrol's local time) -> UNIX seconds."""
+    date, _, clock = text.partition("T")
+    fields = date.split("-") + clock.split(":")
+    if len(fields) != 6 or not all(field.isdigit() for field in fields):
+        return None
+    year, month, day, hour, minute, second = (int(field) for field in fields)
+    return int(time.mktime((year, month, day, hour, minute, second, 0, 0, -1)))
+
+
+def needs_scontrol(environ: dict[str, str]) -> bool:
+    """Whether the Prolog must ask scontrol: Slurm < 23.02 gives no time limit."""
+    return not (environ.get("SLURM_JOB_START_TIME") and environ.get("SLURM_JOB_END_TIME"))
+
+
+def prolog_facts(environ: dict[str, str], job: dict[str, str] | None,
+                 partition: dict[str, str] | None, now: int) -> tuple[dict, list[str]]:
+    """Job facts for the Prolog, and warnings about what could not be determined.
+
+    ``job`` and ``partition`` are scontrol records (None when not asked or
+    unavailable). Identity errors raise; a fact that cannot be read is a
+    warning and is left out.
+    """
+    facts: dict[str, tuple] = {"job_id": (job_id(environ), "SLURM_JOB_ID")}
+    warnings: list[str] = []
+    try:
+        facts["allocated_cpu"] = cpus_on_node(environ)
+    except SiteInputError as error:
+        warnings.append(f"allocated_cpu not written: {error}")
+
+    start = _env_seconds(environ, "SLURM_JOB_START_TIME")
+    end = _env_seconds(environ, "SLURM_JOB_END_TIME")
+    if start is not None:
+        facts["jobstart_secs"] = (start, "SLURM_JOB_START_TIME")
+    elif job and parse_local_time(job.get("StartTime", "")):
+        facts["jobstart_secs"] = (parse_local_time(job["StartTime"]), "scontrol StartTime")
+    else:
+        facts["jobstart_secs"] = (now, "time the Prolog ran")
+
+    if start is not None and end is not None and end > start:
+        facts["wall_limit_secs"] = (end - start, "SLURM_JOB_END_TIME - SLURM_JOB_START_TIME")
+    elif job is not None:
+        _time_limit(job, partition, facts, warnings)
+
+    if job is not None:
+        _memory(job, facts, warnings)
+    return facts, warnings
+
+
+def _env_seconds(environ: dict[str, str], name: str) -> int | None:
+    value = environ.get(name, "")
+    return int(value) if value.isascii() and value.isdigit() and int(value) > 0 else None
+
+
+def _time_limit(job: dict[str, str], partition: dict[str, str] | None, facts: dict,
+                warnings: list[str]) -> None:
+    raw = job.get("TimeLimit", "")
+    source = f"scontrol TimeLimit={raw}"
+    if raw == "Partition_Limit" and partition is not None:
+        for field in ("DefaultTime", "MaxTime"):
+            if partition.get(field, "NONE").upper() not in _NO_LIMIT:
+                raw, source = partition[field], f"scontrol partition {field}={partition[field]}"
+                break
+    try:
+        limit = parse_duration_secs(raw)
+    except ValueError as error:
+        warnings.append(f"wall_limit_secs not written: {error}")
+        return
+    if limit:
+        facts["wall_limit_secs"] = (limit, source)
+
+
+def _memory(job: dict[str, str], facts: dict, warnings: list[str]) -> None:
+    for field, per_cpu in (("MinMemoryNode", False), ("MinMemoryCPU", True)):
+        if field not in job:
+            continue
+        try:
+            size = parse_memory_bytes(job[field])
+        except ValueError as error:
+            warnings.append(f"max_rss_bytes not written: scontrol {field}={job[field]!r} {error}")
+            return
+        if size is None:
+            return
+        if per_cpu:
+            if "allocated_cpu" not in facts:
+                return
+            cpus = facts["allocated_cpu"][0]
+            facts["max_rss_bytes"] = (size * cpus, f"scontrol {field}={job[field]} x {cpus} CPUs")
+        else:
+            facts["max_rss_bytes"] = (size, f"scontrol {field}={job[field]}")
+        return
+
+
+def task_memory_facts(environ: dict[str, str]) -> dict[str, tuple]:
+    """The memory request a TaskProlog sees (``SLURM_MEM_PER_NODE``/``_PER_CPU``, MiB)."""
+    per_node = environ.get("SLURM_MEM_PER_NODE", "")
+    per_cpu = environ.get("SLURM_MEM_PER_CPU", "")
+    cpus = environ.get("SLURM_CPUS_ON_NODE", "")
+    if per_node.isascii() and per_node.isdigit() and int(per_node) > 0:
+        return {"max_rss_bytes": (int(per_node) * MIB, f"SLURM_MEM_PER_NODE={per_node}")}
+    if all(value.isascii() and value.isdigit() and int(value) > 0 for value in (per_cpu, cpus)):
+        return {"max_rss_bytes": (int(per_cpu) * int(cpus) * MIB,
+                                  f"SLURM_MEM_PER_CPU={per_cpu} x SLURM_CPUS_ON_NODE={cpus}")}
+    return {}
+
+
+def parse_settings(text: str) -> dict[str, str]:
+    """``Name=value`` lines of slurm.conf / cgroup.conf -> {lowercased name: value}."""
+    settings = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        name, equals, value = line.partition("=")
+        if equals and name.strip() and " " not in name.strip():
+            settings[name.strip().lower()] = value.strip()
+    return settings
