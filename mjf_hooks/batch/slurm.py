@@ -24,7 +24,7 @@ from ..errors import SiteInputError
 MIB = 1024**2
 # Slurm memory sizes: a number of MiB, or with a K/M/G/T suffix (powers of 1024).
 _MEMORY_UNITS = {"K": 1024, "M": MIB, "G": 1024**3, "T": 1024**4}
-_NO_LIMIT = {"UNLIMITED", "INFINITE", "NONE", "N/A", "(null)", ""}
+_NO_LIMIT = {"UNLIMITED", "INFINITE", "NONE", "N/A", "(NULL)", ""}  # compared uppercased
 
 
 def job_id(environ: dict[str, str]) -> str:
@@ -91,14 +91,14 @@ def parse_cpus_per_node(text: str) -> list[int]:
     """``SLURM_JOB_CPUS_PER_NODE`` (``4(x2),2``) -> one CPU count per node."""
     counts = []
     for part in text.strip().split(","):
-        number, _, repeat = part.partition("(x")
-        if repeat:
-            if not repeat.endswith(")"):
+        number, marker, repeat = part.partition("(x")
+        if marker:
+            if not repeat.endswith(")") or not repeat[:-1].isdigit():
                 raise ValueError(f"bad repeat in {part!r}")
             repeat = repeat[:-1]
-        if not number.isdigit() or (repeat and not repeat.isdigit()) or int(number) == 0:
+        if not number.isdigit() or int(number) == 0:
             raise ValueError(f"{part!r} is not a CPU count such as 4 or 4(x2)")
-        count = int(repeat) if repeat else 1
+        count = int(repeat) if marker else 1
         if not 0 < count <= 100000:
             raise ValueError(f"bad repeat count in {part!r}")
         counts.extend([int(number)] * count)

@@ -1,0 +1,223 @@
+"""Slurm parsers and facts, on environments and scontrol output recorded from Slurm 22.05."""
+
+import time
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mjf_hooks.batch import slurm
+from mjf_hooks.cli.hook import read_env_file
+from mjf_hooks.errors import SiteInputError
+from tests.conftest import FIXTURES, fixture_text
+
+PROLOG_ENV = read_env_file(str(FIXTURES / "slurm-22.05/prolog-sbatch.env"))
+SCONTROL_JOB = slurm.parse_scontrol_record(fixture_text("slurm-22.05/scontrol-show-job-o.txt"))
+SCONTROL_PARTITION = slurm.parse_scontrol_record(
+    fixture_text("slurm-22.05/scontrol-show-partition-o.txt"))
+
+
+def recorded_scontrol(name):
+    """The multi-line `scontrol show job` output recorded after the env in a sample."""
+    text = fixture_text(f"slurm-22.05/{name}")
+    lines = text.split("# scontrol show job\n", 1)[1].splitlines()
+    return slurm.parse_scontrol_record(" ".join(lines))
+
+
+def test_recorded_scontrol_record_fields():
+    assert SCONTROL_JOB["JobId"] == "2"
+    assert SCONTROL_JOB["TimeLimit"] == "00:05:00"
+    assert SCONTROL_JOB["MinMemoryNode"] == "200M"
+    assert SCONTROL_JOB["TRES"] == "cpu=2,mem=200M,node=1,billing=2"
+    assert SCONTROL_JOB["AllocNode:Sid"] == "localhost:1067"
+    assert SCONTROL_PARTITION["DefaultTime"] == "00:30:00"
+
+
+def test_a_value_with_spaces_stays_whole():
+    record = slurm.parse_scontrol_record("JobId=5 Command=/home/u/my job.sh arg=1 WorkDir=/tmp")
+    assert record["Command"] == "/home/u/my job.sh arg=1" and record["WorkDir"] == "/tmp"
+
+
+@pytest.mark.parametrize(("environ", "message"), [
+    ({}, "SLURM_JOB_ID is missing or empty"),
+    ({"SLURM_JOB_ID": ""}, "missing or empty"),
+    ({"SLURM_JOB_ID": "abc"}, "is not a Slurm job id"),
+    ({"SLURM_JOB_ID": "../../etc"}, "is not a Slurm job id"),
+    ({"SLURM_JOB_ID": "12/3"}, "is not a Slurm job id"),
+    ({"SLURM_JOB_ID": "١٢"}, "is not a Slurm job id"),
+])
+def test_bad_job_ids_are_refused(environ, message):
+    with pytest.raises(SiteInputError, match=message):
+        slurm.job_id(environ)
+
+
+@pytest.mark.parametrize(("text", "hosts"), [
+    ("vm", ["vm"]),
+    ("vm[1-3]", ["vm1", "vm2", "vm3"]),
+    ("n[01-03,7]", ["n01", "n02", "n03", "n7"]),
+    ("a[1-2]b[3-4]", ["a1b3", "a1b4", "a2b3", "a2b4"]),
+    ("x,y[1-2],z", ["x", "y1", "y2", "z"]),
+    ("gpu[009-011]-ib", ["gpu009-ib", "gpu010-ib", "gpu011-ib"]),
+])
+def test_hostlists_expand(text, hosts):
+    assert slurm.expand_hostlist(text) == hosts
+
+
+@pytest.mark.parametrize("text", ["vm[", "vm]", "vm[3-1]", "vm[a]", "vm[1-]", "", "a,,b"])
+def test_bad_hostlists_raise_value_error(text):
+    with pytest.raises(ValueError):
+        slurm.expand_hostlist(text)
+
+
+@given(st.sets(st.integers(0, 999), min_size=1, max_size=30))
+def test_hostlist_ranges_round_trip(numbers):
+    text = "node[" + ",".join(f"{n:03d}" for n in sorted(numbers)) + "]"
+    assert slurm.expand_hostlist(text) == [f"node{n:03d}" for n in sorted(numbers)]
+
+
+@pytest.mark.parametrize(("text", "counts"), [
+    ("2", [2]), ("4(x2),2", [4, 4, 2]), ("1(x3)", [1, 1, 1]), ("8,16(x2)", [8, 16, 16]),
+])
+def test_cpus_per_node(text, counts):
+    assert slurm.parse_cpus_per_node(text) == counts
+
+
+@pytest.mark.parametrize("text", ["", "x", "0", "4(x0)", "4(x2", "4(2)", "-1", "4,,2", "4(x)"])
+def test_bad_cpus_per_node(text):
+    with pytest.raises(ValueError):
+        slurm.parse_cpus_per_node(text)
+
+
+@given(st.text(max_size=20))
+def test_cpus_per_node_parser_raises_only_value_error(text):
+    try:
+        counts = slurm.parse_cpus_per_node(text)
+    except ValueError:
+        return
+    assert counts and all(count > 0 for count in counts)
+
+
+def multi_node(node, cpus="4(x2),2", nodelist="wn[01-02],gpu7"):
+    return {"SLURMD_NODENAME": node, "SLURM_JOB_CPUS_PER_NODE": cpus,
+            "SLURM_JOB_NODELIST": nodelist}
+
+
+@pytest.mark.parametrize(("node", "cpus"), [("wn01", 4), ("wn02", 4), ("gpu7", 2)])
+def test_each_node_gets_its_own_share(node, cpus):
+    count, source = slurm.cpus_on_node(multi_node(node))
+    assert count == cpus and "of 3" in source
+
+
+@pytest.mark.parametrize(("environ", "message"), [
+    (multi_node("wn09"), "not in the job's node list"),
+    (multi_node("wn01", cpus="4(x2)"), "has 2 entries for 3 nodes"),
+    (multi_node("wn01", cpus="four"), "SLURM_JOB_CPUS_PER_NODE='four'"),
+    (multi_node("wn01", nodelist="wn[01-"), "SLURM_JOB_NODELIST='wn\\[01-'"),
+    ({"SLURMD_NODENAME": "vm"}, "SLURM_JOB_CPUS_PER_NODE=''"),
+])
+def test_cpu_share_errors_name_the_variable(environ, message):
+    with pytest.raises(SiteInputError, match=message):
+        slurm.cpus_on_node(environ)
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("00:05:00", 300), ("1-00:00:00", 86400), ("2-03:04:05", 183845), ("30", 1800),
+    ("10:30", 630), ("1-2", 93600), ("1-02:30", 95400), ("UNLIMITED", None),
+    ("Partition_Limit", None), ("NONE", None),
+])
+def test_time_limits(text, seconds):
+    assert slurm.parse_duration_secs(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["1:2:3:4", "a", "1-", "-1", "00:0x:00"])
+def test_bad_time_limits(text):
+    with pytest.raises(ValueError):
+        slurm.parse_duration_secs(text)
+
+
+@pytest.mark.parametrize(("text", "size"), [
+    ("200M", 200 * 2**20), ("4G", 4 * 2**30), ("1024", 2**30), ("512K", 2**19),
+    ("1T", 2**40), ("0", None), ("0M", None), ("(null)", None),
+])
+def test_memory_sizes(text, size):
+    assert slurm.parse_memory_bytes(text) == size
+
+
+def test_local_time_is_read_in_the_local_zone():
+    assert slurm.parse_local_time("2026-11-22T05:11:42") == int(
+        time.mktime(time.strptime("2026-11-22T05:11:42", "%Y-%m-%dT%H:%M:%S")))
+    assert slurm.parse_local_time("Unknown") is None
+
+
+def test_prolog_facts_from_a_recorded_slurm_22_05_job():
+    facts, warnings = slurm.prolog_facts(PROLOG_ENV, recorded_scontrol("prolog-sbatch.env"),
+                                         None, now=1)
+    assert warnings == []
+    values = {name: value for name, (value, _) in facts.items()}
+    assert values == {
+        "job_id": "3", "allocated_cpu": 2, "wall_limit_secs": 300,
+        "max_rss_bytes": 300 * 2**20,
+        "jobstart_secs": slurm.parse_local_time("2026-11-22T03:46:44"),
+    }
+    assert facts["wall_limit_secs"][1] == "scontrol TimeLimit=00:05:00"
+
+
+def test_slurm_23_02_variables_make_scontrol_unnecessary():
+    environ = {**PROLOG_ENV, "SLURM_JOB_START_TIME": "1795319471",
+               "SLURM_JOB_END_TIME": "1795323071"}
+    assert not slurm.needs_scontrol(environ)
+    assert slurm.needs_scontrol(PROLOG_ENV)
+    facts, _ = slurm.prolog_facts(environ, None, None, now=1)
+    assert facts["jobstart_secs"] == (1795319471, "SLURM_JOB_START_TIME")
+    assert facts["wall_limit_secs"][0] == 3600
+    assert "max_rss_bytes" not in facts  # left for the TaskProlog to complete
+
+
+def test_memory_per_cpu_is_multiplied_by_this_nodes_cpus():
+    job = {**SCONTROL_JOB, "MinMemoryCPU": "100M"}
+    del job["MinMemoryNode"]
+    facts, _ = slurm.prolog_facts(PROLOG_ENV, job, None, now=1)
+    assert facts["max_rss_bytes"][0] == 2 * 100 * 2**20
+
+
+def test_partition_limit_uses_the_partition_default():
+    job = {**SCONTROL_JOB, "TimeLimit": "Partition_Limit"}
+    facts, _ = slurm.prolog_facts(PROLOG_ENV, job, SCONTROL_PARTITION, now=1)
+    assert facts["wall_limit_secs"] == (1800, "scontrol partition DefaultTime=00:30:00")
+
+
+def test_unlimited_jobs_get_no_wall_limit():
+    facts, warnings = slurm.prolog_facts(PROLOG_ENV, {**SCONTROL_JOB, "TimeLimit": "UNLIMITED"},
+                                         None, now=1)
+    assert "wall_limit_secs" not in facts and warnings == []
+
+
+def test_garbage_in_scontrol_fields_is_a_warning_not_a_guess():
+    job = {**SCONTROL_JOB, "TimeLimit": "soon", "MinMemoryNode": "lots", "StartTime": "x"}
+    facts, warnings = slurm.prolog_facts(PROLOG_ENV, job, None, now=42)
+    assert "wall_limit_secs" not in facts and "max_rss_bytes" not in facts
+    assert facts["jobstart_secs"] == (42, "time the Prolog ran")
+    assert len(warnings) == 2 and "'soon'" in warnings[0] and "'lots'" in warnings[1]
+
+
+def test_node_not_in_list_leaves_allocated_cpu_out_with_a_warning():
+    environ = {**PROLOG_ENV, "SLURMD_NODENAME": "other", "SLURM_JOB_CPUS_PER_NODE": "2(x2)",
+               "SLURM_NODELIST": "vm[1-2]"}
+    facts, warnings = slurm.prolog_facts(environ, SCONTROL_JOB, None, now=1)
+    assert "allocated_cpu" not in facts
+    assert warnings == ["allocated_cpu not written: this node (SLURMD_NODENAME='other') is not "
+                        "in the job's node list 'vm[1-2]'"]
+
+
+def test_task_memory_from_a_recorded_taskprolog_environment():
+    environ = read_env_file(str(FIXTURES / "slurm-22.05/taskprolog-batchstep.env"))
+    assert slurm.task_memory_facts(environ) == {
+        "max_rss_bytes": (300 * 2**20, "SLURM_MEM_PER_NODE=300")}
+    per_cpu = {"SLURM_MEM_PER_CPU": "100", "SLURM_CPUS_ON_NODE": "4"}
+    assert slurm.task_memory_facts(per_cpu)["max_rss_bytes"][0] == 400 * 2**20
+    assert slurm.task_memory_facts({"SLURM_MEM_PER_NODE": "x"}) == {}
+
+
+def test_settings_files():
+    settings = slurm.parse_settings("ConstrainRAMSpace=yes # why\nTmpFS = /scratch\n#x=1\n")
+    assert settings == {"constrainramspace": "yes", "tmpfs": "/scratch"}
