@@ -97,7 +97,9 @@ def run_hook(
     try:
         if options.get("env_file"):
             environ = read_env_file(str(options["env_file"]))
-        path = str(options.get("config") or config_module.config_path(environ))
+        # The config belongs to this host, not to the (possibly recorded) job environment.
+        path = str(options.get("config") or os.environ.get("MJF_CONFIG")
+                   or config_module.config_path(environ))
         config = config_module.load(path)
         log.destinations = config.log
         context = HookContext(config, environ, options, args, log)

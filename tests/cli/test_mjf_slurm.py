@@ -1,0 +1,221 @@
+"""`mjf-slurm` and `mjf-slurm-taskprolog` as installed commands, replaying recorded
+Slurm 22.05 hook environments, with a fake scontrol (working, missing, hanging, garbled)."""
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from mjf_hooks.batch.slurm import parse_local_time
+from tests.conftest import fixture_text, installed_command
+
+SCONTROL_OUTPUT = fixture_text("slurm-22.05/scontrol-show-job-o.txt")
+START = parse_local_time("2026-11-22T05:11:35")
+
+
+@pytest.fixture
+def slurm_site(tmp_path, write_config):
+    """A config whose scontrol is a fake printing a recorded record; returns helpers."""
+    scontrol = tmp_path / "scontrol"
+    site = Site(tmp_path, scontrol, write_config)
+    site.set_scontrol(f"cat <<'EOF'\n{SCONTROL_OUTPUT}EOF\n")
+    return site
+
+
+class Site:
+    def __init__(self, tmp_path, scontrol, write_config):
+        self.tmp_path = tmp_path
+        self.scontrol = scontrol
+        self.write_config = write_config
+        self.configure()
+
+    def configure(self, extra="", base_dir=None):
+        self.conf, self.base = self.write_config(
+            f"command_timeout = 0.5\n[slurm]\nscontrol = {self.scontrol}\n{extra}", base_dir)
+
+    def set_scontrol(self, body):
+        self.scontrol.write_text("#!/bin/sh\n" + body)
+        self.scontrol.chmod(0o755)
+
+    def env_file(self, name="prolog-sbatch.env", **changes):
+        """A recorded hook environment, with variables changed (None removes one)."""
+        lines = fixture_text(f"slurm-22.05/{name}").split("# scontrol show job")[0].splitlines()
+        environ = dict(line.split("=", 1) for line in lines if "=" in line and line[0] != "#")
+        for name_, value in changes.items():
+            if value is None:
+                environ.pop(name_, None)
+            else:
+                environ[name_] = value
+        path = self.tmp_path / "job.env"
+        path.write_text("".join(f"{k}={v}\n" for k, v in environ.items()))
+        return path
+
+    def run(self, *args, env_file=None, command="mjf-slurm"):
+        argv = [installed_command(command), *args]
+        if env_file is not None:
+            argv += ["--env-file", str(env_file)]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                              env={"MJF_CONFIG": str(self.conf), "PATH": "/usr/bin:/bin"})
+
+    def job(self, job_id="2"):
+        path = self.base / "jobs" / job_id / "jobfeatures"
+        return {p.name: p.read_text() for p in path.iterdir()} if path.exists() else None
+
+    def leftovers(self):
+        """Everything under tmp_path that is neither ours nor a complete job directory."""
+        jobs = self.base / "jobs"
+        hidden = [p.name for p in jobs.iterdir() if p.name.startswith(".")] if jobs.exists() else []
+        outside = sorted(p.name for p in self.tmp_path.iterdir())
+        return hidden, [name for name in outside if name not in ("base", "mjf.conf", "scontrol",
+                                                                 "job.env")]
+
+
+def test_prolog_writes_what_the_recorded_job_requested(slurm_site):
+    env = slurm_site.env_file(SLURM_JOB_ID="2", SLURM_JOBID="2")
+    result = slurm_site.run("prolog", env_file=env)
+    assert result.returncode == 0, result.stderr
+    assert _without_scratch(slurm_site.job()) == {
+        "job_id": "2", "allocated_cpu": "2", "jobstart_secs": str(START),
+        "wall_limit_secs": "300", "cpu_limit_secs": "600", "max_rss_bytes": str(200 * 2**20),
+    }
+    jobfeatures = slurm_site.base / "jobs/2/jobfeatures"
+    if os.geteuid() == 0:
+        assert (jobfeatures.stat().st_uid, jobfeatures.stat().st_gid) == (1001, 1001)
+        assert (jobfeatures.parent.stat().st_uid, jobfeatures.parent.stat().st_gid) == (0, 1001)
+    assert (slurm_site.base / "machinefeatures/total_cpu").read_text() == str(os.cpu_count())
+    assert slurm_site.leftovers() == ([], [])
+
+
+def _without_scratch(values):
+    values = dict(values)
+    assert int(values.pop("scratch_limit_bytes")) > 0
+    return values
+
+
+def test_context_variable_dispatches_and_epilog_removes_only_its_job(slurm_site):
+    prolog_env = slurm_site.env_file(SLURM_JOB_ID="2")
+    assert slurm_site.run(env_file=prolog_env).returncode == 0  # SLURM_SCRIPT_CONTEXT=prolog
+    other = slurm_site.env_file(SLURM_JOB_ID="7", SLURM_JOBID="7")
+    assert slurm_site.run("prolog", env_file=other).returncode == 0
+    epilog_env = slurm_site.env_file("epilog.env", SLURM_JOB_ID="2")
+    assert slurm_site.run(env_file=epilog_env).returncode == 0
+    assert slurm_site.job("2") is None and slurm_site.job("7")["job_id"] == "7"
+    again = slurm_site.run(env_file=epilog_env)  # idempotent
+    assert again.returncode == 0 and again.stderr == ""
+    assert sorted(os.listdir(slurm_site.base / "jobs")) == ["7"]
+
+
+def test_dry_run_prints_plan_and_writes_nothing(slurm_site):
+    result = slurm_site.run("prolog", "--dry-run", env_file=slurm_site.env_file())
+    assert f"{slurm_site.base}/jobs/3/jobfeatures/wall_limit_secs = 300" in result.stdout
+    assert not slurm_site.base.exists()
+
+
+def test_scontrol_is_not_run_when_slurm_23_02_variables_are_there(slurm_site, tmp_path):
+    slurm_site.set_scontrol(f"touch {tmp_path}/scontrol-was-run\n")
+    env = slurm_site.env_file(SLURM_JOB_START_TIME="1795319471", SLURM_JOB_END_TIME="1795323071")
+    assert slurm_site.run("prolog", env_file=env).returncode == 0
+    assert not (tmp_path / "scontrol-was-run").exists()
+    job = slurm_site.job("3")
+    assert job["wall_limit_secs"] == "3600" and job["jobstart_secs"] == "1795319471"
+    assert ".pending" in os.listdir(slurm_site.base / "jobs/3/jobfeatures")  # memory unknown
+
+
+def test_taskprologs_print_exports_and_complete_pending_values(slurm_site):
+    env = slurm_site.env_file(SLURM_JOB_START_TIME="1795319471", SLURM_JOB_END_TIME="1795323071")
+    slurm_site.run("prolog", env_file=env)
+    task_env = slurm_site.env_file("taskprolog-batchstep.env")
+    expected = (f"export MACHINEFEATURES={slurm_site.base}/machinefeatures\n"
+                f"export JOBFEATURES={slurm_site.base}/jobs/3/jobfeatures\n")
+    environ = dict(line.split("=", 1) for line in task_env.read_text().splitlines())
+    sh = subprocess.run([installed_command("mjf-slurm-taskprolog")], capture_output=True,
+                        text=True, env={**environ, "MJF_CONFIG": str(slurm_site.conf)})
+    assert (sh.returncode, sh.stdout) == (0, expected)
+    job = slurm_site.job("3")
+    assert job["max_rss_bytes"] == str(300 * 2**20)  # SLURM_MEM_PER_NODE=300
+    assert ".pending" not in job
+    python = slurm_site.run("taskprolog", env_file=task_env)
+    assert (python.returncode, python.stdout) == (0, expected)
+
+
+def test_sh_taskprolog_without_a_job_directory_prints_nothing(slurm_site):
+    sh = subprocess.run([installed_command("mjf-slurm-taskprolog")], capture_output=True,
+                        text=True, env={"SLURM_JOB_ID": "99", "MJF_CONFIG": str(slurm_site.conf)})
+    assert (sh.returncode, sh.stdout) == (0, "")
+    for bad in ("", "../../etc", "1 2", "1;rm"):
+        sh = subprocess.run([installed_command("mjf-slurm-taskprolog")], capture_output=True,
+                            text=True, env={"SLURM_JOB_ID": bad,
+                                            "MJF_CONFIG": str(slurm_site.conf)})
+        assert (sh.returncode, sh.stdout) == (0, "")
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"SLURM_JOB_ID": None, "SLURM_JOBID": None}, "SLURM_JOB_ID is missing or empty"),
+    ({"SLURM_JOB_ID": "", "SLURM_JOBID": ""}, "SLURM_JOB_ID is missing or empty"),
+    ({"SLURM_JOB_ID": "abc"}, "SLURM_JOB_ID='abc' is not a Slurm job id"),
+    ({"SLURM_JOB_ID": "../../x"}, "SLURM_JOB_ID='../../x' is not a Slurm job id"),
+    ({"SLURM_JOB_ID": "3/4"}, "SLURM_JOB_ID='3/4' is not a Slurm job id"),
+])
+def test_bad_job_ids_fail_softly_and_write_no_job(slurm_site, changes, message):
+    result = slurm_site.run("prolog", env_file=slurm_site.env_file(**changes))
+    assert result.returncode == 0
+    assert message in result.stderr and result.stderr.count("\n") == 1
+    assert not (slurm_site.base / "jobs").exists() or not os.listdir(slurm_site.base / "jobs")
+    assert slurm_site.leftovers() == ([], [])
+
+
+@pytest.mark.parametrize(("changes", "warning", "missing"), [
+    ({"SLURM_JOB_CPUS_PER_NODE": "lots"}, "SLURM_JOB_CPUS_PER_NODE='lots'", "allocated_cpu"),
+    ({"SLURMD_NODENAME": "elsewhere", "SLURM_JOB_CPUS_PER_NODE": "2(x2)",
+      "SLURM_NODELIST": "vm[1-2]"}, "is not in the job's node list", "allocated_cpu"),
+])
+def test_bad_cpu_facts_are_warned_and_left_out(slurm_site, changes, warning, missing):
+    result = slurm_site.run("prolog", env_file=slurm_site.env_file(**changes))
+    assert result.returncode == 0 and warning in result.stderr
+    job = slurm_site.job("3")
+    assert missing not in job and job["wall_limit_secs"] == "300"
+
+
+@pytest.mark.parametrize(("scontrol", "message"), [
+    (None, "cannot run"),
+    ("sleep 30\n", "did not finish within 0.5 s; killed"),
+    ("echo 'slurm_load_jobs error: Invalid job id specified' >&2; exit 1\n",
+     "exited with status 1: slurm_load_jobs error: Invalid job id specified"),
+    ("echo garbage\n", "printed no record: 'garbage\\n'"),
+    ("head -c 3000 /dev/urandom\n", "printed no record"),
+])
+def test_scontrol_trouble_is_a_warning_and_the_job_still_gets_its_directory(
+        slurm_site, scontrol, message):
+    if scontrol is None:
+        slurm_site.scontrol.unlink()
+    else:
+        slurm_site.set_scontrol(scontrol)
+    started = time.monotonic()
+    result = slurm_site.run("prolog", env_file=slurm_site.env_file())
+    assert time.monotonic() - started < 10
+    assert result.returncode == 0 and message in result.stderr
+    job = slurm_site.job("3")
+    assert job["job_id"] == "3" and job["allocated_cpu"] == "2"
+    assert "wall_limit_secs" not in job
+    assert ".pending" in job  # the TaskProlog completes what it can
+    assert slurm_site.leftovers() == ([], [])
+
+
+def test_unwritable_base_dir_fails_softly(slurm_site, tmp_path):
+    (tmp_path / "file").write_text("")
+    slurm_site.configure(base_dir=tmp_path / "file/base")
+    result = slurm_site.run("prolog", env_file=slurm_site.env_file())
+    assert result.returncode == 0 and "Not a directory" in result.stderr
+    slurm_site.configure("[mjf]\non_error = fail\n", base_dir=tmp_path / "file/base")
+    assert slurm_site.run("prolog", env_file=slurm_site.env_file()).returncode == 1
+
+
+def test_broken_config_and_unknown_roles_fail_softly(slurm_site):
+    slurm_site.conf.write_text("[jobfeatures]\nwall_limit_secs = soon\n")
+    result = slurm_site.run("prolog", env_file=slurm_site.env_file())
+    assert result.returncode == 0 and "wall_limit_secs = 'soon'" in result.stderr
+    slurm_site.configure()
+    result = slurm_site.run(env_file=slurm_site.env_file(SLURM_SCRIPT_CONTEXT="epilog_slurmctld"))
+    assert result.returncode == 0 and "cannot tell the role" in result.stderr
+    assert slurm_site.run("postlude").returncode == 0
