@@ -1,0 +1,209 @@
+"""The Slurm hooks on a real Slurm 22.05 cluster, asserted from inside the jobs.
+
+Runs as root (CI): a throwaway one-node cluster whose slurm.conf names the
+installed hooks (Prolog, Epilog, the sh TaskProlog), jobs submitted by
+unprivileged users with sbatch and srun. The whole module runs twice: without
+cgroups, and with cgroup v1 enforcement, where max_rss_bytes must equal the
+limit the kernel enforces on the job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require
+from tests.integration.slurm_cluster import SlurmCluster, ensure_user
+
+pytestmark = pytest.mark.integration
+
+MIB = 2**20
+USERS = ("mjfuser1", "mjfuser2")
+SITE_CONFIG = Path("/etc/mjf/mjf.conf")
+HOOKS_BIN = Path(os.environ.get("MJF_HOOKS_BIN", "/opt/mjf-hooks-ci/venv/bin"))
+
+# Runs inside the job as its user: records what the job sees.
+DUMP = r'''
+import json, os, sys
+out = {"env": {k: os.environ.get(k) for k in
+               ("MACHINEFEATURES", "JOBFEATURES", "SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID")}}
+for var in ("MACHINEFEATURES", "JOBFEATURES"):
+    d = os.environ.get(var)
+    out[var] = {n: open(os.path.join(d, n), "rb").read().decode()
+                for n in sorted(os.listdir(d))} if d and os.path.isdir(d) else None
+limits = []
+for line in open("/proc/self/cgroup"):
+    _, controllers, path = line.rstrip("\n").split(":", 2)
+    if "memory" in controllers.split(","):
+        while True:
+            for name in ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes"):
+                try:
+                    limits.append([path, name, int(open("/sys/fs/cgroup/memory" + path
+                                                        + "/" + name).read())])
+                except OSError:
+                    pass
+            if path in ("/", ""):
+                break
+            path = path.rsplit("/", 1)[0] or "/"
+out["cgroup_limits"] = limits
+jobs = os.path.dirname(os.path.dirname(os.environ.get("JOBFEATURES") or "/x/y/z"))
+out["jobs_seen"] = sorted(os.listdir(jobs)) if os.path.isdir(jobs) else None
+suffix = os.environ.get("SLURM_ARRAY_TASK_ID") or os.environ.get("SLURM_PROCID", "0")
+name = sys.argv[1] + "." + suffix
+with open(os.path.join(os.path.dirname(__file__), "out", name + ".json"), "w") as f:
+    json.dump(out, f)
+'''
+
+
+@pytest.fixture(scope="module", params=["plain", "cgroup-v1"])
+def cluster(request):
+    require(os.geteuid() == 0, "needs root to run slurmctld and slurmd")
+    require(shutil.which("slurmctld") is not None and Path("/usr/sbin/slurmd").exists(),
+            "needs Debian's slurmctld, slurmd, slurm-client and munge (tests/setup-system)")
+    require((HOOKS_BIN / "mjf-slurm").exists(),
+            f"needs the hooks installed in {HOOKS_BIN} (tests/run does it)")
+    root = Path(tempfile.mkdtemp(prefix="mjf-slurm-"))
+    root.chmod(0o755)
+    (root / "out").mkdir(mode=0o1777)
+    (root / "out").chmod(0o1777)
+    (root / "dump.py").write_text(DUMP)
+    (root / "dump.py").chmod(0o644)
+    for user in USERS:
+        ensure_user(user)
+    saved = SITE_CONFIG.read_bytes() if SITE_CONFIG.exists() else None
+    SITE_CONFIG.parent.mkdir(parents=True, exist_ok=True)
+    base = root / "mjf"
+    good_config = f"[mjf]\nbase_dir = {base}\n[machinefeatures]\nhs06_per_cpu = 10\n" \
+                  "grace_secs = 600\n"
+    SITE_CONFIG.write_text(good_config)
+    slurm = SlurmCluster(root / "slurm", HOOKS_BIN, cgroups=request.param == "cgroup-v1")
+    slurm.start()
+    slurm.mjf_base = base
+    slurm.job_root = root
+    slurm.good_config = good_config
+    try:
+        yield slurm
+    finally:
+        slurm.stop()
+        if saved is None:
+            SITE_CONFIG.unlink()
+        else:
+            SITE_CONFIG.write_bytes(saved)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def sbatch(cluster, user, name, *options, wait=True):
+    argv = ["sbatch", "--parsable", "-J", name, "-o", f"{cluster.job_root}/out/{name}.log",
+            *options, "--wrap", f"/usr/bin/python3 {cluster.job_root}/dump.py {name}"]
+    if wait:
+        argv.insert(1, "--wait")
+    result = cluster.as_user(user, argv, check=False)
+    assert result.returncode == 0, result.stderr + cluster.log("slurmd")
+    return result.stdout.strip().split(";")[0]
+
+
+def seen(cluster, name, task=0):
+    path = cluster.job_root / "out" / f"{name}.{task}.json"
+    deadline = time.monotonic() + 30
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return json.loads(path.read_text())
+
+
+def enforced_memory_limit(view):
+    limits = [value for _, name, value in view["cgroup_limits"]
+              if name == "memory.limit_in_bytes" and value < 2**62]
+    return min(limits) if limits else None
+
+
+def assert_no_job_directories_left(cluster):
+    jobs = cluster.mjf_base / "jobs"
+    deadline = time.monotonic() + 30
+    while jobs.exists() and os.listdir(jobs) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not jobs.exists() or os.listdir(jobs) == []
+
+
+def test_sbatch_job_sees_every_value(cluster):
+    submitted = time.time()
+    job_id = sbatch(cluster, "mjfuser1", "batch", "--time=5", "--mem=200M", "-c", "2")
+    view = seen(cluster, "batch")
+    base = cluster.mjf_base
+    assert view["env"]["MACHINEFEATURES"] == f"{base}/machinefeatures"
+    assert view["env"]["JOBFEATURES"] == f"{base}/jobs/{job_id}/jobfeatures"
+    assert view["MACHINEFEATURES"] == {"grace_secs": "600", "hs06": str(10 * os.cpu_count()),
+                                       "total_cpu": str(os.cpu_count())}
+    job = view["JOBFEATURES"]
+    assert abs(int(job.pop("jobstart_secs")) - submitted) < 30
+    assert int(job.pop("scratch_limit_bytes")) > 0
+    expected = {"job_id": job_id, "allocated_cpu": "2", "wall_limit_secs": "300",
+                "cpu_limit_secs": "600", "max_rss_bytes": str(200 * MIB), "hs06_job": "20",
+                "grace_secs_job": "600"}
+    if cluster.cgroups:
+        assert enforced_memory_limit(view) == 200 * MIB
+        expected["max_swap_bytes"] = "0"  # ConstrainSwapSpace, AllowedSwapSpace=0
+    assert job == expected
+    assert_no_job_directories_left(cluster)
+
+
+def test_srun_tasks_see_the_same_values(cluster):
+    result = cluster.as_user("mjfuser2", [
+        "srun", "-n", "2", "-c", "1", "--mem-per-cpu=100M", "--time=2", "-J", "srun",
+        "/usr/bin/python3", f"{cluster.job_root}/dump.py", "srun"], check=False)
+    assert result.returncode == 0, result.stderr
+    views = [seen(cluster, "srun", task) for task in (0, 1)]
+    assert views[0]["JOBFEATURES"] == views[1]["JOBFEATURES"]
+    job = views[0]["JOBFEATURES"]
+    assert job["allocated_cpu"] == "2" and job["wall_limit_secs"] == "120"
+    assert job["max_rss_bytes"] == str(200 * MIB)
+    if cluster.cgroups:
+        assert enforced_memory_limit(views[0]) == 200 * MIB
+    assert_no_job_directories_left(cluster)
+
+
+def test_job_array_elements_get_their_own_directories(cluster):
+    sbatch(cluster, "mjfuser1", "array", "--array=1-2", "--time=3", "--mem=100M")
+    views = [seen(cluster, "array", element) for element in (1, 2)]
+    for view in views:
+        assert view["JOBFEATURES"]["job_id"] == view["env"]["SLURM_JOB_ID"]
+        assert view["env"]["JOBFEATURES"].endswith(f"/jobs/{view['env']['SLURM_JOB_ID']}"
+                                                   "/jobfeatures")
+        assert view["JOBFEATURES"]["wall_limit_secs"] == "180"
+    assert views[0]["JOBFEATURES"]["job_id"] != views[1]["JOBFEATURES"]["job_id"]
+    cluster.wait_until_no_jobs()
+    assert_no_job_directories_left(cluster)
+
+
+def test_two_concurrent_jobs_each_see_their_own(cluster):
+    ids = []
+    for user, name in (("mjfuser1", "concurrent-a"), ("mjfuser2", "concurrent-b")):
+        script = f"sleep 2; /usr/bin/python3 {cluster.job_root}/dump.py {name}"
+        result = cluster.as_user(user, ["sbatch", "--parsable", "-c", "1", "--mem=100M",
+                                        "--time=2", "-o", "/dev/null", "--wrap", script])
+        ids.append(result.stdout.strip())
+    a, b = seen(cluster, "concurrent-a"), seen(cluster, "concurrent-b")
+    assert a["JOBFEATURES"]["job_id"] == ids[0] and b["JOBFEATURES"]["job_id"] == ids[1]
+    assert a["env"]["JOBFEATURES"] != b["env"]["JOBFEATURES"]
+    assert any(view["jobs_seen"] == sorted(ids) for view in (a, b))  # they did overlap
+    cluster.wait_until_no_jobs()
+    assert_no_job_directories_left(cluster)
+
+
+def test_a_broken_config_neither_blocks_the_job_nor_drains_the_node(cluster):
+    SITE_CONFIG.write_text("[jobfeatures]\nwall_limit_secs = soon\n")
+    try:
+        sbatch(cluster, "mjfuser1", "broken", "--time=2", "--mem=100M")
+        view = seen(cluster, "broken")
+    finally:
+        SITE_CONFIG.write_text(cluster.good_config)
+    assert view["env"]["JOBFEATURES"] is None  # the job ran, without MJF
+    cluster.wait_until_no_jobs()
+    state = cluster.node_state()
+    assert "drain" not in state and state.startswith("idle"), state
+    assert_no_job_directories_left(cluster)
