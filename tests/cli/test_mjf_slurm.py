@@ -4,6 +4,7 @@ Slurm 22.05 hook environments, with a fake scontrol (working, missing, hanging, 
 import os
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -219,3 +220,34 @@ def test_broken_config_and_unknown_roles_fail_softly(slurm_site):
     result = slurm_site.run(env_file=slurm_site.env_file(SLURM_SCRIPT_CONTEXT="epilog_slurmctld"))
     assert result.returncode == 0 and "cannot tell the role" in result.stderr
     assert slurm_site.run("postlude").returncode == 0
+
+
+def test_a_drain_already_announced_reaches_a_starting_job(slurm_site):
+    machine = slurm_site.base / "machinefeatures"
+    machine.mkdir(parents=True)
+    (machine / "shutdowntime").write_text("1795400000")
+    assert slurm_site.run("prolog", env_file=slurm_site.env_file()).returncode == 0
+    assert slurm_site.job("3")["shutdowntime_job"] == "1795400000"
+    assert (machine / "shutdowntime").read_text() == "1795400000"  # left alone
+
+
+@pytest.mark.parametrize("text", [
+    "[mjf]\nbase_dir = {d}\n",
+    "[mjf]\nbase_dir = {d}/   # trailing slash and a comment\n",
+    "[MJF]\n  Base_Dir\t=\t{d} ; comment\n[jobfeatures]\nwall_limit_secs = 1\n",
+    "[jobfeatures]\nwall_limit_secs = 1\n[mjf]\nlog = none\nbase_dir={d}\n",
+    "[ mjf ]\n; base_dir = /commented\nbase_dir = {d}\n",
+])
+def test_sh_taskprolog_reads_base_dir_as_the_python_parser_does(tmp_path, text):
+    from mjf_hooks import config
+
+    directory = tmp_path / "some dir"
+    conf = tmp_path / "mjf.conf"
+    conf.write_text(text.format(d=directory))
+    base = config.load(str(conf)).base_dir
+    (Path(base) / "jobs/5/jobfeatures").mkdir(parents=True, exist_ok=True)
+    assert base == str(directory)
+    sh = subprocess.run([installed_command("mjf-slurm-taskprolog")], capture_output=True,
+                        text=True, env={"SLURM_JOB_ID": "5", "MJF_CONFIG": str(conf)})
+    assert sh.stdout == (f"export MACHINEFEATURES={base}/machinefeatures\n"
+                         f"export JOBFEATURES={base}/jobs/5/jobfeatures\n")
