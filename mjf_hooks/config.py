@@ -37,7 +37,6 @@ class Config:
     __slots__ = (
         "backend",
         "base_dir",
-        "base_dir_configured",
         "command_timeout_secs",
         "dir_mode",
         "file_mode",
@@ -53,7 +52,6 @@ class Config:
     def __init__(self, path: str = DEFAULT_PATH) -> None:
         self.path = path
         self.base_dir = DEFAULT_BASE_DIR
-        self.base_dir_configured = False
         self.on_error = "continue"
         self.log: tuple[str, ...] = LOG_DESTINATIONS
         self.legacy_keys = False
@@ -170,7 +168,6 @@ def _apply_mjf_option(config: Config, key: str, value: str) -> None:
         if not value.startswith("/") or "\n" in value:
             raise ValueError("must be an absolute path")
         config.base_dir = os.path.normpath(value)
-        config.base_dir_configured = True
     elif key == "on_error":
         if value not in ("continue", "fail"):
             raise ValueError("must be `continue` (log and let the job run) or `fail`")

@@ -203,15 +203,6 @@ class Store:
                 jobs.remove_tree(trash)
         return True
 
-    def job_ids(self) -> list[str]:
-        """The job directory names present (for inspection and cleanup)."""
-        try:
-            with _Dir(self._open_base(create=False), self.base_dir) as base, \
-                    base.subdir(JOBS_DIR, self) as jobs:
-                return sorted(name for name in os.listdir(jobs.fd) if not name.startswith("."))
-        except (FileNotFoundError, StoreError):
-            return []
-
     def _open_base(self, create: bool) -> int:
         try:
             if create:
