@@ -25,8 +25,15 @@ LOG_DESTINATIONS = ("syslog", "stderr")
 # Config-only helpers that are not MJF keys themselves.
 _EXTRA_MACHINE_OPTIONS = {"hs06_per_cpu"}
 # Options of the batch-system backends: section -> option -> what it must be.
+# A tuple lists the values allowed.
 BACKEND_OPTIONS = {
     "slurm": {"scontrol": "absolute path", "scratch_dir": "absolute path"},
+    "htcondor": {
+        "job_id": ("global", "cluster_proc"),
+        "wall_limit_attribute": "attribute name",
+        "wall_limit_unit": ("seconds", "minutes", "hours"),
+        "next_wrapper": "absolute path",
+    },
 }
 _SECTIONS = ("mjf", "machinefeatures", "jobfeatures", *BACKEND_OPTIONS)
 
@@ -151,9 +158,7 @@ def _apply(config: Config, section: str, key: str, value: str) -> None:
         options = BACKEND_OPTIONS[section]
         if key not in options:
             raise ValueError(f"unknown option; [{section}] takes {', '.join(sorted(options))}")
-        if options[key] == "absolute path" and not value.startswith("/"):
-            raise ValueError("must be an absolute path")
-        config.backend[section][key] = os.path.normpath(value)
+        config.backend[section][key] = _backend_value(options[key], value)
     elif section == "machinefeatures" and key in _EXTRA_MACHINE_OPTIONS:
         config.hs06_per_cpu = _positive_number(value)
     else:
@@ -199,6 +204,21 @@ def _apply_mjf_option(config: Config, key: str, value: str) -> None:
             "unknown option; [mjf] takes base_dir, on_error, log, legacy_keys, "
             "dir_mode, file_mode, command_timeout"
         )
+
+
+def _backend_value(kind: str | tuple[str, ...], value: str) -> str:
+    if isinstance(kind, tuple):
+        if value not in kind:
+            raise ValueError(f"must be one of {', '.join(kind)}")
+        return value
+    if kind == "absolute path":
+        if not value.startswith("/"):
+            raise ValueError("must be an absolute path")
+        return os.path.normpath(value)
+    if not value or not value.isascii() or value[0].isdigit() \
+            or not value.replace("_", "a").isalnum():
+        raise ValueError("must be a ClassAd attribute name (letters, digits, _)")
+    return value
 
 
 def _boolean(value: str) -> bool:

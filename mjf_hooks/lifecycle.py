@@ -7,6 +7,7 @@ compute the values, and write - or, in a dry run, only describe - the files.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from . import features as features_module
@@ -61,6 +62,20 @@ def machine_features(config: Config, store: Store, log: Log, dry_run: bool = Fal
         except ValueError as error:
             log.warning(f"{store.machine_dir}/shutdowntime {shutdown!r} ignored: {error}")
     return features
+
+
+def machine_features_for_job(config: Config, site: Store, job_store: Store, log: Log,
+                             dry_run: bool = False) -> tuple[Store, Features]:
+    """Machine features for a job whose directory lives in ``job_store``.
+
+    Where that is not the site's store (an unprivileged standalone run, an
+    HTCondor job's scratch), the site's ``machinefeatures/`` is used as it is if
+    it exists (it is not ours to rewrite); otherwise they are written beside
+    the job. Returns the store whose ``machine_dir`` the job should get.
+    """
+    if job_store is not site and os.path.isdir(site.machine_dir):
+        return site, machine_features(config, site, log, dry_run, write=False)
+    return job_store, machine_features(config, job_store, log, dry_run)
 
 
 def start_job(

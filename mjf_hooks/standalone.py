@@ -66,18 +66,15 @@ def _job_options(options: dict) -> dict:
 
 def _set_up(context: HookContext, options: dict) -> tuple[Store, str, dict[str, str]]:
     config, log = context.config, context.log
-    store = machine_store = lifecycle.store_for(config)
+    site = store = lifecycle.store_for(config)
     if not context.dry_run and os.geteuid() != 0 and not _writable(config.base_dir):
         store = lifecycle.store_for(config, _private_base_dir(context.environ))
-        if not os.path.isdir(machine_store.machine_dir):
-            machine_store = store
         sys.stderr.write(
             f"mjf: {config.base_dir} is not writable by uid {os.geteuid()}: "
             f"using {store.base_dir} for this job\n"
         )
-    # The site's machine features may exist where we cannot write: read, don't rewrite.
-    machine = lifecycle.machine_features(config, machine_store, log, context.dry_run,
-                                         write=machine_store is store)
+    machine_store, machine = lifecycle.machine_features_for_job(config, site, store, log,
+                                                                context.dry_run)
     now = int(time.time())
     job_id = options.get("job_id") or f"{os.uname().nodename}.{os.getpid()}.{now}"
     source = "mjf run option"

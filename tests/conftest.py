@@ -42,6 +42,15 @@ def installed_command(name: str) -> str:
     return found
 
 
+def hooks_command(name: str) -> str:
+    """An installed command that other users can run too (tests/run installs them, as root,
+    with the system Python into $MJF_HOOKS_BIN): for tests that switch users."""
+    bindir = os.environ.get("MJF_HOOKS_BIN", "/opt/mjf-hooks-ci/venv/bin")
+    path = Path(bindir) / name
+    require(path.exists(), f"needs {path} (tests/run installs it as root)")
+    return str(path)
+
+
 @pytest.fixture
 def write_config(tmp_path):
     """Write an mjf.conf whose base_dir is a fresh directory; return (path, base_dir)."""

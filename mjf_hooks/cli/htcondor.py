@@ -1,24 +1,146 @@
-"""``mjf-htcondor-wrapper`` and ``mjf-htcondor-cron`` (not implemented yet).
+"""``mjf-htcondor-wrapper`` (USER_JOB_WRAPPER) and ``mjf-htcondor-cron`` (STARTD_CRON).
 
-Even as a stub, the wrapper must exec the job: HTCondor runs the job only
-through it.
+The wrapper runs as the job's user, inside the job's cgroup, with the job's
+executable and arguments as its argv (so it takes no options: ``mjf
+htcondor-wrapper [options] -- CMD`` replays it by hand). It writes the job's
+features under the job's scratch directory (HTCondor removes them with the
+sandbox), then execs the job - or the next wrapper of a chain - with
+``MACHINEFEATURES``/``JOBFEATURES`` set and the argv untouched. If MJF cannot
+be set up the job still runs; only a failing exec is reported to HTCondor,
+as one line in ``$_CONDOR_WRAPPER_ERROR_FILE``.
+
+The cron prints the machine features as ``MJF_<KEY> = value`` attributes,
+which HTCondor merges into the slot ads for policies and matchmaking.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 
-from .stub import not_implemented
+from .. import features, lifecycle
+from ..batch import classad, htcondor
+from ..errors import SiteInputError
+from .hook import COMMON_HELP, HookContext, run_hook
+from .options import UsageError
+
+SCRATCH_SUBDIR = ".mjf"
+
+WRAPPER_USAGE = """\
+usage: mjf htcondor-wrapper [options] -- CMD [ARGS...]
+
+What mjf-htcondor-wrapper (USER_JOB_WRAPPER) does for a job, by hand: set up
+the job's features from $_CONDOR_MACHINE_AD and $_CONDOR_JOB_AD under
+$_CONDOR_SCRATCH_DIR, then exec CMD (or [htcondor] next_wrapper CMD) with
+MACHINEFEATURES and JOBFEATURES set.
+
+""" + COMMON_HELP
+
+CRON_USAGE = """\
+usage: mjf-htcondor-cron [options]
+
+STARTD_CRON job: print this machine's features as MJF_<KEY> = value attributes.
+
+""" + COMMON_HELP
 
 
 def wrapper_main() -> int:
-    not_implemented("mjf-htcondor-wrapper")
-    if len(sys.argv) < 2:
+    """USER_JOB_WRAPPER: every argument belongs to the job."""
+    job_argv = sys.argv[1:]
+    return run_hook("mjf-htcondor-wrapper", [], lambda context: wrap(context, job_argv),
+                    WRAPPER_USAGE, runs_job=True)
+
+
+def wrapper_command(argv: list[str]) -> int:
+    """``mjf htcondor-wrapper [options] -- CMD``: the wrapper, replayable with options."""
+    return run_hook("mjf htcondor-wrapper", argv, lambda context: wrap(context, context.args),
+                    WRAPPER_USAGE, positional_stop=True, usage_exit=2, runs_job=True)
+
+
+def wrap(context: HookContext, job_argv: list[str]) -> int:
+    if not job_argv:
+        raise UsageError("no job to run: HTCondor passes the job's executable and arguments")
+    try:
+        exports = context.fail_safe(_set_up, context) or {}
+    except SystemExit:  # on_error = fail
+        _report_to_htcondor(context, "MJF set-up failed and [mjf] on_error = fail")
+        raise
+    next_wrapper = context.config.backend["htcondor"].get("next_wrapper")
+    argv = [next_wrapper, *job_argv] if next_wrapper else list(job_argv)
+    if context.dry_run:
+        sys.stdout.write(f"would exec: {argv!r}\n")
         return 0
-    os.execv(sys.argv[1], sys.argv[1:])
-    return 127  # not reached: execv replaces this process or raises
+    try:
+        os.execve(argv[0], argv, {**context.environ, **exports})
+    except OSError as error:
+        message = f"cannot execute {argv[0]}: {error.strerror}"
+        context.log.error(message)
+        _report_to_htcondor(context, message)
+    return 1
 
 
-def cron_main() -> int:
-    return not_implemented("mjf-htcondor-cron")
+def _report_to_htcondor(context: HookContext, message: str) -> None:
+    """One line in $_CONDOR_WRAPPER_ERROR_FILE: more lines break the starter."""
+    path = context.environ.get("_CONDOR_WRAPPER_ERROR_FILE")
+    if not path:
+        return
+    try:
+        with open(path, "w") as handle:
+            handle.write("mjf-htcondor-wrapper: " + " ".join(message.split()) + "\n")
+    except OSError as error:
+        context.log.error(f"{path}: {error.strerror}")
+
+
+def _read_ad(context: HookContext, variable: str) -> dict:
+    path = context.environ.get(variable)
+    if not path:
+        context.log.warning(f"${variable} is not set: its values are not written")
+        return {}
+    try:
+        return classad.read_ad(path)
+    except (OSError, ValueError) as error:
+        reason = getattr(error, "strerror", None) or str(error)
+        context.log.warning(f"${variable} {path}: {reason}: its values are not written")
+        return {}
+
+
+def _set_up(context: HookContext) -> dict[str, str]:
+    config, environ, log = context.config, context.environ, context.log
+    scratch = environ.get("_CONDOR_SCRATCH_DIR")
+    if not scratch or not scratch.startswith("/"):
+        raise SiteInputError("$_CONDOR_SCRATCH_DIR is not set to an absolute path: "
+                             "not run by HTCondor's starter?")
+    if not os.path.isdir(scratch):
+        raise SiteInputError(f"$_CONDOR_SCRATCH_DIR {scratch} is not a directory")
+    options = config.backend["htcondor"]
+    facts, warnings = htcondor.job_facts(
+        _read_ad(context, "_CONDOR_MACHINE_AD"), _read_ad(context, "_CONDOR_JOB_AD"),
+        int(time.time()), options.get("job_id", "global"),
+        options.get("wall_limit_attribute", htcondor.DEFAULT_WALL_LIMIT_ATTRIBUTE),
+        options.get("wall_limit_unit", "seconds"),
+    )
+    for warning in warnings:
+        log.warning(warning)
+    site = lifecycle.store_for(config)
+    store = lifecycle.store_for(config, os.path.join(scratch, SCRATCH_SUBDIR))
+    machine_store, machine = lifecycle.machine_features_for_job(config, site, store, log,
+                                                                context.dry_run)
+    job_dir = lifecycle.start_job(config, store, log, machine, facts, "self", scratch,
+                                  dry_run=context.dry_run)
+    if context.dry_run:
+        sys.stdout.write(lifecycle.export_lines(machine_store.machine_dir, job_dir))
+    return {"MACHINEFEATURES": machine_store.machine_dir, "JOBFEATURES": job_dir}
+
+
+def cron_main(argv: list[str] | None = None) -> int:
+    return run_hook("mjf-htcondor-cron", sys.argv[1:] if argv is None else argv, _cron,
+                    CRON_USAGE)
+
+
+def _cron(context: HookContext) -> int:
+    store = lifecycle.store_for(context.config)
+    machine = lifecycle.machine_features(context.config, store, context.log, context.dry_run,
+                                         write=False)
+    sys.stdout.write(htcondor.cron_attributes(features.render(machine)))
+    return 0

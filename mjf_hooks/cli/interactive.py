@@ -36,6 +36,13 @@ def machine(context: click.Context) -> None:
     sys.exit(hooks.machine_command(context.args))
 
 
+@cli.command("htcondor-wrapper", context_settings=_PASS_THROUGH, add_help_option=False,
+             help="Replay mjf-htcondor-wrapper for a command (see --help).")
+@click.pass_context
+def htcondor_wrapper(context: click.Context) -> None:
+    sys.exit(hooks.htcondor_wrapper_command(context.args))
+
+
 def _locations(location: str | None) -> list[tuple[str, str]]:
     """(label, directory) pairs to show: from the environment, or what a path holds."""
     if location is None:

@@ -51,7 +51,14 @@ def machine_command(argv: list[str]) -> int:
     return run_hook("mjf machine", argv, body, MACHINE_USAGE, usage_exit=2)
 
 
-HOOK_COMMANDS = {"run": run_command, "machine": machine_command}
+def htcondor_wrapper_command(argv: list[str]) -> int:
+    from .htcondor import wrapper_command
+
+    return wrapper_command(argv)
+
+
+HOOK_COMMANDS = {"run": run_command, "machine": machine_command,
+                 "htcondor-wrapper": htcondor_wrapper_command}
 
 
 def main(argv: list[str] | None = None) -> int:

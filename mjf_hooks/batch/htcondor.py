@@ -1,0 +1,101 @@
+"""HTCondor: a job's ``.machine.ad``/``.job.ad`` and wrapper environment -> job facts.
+
+Pure functions of parsed ads (:mod:`mjf_hooks.batch.classad`); the wrapper in
+:mod:`mjf_hooks.cli.htcondor` reads the files. Facts (notes/batch-systems.md):
+
+* the slot's ``Cpus``, ``Memory`` (MiB) and ``Disk`` (KiB) are what the job got;
+  they are preferred over the job's ``Request*`` (a slot can be larger, and
+  ``Request*`` can be expressions);
+* ``JobCurrentStartDate`` (job ad) or ``JobStart`` (machine ad) is the start;
+* ``GlobalJobId`` identifies the job pool-wide, ``ClusterId.ProcId`` per schedd;
+* HTCondor has no native wall-time limit: sites use ``AllowedJobDuration``
+  (seconds; HTCondor holds the job past it) or their own attribute.
+"""
+
+from __future__ import annotations
+
+from .. import spec
+from .classad import Expression
+
+MIB = 2**20
+KIB = 2**10
+TIME_UNITS = {"seconds": 1, "minutes": 60, "hours": 3600}
+DEFAULT_WALL_LIMIT_ATTRIBUTE = "AllowedJobDuration"
+
+
+def _whole_number(ad: dict, name: str, where: str, warnings: list[str]) -> int | None:
+    """A non-negative integer attribute, None (with a warning if malformed) otherwise."""
+    value = ad.get(name.lower())
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        kind = "an unevaluated expression" if isinstance(value, Expression) else repr(value)
+        warnings.append(f"{where} {name} is {kind}, not a whole number: ignored")
+        return None
+    if not 0 <= value <= spec.MAX_INTEGER:
+        warnings.append(f"{where} {name} = {value} is out of range: ignored")
+        return None
+    return value
+
+
+def job_facts(machine_ad: dict, job_ad: dict, now: int, job_id_style: str = "global",
+              wall_limit_attribute: str = DEFAULT_WALL_LIMIT_ATTRIBUTE,
+              wall_limit_unit: str = "seconds") -> tuple[dict, list[str]]:
+    """Job facts from the two ads, and warnings about what was malformed."""
+    warnings: list[str] = []
+    facts: dict[str, tuple] = {}
+
+    job_id = _job_id(job_ad, job_id_style, warnings)
+    if job_id is not None:
+        facts["job_id"] = job_id
+
+    start = _whole_number(job_ad, "JobCurrentStartDate", "job ad", warnings)
+    if start:
+        facts["jobstart_secs"] = (start, "job ad JobCurrentStartDate")
+    else:
+        start = _whole_number(machine_ad, "JobStart", "machine ad", warnings)
+        facts["jobstart_secs"] = (start, "machine ad JobStart") if start \
+            else (now, "time the wrapper ran")
+
+    cpus = _whole_number(machine_ad, "Cpus", "machine ad", warnings)
+    if cpus:
+        facts["allocated_cpu"] = (cpus, f"machine ad Cpus = {cpus}")
+    else:
+        requested = _whole_number(job_ad, "RequestCpus", "job ad", warnings)
+        if requested:
+            facts["allocated_cpu"] = (requested, f"job ad RequestCpus = {requested}")
+
+    memory_mib = _whole_number(machine_ad, "Memory", "machine ad", warnings)
+    if memory_mib:
+        facts["max_rss_bytes"] = (memory_mib * MIB, f"machine ad Memory = {memory_mib} MiB")
+    disk_kib = _whole_number(machine_ad, "Disk", "machine ad", warnings)
+    if disk_kib:
+        facts["scratch_limit_bytes"] = (disk_kib * KIB, f"machine ad Disk = {disk_kib} KiB")
+
+    limit = _whole_number(job_ad, wall_limit_attribute, "job ad", warnings)
+    if limit:
+        seconds = limit * TIME_UNITS[wall_limit_unit]
+        facts["wall_limit_secs"] = (seconds, f"job ad {wall_limit_attribute} = {limit} "
+                                             f"{wall_limit_unit}")
+    return facts, warnings
+
+
+def _job_id(job_ad: dict, style: str, warnings: list[str]) -> tuple | None:
+    if style == "global":
+        value = job_ad.get("globaljobid")
+        if isinstance(value, str) and value:
+            return (value, "job ad GlobalJobId")
+        warnings.append("job ad GlobalJobId is missing or not a string: using ClusterId.ProcId")
+    cluster = _whole_number(job_ad, "ClusterId", "job ad", warnings)
+    proc = _whole_number(job_ad, "ProcId", "job ad", warnings)
+    if cluster is None or proc is None:
+        return None
+    return (f"{cluster}.{proc}", "job ad ClusterId.ProcId")
+
+
+def cron_attributes(machine_values: dict[str, str]) -> str:
+    """STARTD_CRON output: every machine key as an ``MJF_<KEY> = value`` attribute."""
+    return "".join(f"MJF_{name.upper()} = {value}\n" for name, value in machine_values.items()
+                   if name in spec.KEYS)
