@@ -1,0 +1,175 @@
+"""The HTCondor wrapper and cron on a real HTCondor 23.9 pool, asserted from inside jobs.
+
+Runs as root (CI): a one-machine pool in a Debian trixie chroot whose config.d
+holds contrib/htcondor/mjf.config; vanilla jobs submitted by an unprivileged
+user with request_cpus, request_memory, request_disk and allowed_job_duration.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require
+from tests.integration.htcondor_pool import CondorPool, condor_arguments
+from tests.integration.slurm_cluster import ensure_user
+
+pytestmark = pytest.mark.integration
+
+USER = "mjfuser1"
+ROOT = Path(os.environ.get("MJF_CONDOR_ROOT", "/srv/mjf-condor-root"))
+GOOD_CONFIG = "[machinefeatures]\nhs06 = 123.5\ngrace_secs = 900\n"
+
+DUMP = r'''
+import json, os, sys
+out = {"argv": sys.argv[2:], "env": {k: os.environ.get(k) for k in
+       ("MACHINEFEATURES", "JOBFEATURES", "_CONDOR_SCRATCH_DIR")}}
+for var in ("MACHINEFEATURES", "JOBFEATURES"):
+    d = os.environ.get(var)
+    out[var] = {n: open(os.path.join(d, n)).read() for n in sorted(os.listdir(d))} \
+        if d and os.path.isdir(d) else None
+ads = {}
+for var in ("_CONDOR_MACHINE_AD", "_CONDOR_JOB_AD"):
+    for line in open(os.environ[var]):
+        name, _, value = line.partition(" = ")
+        ads[var + ":" + name] = value.strip()
+out["ads"] = ads
+limits = []
+for line in open("/proc/self/cgroup"):
+    _, controllers, path = line.rstrip("\n").split(":", 2)
+    if "memory" in controllers.split(","):
+        while True:
+            try:
+                limits.append(int(open("/sys/fs/cgroup/memory" + path
+                                       + "/memory.limit_in_bytes").read()))
+            except OSError:
+                pass
+            if path in ("/", ""):
+                break
+            path = path.rsplit("/", 1)[0] or "/"
+out["cgroup_limits"] = limits
+with open(os.path.join(os.path.dirname(__file__), "out", sys.argv[1] + ".json"), "w") as f:
+    json.dump(out, f)
+sys.exit(int(os.environ.get("DUMP_EXIT", "0")))
+'''
+
+
+@pytest.fixture(scope="module")
+def pool():
+    require(os.geteuid() == 0, "needs root to build a chroot and run HTCondor")
+    require(shutil.which("debootstrap") is not None or (ROOT / ".mjf-ready").exists(),
+            "needs debootstrap (tests/setup-system) or a prepared chroot")
+    ensure_user(USER)
+    work = Path(tempfile.mkdtemp(prefix="mjf-condor-"))
+    work.chmod(0o755)
+    (work / "out").mkdir()
+    (work / "out").chmod(0o1777)
+    (work / "dump.py").write_text(DUMP)
+    condor = CondorPool(ROOT)
+    condor.prepare()
+    condor.site_config = ROOT / "etc/mjf/mjf.conf"
+    condor.site_config.parent.mkdir(parents=True, exist_ok=True)
+    condor.site_config.write_text(GOOD_CONFIG)
+    condor.work = work
+    try:
+        condor.start()
+        yield condor
+    finally:
+        condor.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def submit_and_wait(pool, name, jobs, extra=""):
+    """Submit one cluster (one `queue` per job: (name, args, environment)); wait for it."""
+    log = pool.work / f"{name}.log"
+    lines = [
+        "universe = vanilla", "executable = /usr/bin/python3", "transfer_executable = false",
+        "should_transfer_files = YES", f"log = {log}", f"output = {pool.work}/out/{name}.out",
+        f"error = {pool.work}/out/{name}.err", "request_cpus = 1", "request_memory = 300",
+        "request_disk = 102400", "allowed_job_duration = 600", extra,
+    ]
+    for job_name, args, environment in jobs:
+        lines.append(f"arguments = {condor_arguments([str(pool.work / 'dump.py'), job_name, *args])}")
+        lines.append(f'environment = "{environment}"')
+        lines.append("queue")
+    submit_file = pool.work / f"{name}.sub"
+    submit_file.write_text("\n".join(lines) + "\n")
+    pool.submit(USER, submit_file)
+    return pool.wait(USER, log)
+
+
+def seen(pool, name):
+    return json.loads((pool.work / "out" / f"{name}.json").read_text())
+
+
+def test_the_job_sees_every_value_and_keeps_its_argv_and_exit_code(pool):
+    weird = ["a b", "it's", 'q"uote', "$HOME", "--dry-run"]
+    log = submit_and_wait(pool, "main", [("main", [], ""), ("argv", weird, "DUMP_EXIT=7")])
+    assert "return value 7" in log and "return value 0" in log
+    view = seen(pool, "main")
+    ads = view["ads"]
+    scratch = view["env"]["_CONDOR_SCRATCH_DIR"]
+    job_id = json.loads(ads["_CONDOR_JOB_AD:GlobalJobId"])
+    assert view["env"]["JOBFEATURES"] == f"{scratch}/.mjf/jobs/{job_id}/jobfeatures"
+    assert view["env"]["MACHINEFEATURES"] == f"{scratch}/.mjf/machinefeatures"
+    slot_memory = int(ads["_CONDOR_MACHINE_AD:Memory"]) * 2**20
+    enforced = min([limit for limit in view["cgroup_limits"] if limit < 2**62] or [2**63])
+    job = view["JOBFEATURES"]
+    assert job == {
+        "job_id": job_id,
+        "jobstart_secs": ads["_CONDOR_JOB_AD:JobCurrentStartDate"],
+        "allocated_cpu": ads["_CONDOR_MACHINE_AD:Cpus"],
+        "max_rss_bytes": str(min(slot_memory, enforced)),
+        "scratch_limit_bytes": str(int(ads["_CONDOR_MACHINE_AD:Disk"]) * 1024),
+        "wall_limit_secs": "600", "cpu_limit_secs": "600",
+        "hs06_job": job["hs06_job"], "grace_secs_job": "900",
+    }
+    total = int(view["MACHINEFEATURES"]["total_cpu"])
+    assert float(job["hs06_job"]) == pytest.approx(123.5 / total, abs=0.01)
+    assert view["MACHINEFEATURES"] == {"total_cpu": str(total), "hs06": "123.5",
+                                       "grace_secs": "900"}
+    assert seen(pool, "argv")["argv"] == weird
+
+
+def test_cron_attributes_reach_the_slot_ads(pool):
+    deadline = __import__("time").monotonic() + 60
+    while True:
+        ads = pool.machine_ads()
+        if "MJF_HS06 = 123.5" in ads or __import__("time").monotonic() > deadline:
+            break
+        __import__("time").sleep(1)
+    assert "MJF_HS06 = 123.5" in ads
+    assert "MJF_GRACE_SECS = 900" in ads
+    assert f"MJF_TOTAL_CPU = {os.cpu_count()}" in ads
+
+
+def test_a_broken_config_still_runs_the_job(pool):
+    pool.site_config.write_text("[htcondor]\nwall_limit_unit = fortnights\n")
+    try:
+        log = submit_and_wait(pool, "broken", [("broken", ["x"], "")])
+    finally:
+        pool.site_config.write_text(GOOD_CONFIG)
+    assert "return value 0" in log
+    view = seen(pool, "broken")
+    assert view["argv"] == ["x"] and view["env"]["JOBFEATURES"] is None
+
+
+def test_a_chained_wrapper_runs_the_job(pool):
+    chained = pool.work / "chained-wrapper"
+    chained.write_text(f'#!/bin/sh\necho "$JOBFEATURES" > {pool.work}/out/chained.txt\n'
+                       'exec "$@"\n')
+    chained.chmod(0o755)
+    pool.site_config.write_text(GOOD_CONFIG + f"[htcondor]\nnext_wrapper = {chained}\n")
+    try:
+        log = submit_and_wait(pool, "chain", [("chain", ["y z"], "")])
+    finally:
+        pool.site_config.write_text(GOOD_CONFIG)
+    assert "return value 0" in log
+    view = seen(pool, "chain")
+    assert view["argv"] == ["y z"]
+    assert (pool.work / "out/chained.txt").read_text().strip() == view["env"]["JOBFEATURES"]
