@@ -114,6 +114,14 @@ class CondorPool:
             self.mounts.append(str(target))
 
     def start(self) -> None:
+        # A fresh pool: no queue, sandboxes or logs left from an earlier run.
+        for state in ("var/spool/condor", "var/lib/condor/execute", "var/log/condor"):
+            directory = self.root / state
+            for entry in directory.iterdir() if directory.exists() else ():
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
         self.mount()
         self.chroot(["/usr/sbin/condor_master"])
         deadline = time.monotonic() + 120
@@ -140,7 +148,8 @@ class CondorPool:
                              timeout=timeout + 30, check=False)
         if result.returncode != 0:
             raise RuntimeError(f"jobs did not finish: {result.stdout}{result.stderr}\n"
-                               + log.read_text() + self.log("StartLog")
+                               + (log.read_text() if log.exists() else "(no user log)")
+                               + self.log("SchedLog") + self.log("StartLog")
                                + self.log("StarterLog.slot1_1"))
         return log.read_text()
 

@@ -67,9 +67,11 @@ def pool():
     ensure_user(USER)
     work = Path(tempfile.mkdtemp(prefix="mjf-condor-"))
     work.chmod(0o755)
+    shutil.chown(work, USER, USER)  # the schedd writes the user logs as the user
     (work / "out").mkdir()
     (work / "out").chmod(0o1777)
     (work / "dump.py").write_text(DUMP)
+    (work / "dump.py").chmod(0o644)
     condor = CondorPool(ROOT)
     condor.prepare()
     condor.site_config = ROOT / "etc/mjf/mjf.conf"
