@@ -40,12 +40,21 @@ def _whole_number(ad: dict, name: str, where: str, warnings: list[str]) -> int |
     return value
 
 
-def job_facts(machine_ad: dict, job_ad: dict, now: int, job_id_style: str = "global",
+def job_facts(machine_ad: dict | None, job_ad: dict | None, now: int,
+              job_id_style: str = "global",
               wall_limit_attribute: str = DEFAULT_WALL_LIMIT_ATTRIBUTE,
               wall_limit_unit: str = "seconds") -> tuple[dict, list[str]]:
-    """Job facts from the two ads, and warnings about what was malformed."""
+    """Job facts from the two ads, and warnings about what was malformed or missing.
+
+    An ad that could not be read at all is None (its reader reported that).
+    """
     warnings: list[str] = []
     facts: dict[str, tuple] = {}
+    for name, ad in (("machine", machine_ad), ("job", job_ad)):
+        if ad == {}:
+            warnings.append(f"the {name} ad has no attributes: its values are not written")
+    machine_ad = machine_ad or {}
+    job_ad = job_ad or {}
 
     job_id = _job_id(job_ad, job_id_style, warnings)
     if job_id is not None:

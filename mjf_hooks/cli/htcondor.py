@@ -92,17 +92,18 @@ def _report_to_htcondor(context: HookContext, message: str) -> None:
         context.log.error(f"{path}: {error.strerror}")
 
 
-def _read_ad(context: HookContext, variable: str) -> dict:
+def _read_ad(context: HookContext, variable: str) -> dict | None:
+    """The ad a starter variable names; None (logged) if it cannot be read."""
     path = context.environ.get(variable)
     if not path:
         context.log.warning(f"${variable} is not set: its values are not written")
-        return {}
+        return None
     try:
         return classad.read_ad(path)
     except (OSError, ValueError) as error:
         reason = getattr(error, "strerror", None) or str(error)
         context.log.warning(f"${variable} {path}: {reason}: its values are not written")
-        return {}
+        return None
 
 
 def _set_up(context: HookContext) -> dict[str, str]:

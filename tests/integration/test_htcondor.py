@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -96,7 +97,8 @@ def submit_and_wait(pool, name, jobs, extra=""):
         "request_disk = 102400", "allowed_job_duration = 600", extra,
     ]
     for job_name, args, environment in jobs:
-        lines.append(f"arguments = {condor_arguments([str(pool.work / 'dump.py'), job_name, *args])}")
+        argv = [str(pool.work / "dump.py"), job_name, *args]
+        lines.append(f"arguments = {condor_arguments(argv)}")
         lines.append(f'environment = "{environment}"')
         lines.append("queue")
     submit_file = pool.work / f"{name}.sub"
@@ -139,12 +141,12 @@ def test_the_job_sees_every_value_and_keeps_its_argv_and_exit_code(pool):
 
 
 def test_cron_attributes_reach_the_slot_ads(pool):
-    deadline = __import__("time").monotonic() + 60
+    deadline = time.monotonic() + 60
     while True:
         ads = pool.machine_ads()
-        if "MJF_HS06 = 123.5" in ads or __import__("time").monotonic() > deadline:
+        if "MJF_HS06 = 123.5" in ads or time.monotonic() > deadline:
             break
-        __import__("time").sleep(1)
+        time.sleep(1)
     assert "MJF_HS06 = 123.5" in ads
     assert "MJF_GRACE_SECS = 900" in ads
     assert f"MJF_TOTAL_CPU = {os.cpu_count()}" in ads
