@@ -34,6 +34,7 @@ BACKEND_OPTIONS = {
         "wall_limit_unit": ("seconds", "minutes", "hours"),
         "next_wrapper": "absolute path",
     },
+    "lsf": {"bjobs": "absolute path", "query_bjobs": ("yes", "no")},
 }
 _SECTIONS = ("mjf", "machinefeatures", "jobfeatures", *BACKEND_OPTIONS)
 

@@ -13,6 +13,7 @@ import sys
 from . import features as features_module
 from . import spec
 from .config import Config
+from .errors import StoreError
 from .features import Features
 from .log import Log
 from .probe import cgroup, cpu
@@ -62,6 +63,54 @@ def machine_features(config: Config, store: Store, log: Log, dry_run: bool = Fal
         except ValueError as error:
             log.warning(f"{store.machine_dir}/shutdowntime {shutdown!r} ignored: {error}")
     return features
+
+
+def user_job_store(config: Config, environ: Mapping[str, str], log: Log,
+                   dry_run: bool = False) -> Store:
+    """Where a job run by its own user keeps its directory: base_dir if the user may
+    write there (or is root), else a private per-user directory (said in the log)."""
+    if dry_run or os.geteuid() == 0 or _writable(config.base_dir):
+        return store_for(config)
+    store = store_for(config, private_base_dir(environ))
+    log.warning(f"{config.base_dir} is not writable by uid {os.geteuid()}: "
+                f"using {store.base_dir} for this job")
+    return store
+
+
+def _writable(base_dir: str) -> bool:
+    """Whether we can create our directories in base_dir (or create base_dir itself)."""
+    path = base_dir
+    while not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            return False
+        path = parent
+    if path == base_dir:
+        jobs = os.path.join(base_dir, "jobs")
+        if os.path.isdir(jobs):
+            return os.access(jobs, os.W_OK | os.X_OK)
+    return os.access(path, os.W_OK | os.X_OK)
+
+
+def private_base_dir(environ: Mapping[str, str], create: bool = True) -> str:
+    """A per-user base dir for jobs whose user cannot write base_dir, owned by that user alone."""
+    runtime = environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isdir(runtime) and os.stat(runtime).st_uid == os.geteuid():
+        path = os.path.join(runtime, "mjf")
+    else:
+        path = f"/tmp/mjf-{os.geteuid()}"
+    if not create:
+        return path
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    info = os.lstat(path)
+    if not os.path.isdir(path) or os.path.islink(path) or info.st_uid != os.geteuid():
+        raise StoreError(f"{path} exists but is not a directory of uid {os.geteuid()}: "
+                         "set [mjf] base_dir to a directory you own")
+    return path
+
 
 
 def machine_features_for_job(config: Config, site: Store, job_store: Store, log: Log,

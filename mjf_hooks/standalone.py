@@ -14,7 +14,6 @@ import time
 from . import lifecycle
 from .cli.hook import HookContext
 from .cli.options import UsageError, positive_int
-from .errors import StoreError
 from .probe import cpu
 from .signals import signal
 from .store import Store
@@ -66,13 +65,8 @@ def _job_options(options: dict) -> dict:
 
 def _set_up(context: HookContext, options: dict) -> tuple[Store, str, dict[str, str]]:
     config, log = context.config, context.log
-    site = store = lifecycle.store_for(config)
-    if not context.dry_run and os.geteuid() != 0 and not _writable(config.base_dir):
-        store = lifecycle.store_for(config, _private_base_dir(context.environ))
-        sys.stderr.write(
-            f"mjf: {config.base_dir} is not writable by uid {os.geteuid()}: "
-            f"using {store.base_dir} for this job\n"
-        )
+    site = lifecycle.store_for(config)
+    store = lifecycle.user_job_store(config, context.environ, log, context.dry_run)
     machine_store, machine = lifecycle.machine_features_for_job(config, site, store, log,
                                                                 context.dry_run)
     now = int(time.time())
@@ -95,39 +89,6 @@ def _set_up(context: HookContext, options: dict) -> tuple[Store, str, dict[str, 
     if context.dry_run:
         sys.stdout.write(lifecycle.export_lines(exports["MACHINEFEATURES"], job_dir))
     return store, job_id, exports
-
-
-def _writable(base_dir: str) -> bool:
-    """Whether we can create our directories in base_dir (or create base_dir itself)."""
-    path = base_dir
-    while not os.path.exists(path):
-        parent = os.path.dirname(path)
-        if parent == path:
-            return False
-        path = parent
-    if path == base_dir:
-        jobs = os.path.join(base_dir, "jobs")
-        if os.path.isdir(jobs):
-            return os.access(jobs, os.W_OK | os.X_OK)
-    return os.access(path, os.W_OK | os.X_OK)
-
-
-def _private_base_dir(environ) -> str:
-    """A per-user base dir for unprivileged standalone runs, owned by us alone."""
-    runtime = environ.get("XDG_RUNTIME_DIR")
-    if runtime and os.path.isdir(runtime) and os.stat(runtime).st_uid == os.geteuid():
-        path = os.path.join(runtime, "mjf")
-    else:
-        path = f"/tmp/mjf-{os.geteuid()}"
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
-    info = os.lstat(path)
-    if not os.path.isdir(path) or os.path.islink(path) or info.st_uid != os.geteuid():
-        raise StoreError(f"{path} exists but is not a directory of uid {os.geteuid()}: "
-                         "set [mjf] base_dir to a directory you own")
-    return path
 
 
 def _spawn_and_wait(argv: list[str], environ: dict[str, str]) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -51,14 +52,28 @@ def hooks_command(name: str) -> str:
     return str(path)
 
 
-@pytest.fixture
-def write_config(tmp_path):
-    """Write an mjf.conf whose base_dir is a fresh directory; return (path, base_dir)."""
+def config_writer(directory: Path):
+    """Write an mjf.conf in ``directory`` whose base_dir is a fresh directory there;
+    the writer returns (config path, base_dir)."""
 
     def write(body: str = "", base_dir: Path | None = None) -> tuple[Path, Path]:
-        base = base_dir or tmp_path / "base"
-        path = tmp_path / "mjf.conf"
+        base = base_dir or directory / "base"
+        path = directory / "mjf.conf"
         path.write_text(f"[mjf]\nbase_dir = {base}\nlog = stderr\n{body}")
         return path, base
 
     return write
+
+
+@pytest.fixture
+def write_config(tmp_path):
+    return config_writer(tmp_path)
+
+
+@pytest.fixture
+def public_tmp_path():
+    """A temporary directory other users can reach (pytest's tmp_path is private)."""
+    path = Path(tempfile.mkdtemp(prefix="mjf-test-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,94 @@
+"""LSF: a job's environment, resource limits and ``bjobs`` output -> job facts.
+
+Built from IBM Spectrum LSF 10.1.0's documentation; no LSF can run here (see the
+README). Pure functions; :mod:`mjf_hooks.cli.lsf` does the I/O. Facts used:
+
+* ``LSB_JOBID``; ``LSB_JOBINDEX`` is the array index (0, or unset, for a job
+  that is not an element of an array), and LSF names such a job ``1234[7]``;
+* ``LSB_MCPU_HOSTS="hostA 4 hostB 2"`` lists each host with its slots;
+  ``LSB_DJOB_NUMPROC`` the job's processors;
+* no variable carries the run limit (``bsub -W``); ``bjobs -o runtimelimit``
+  prints it (``-hms``: ``hh:mm:ss``; otherwise minutes, possibly followed by
+  ``/host`` when normalised to a host); ``-`` when there is none;
+* ``CPULIMIT`` is enforced as a per-process ``RLIMIT_CPU``, already divided by
+  the host's CPU factor (so real seconds on this host); ``MEMLIMIT`` as
+  ``RLIMIT_RSS`` unless cgroup enforcement is on.
+"""
+
+from __future__ import annotations
+
+from ..errors import SiteInputError
+
+
+def job_id(environ: dict[str, str]) -> str:
+    """``1234``, or ``1234[7]`` for element 7 of an array job."""
+    value = environ.get("LSB_JOBID", "")
+    if not value:
+        raise SiteInputError("LSB_JOBID is missing or empty: not run by LSF? "
+                             "(use --env-file to replay a recorded environment)")
+    if not (value.isascii() and value.isdigit()):
+        raise SiteInputError(f"LSB_JOBID={value!r} is not an LSF job id (digits)")
+    index = environ.get("LSB_JOBINDEX", "0") or "0"
+    if not (index.isascii() and index.isdigit()):
+        raise SiteInputError(f"LSB_JOBINDEX={index!r} is not an array index (digits)")
+    return value if int(index) == 0 else f"{value}[{int(index)}]"
+
+
+def _short(host: str) -> str:
+    return host.split(".", 1)[0].lower()
+
+
+def cpus_on_host(environ: dict[str, str], host_names: list[str]) -> tuple[int, str]:
+    """This host's slots of the job, from ``LSB_MCPU_HOSTS`` (``LSB_DJOB_NUMPROC`` if unset).
+
+    ``host_names`` are this host's names (short names match full ones).
+    """
+    pairs_text = environ.get("LSB_MCPU_HOSTS", "").strip()
+    if not pairs_text:
+        total = environ.get("LSB_DJOB_NUMPROC", "")
+        if total.isascii() and total.isdigit() and int(total) > 0:
+            return int(total), f"LSB_DJOB_NUMPROC={total}"
+        raise SiteInputError("neither LSB_MCPU_HOSTS nor LSB_DJOB_NUMPROC gives the job's CPUs")
+    words = pairs_text.split()
+    if len(words) % 2 or not all(count.isascii() and count.isdigit() and int(count) > 0
+                                 for count in words[1::2]):
+        raise SiteInputError(f"LSB_MCPU_HOSTS={pairs_text!r} is not pairs of host and count "
+                             "such as 'hostA 4 hostB 2'")
+    mine = {_short(name) for name in host_names}
+    counts = [int(count) for host, count in zip(words[::2], words[1::2]) if _short(host) in mine]
+    if not counts:
+        raise SiteInputError(f"this host ({', '.join(host_names)}) is not in "
+                             f"LSB_MCPU_HOSTS={pairs_text!r}")
+    return sum(counts), f"LSB_MCPU_HOSTS={pairs_text}"
+
+
+def parse_run_limit_secs(text: str) -> int | None:
+    """``bjobs -o runtimelimit`` output -> seconds; None when there is no limit."""
+    value = text.strip().split("/", 1)[0].strip()
+    if value in ("", "-"):
+        return None
+    if ":" in value:
+        parts = value.split(":")
+        if len(parts) > 3 or not all(part.isascii() and part.isdigit() for part in parts):
+            raise ValueError(f"{text.strip()!r} is not a run limit such as 01:30:00")
+        seconds = 0
+        for part in parts:
+            seconds = seconds * 60 + int(part)
+        return seconds * (60 if len(parts) == 2 else 1)  # hh:mm or hh:mm:ss
+    try:
+        minutes = float(value)
+    except ValueError:
+        raise ValueError(f"{text.strip()!r} is not a run limit in minutes") from None
+    if not 0 < minutes < 1e12:
+        raise ValueError(f"{text.strip()!r} is not a positive run limit")
+    return round(minutes * 60)
+
+
+def limit_facts(cpu_secs: int | None, rss_bytes: int | None, infinity: int) -> dict:
+    """Facts from the ``RLIMIT_CPU`` and ``RLIMIT_RSS`` in force (``infinity``: no limit)."""
+    facts = {}
+    if cpu_secs is not None and cpu_secs != infinity and cpu_secs >= 0:
+        facts["cpu_limit_secs"] = (cpu_secs, "RLIMIT_CPU (LSF's CPULIMIT, in real seconds)")
+    if rss_bytes is not None and rss_bytes != infinity and rss_bytes > 0:
+        facts["max_rss_bytes"] = (rss_bytes, "RLIMIT_RSS (LSF's MEMLIMIT)")
+    return facts

@@ -1,0 +1,202 @@
+"""`mjf-lsf` as an installed command: pre-exec, starter and post-exec with environments
+written from the LSF 10.1.0 documentation and a fake bjobs (working, hanging, garbled)."""
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import FIXTURES, config_writer, hooks_command, installed_command, require
+
+HOST = os.uname().nodename
+SHOW = ("import json, os, sys\n"
+        "d = os.environ.get('JOBFEATURES')\n"
+        "print(json.dumps({'argv': sys.argv[1:], 'env': {k: os.environ.get(k) for k in "
+        "('MACHINEFEATURES', 'JOBFEATURES')}, 'job': {n: open(os.path.join(d, n)).read() "
+        "for n in sorted(os.listdir(d))} if d else None}))\n")
+
+
+class Site:
+    def __init__(self, tmp_path, write_config):
+        self.tmp_path = tmp_path
+        self.bjobs = tmp_path / "bjobs"
+        self.set_bjobs("echo 00:30:00")
+        self._write_config = write_config
+        self.configure()
+
+    def configure(self, extra="", base_dir=None):
+        self.conf, self.base = self._write_config(
+            f"command_timeout = 0.5\n[lsf]\nbjobs = {self.bjobs}\n{extra}", base_dir)
+
+    def set_bjobs(self, body):
+        self.bjobs.write_text(f"#!/bin/sh\necho \"$@\" > {self.tmp_path}/bjobs.args\n{body}\n")
+        self.bjobs.chmod(0o755)
+
+    def environ(self, name="single-host.env", **changes):
+        text = (FIXTURES / "lsf-10.1" / name).read_text().replace("@HOST@", HOST)
+        environ = dict(line.split("=", 1) for line in text.splitlines())
+        environ.update({"MJF_CONFIG": str(self.conf), "TMPDIR": str(self.tmp_path)})
+        for key, value in changes.items():
+            if value is None:
+                environ.pop(key, None)
+            else:
+                environ[key] = value
+        return environ
+
+    def run(self, *args, environ=None, limits=None, user=None):
+        command = [installed_command("mjf-lsf"), *args]
+        if user is not None:
+            command = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups",
+                       hooks_command("mjf-lsf"), *args]
+
+        def apply_limits():
+            for which, value in (limits or {}).items():
+                resource.setrlimit(which, (value, resource.getrlimit(which)[1]))
+
+        return subprocess.run(command, capture_output=True, text=True, timeout=60,
+                              env=environ or self.environ(), preexec_fn=apply_limits)
+
+    def starter(self, *extra, **kwargs):
+        result = self.run("starter", sys.executable, "-c", SHOW, *extra, **kwargs)
+        return result, json.loads(result.stdout) if result.stdout.startswith("{") else None
+
+    def job(self, job_id="1234"):
+        path = self.base / "jobs" / job_id / "jobfeatures"
+        return {p.name: p.read_text() for p in path.iterdir()} if path.exists() else None
+
+
+@pytest.fixture
+def site(tmp_path, write_config):
+    return Site(tmp_path, write_config)
+
+
+def test_the_starter_sets_up_and_the_job_sees_every_value(site, tmp_path):
+    limits = {resource.RLIMIT_CPU: 7200, resource.RLIMIT_RSS: 2 * 2**30}
+    result, seen = site.starter("a b", limits=limits)
+    assert result.returncode == 0, result.stderr
+    assert seen["argv"] == ["a b"]
+    assert seen["env"]["JOBFEATURES"] == f"{site.base}/jobs/1234/jobfeatures"
+    assert seen["env"]["MACHINEFEATURES"] == f"{site.base}/machinefeatures"
+    job = seen["job"]
+    start = int(job.pop("jobstart_secs"))
+    assert abs(start - time.time()) < 60 and int(job.pop("scratch_limit_bytes")) > 0
+    assert job == {"job_id": "1234", "allocated_cpu": "4", "wall_limit_secs": "1800",
+                   "cpu_limit_secs": "7200", "max_rss_bytes": str(2 * 2**30)}
+    assert (tmp_path / "bjobs.args").read_text().split() == [
+        "-noheader", "-hms", "-o", "runtimelimit", "1234"]
+
+
+@pytest.mark.parametrize(("name", "job_id", "cpus"), [
+    ("multi-host.env", "5678", "3"), ("array.env", "1234[7]", "1"), ("minimal.env", "42", "2"),
+])
+def test_hosts_arrays_and_minimal_environments(site, name, job_id, cpus):
+    result, seen = site.starter(environ=site.environ(name))
+    assert result.returncode == 0, result.stderr
+    assert seen["job"]["job_id"] == job_id and seen["job"]["allocated_cpu"] == cpus
+    assert seen["env"]["JOBFEATURES"] == f"{site.base}/jobs/{job_id}/jobfeatures"
+
+
+def test_a_single_argument_is_a_shell_command_line(site):
+    result = site.run("starter", 'echo "one two" "$LSB_JOBID" $JOBFEATURES; exit 3')
+    assert result.returncode == 3
+    assert result.stdout == f"one two 1234 {site.base}/jobs/1234/jobfeatures\n"
+    assert site.run("starter", "/nonexistent/job", "x").returncode == 127
+
+
+def test_pre_exec_starter_and_post_exec(site):
+    pre = site.run("pre-exec")
+    assert (pre.returncode, pre.stdout, pre.stderr) == (0, "", "")
+    written = site.job()
+    assert written["wall_limit_secs"] == "1800" and ".pending" in written
+    result, seen = site.starter(limits={resource.RLIMIT_CPU: 600})
+    assert seen["env"]["JOBFEATURES"] == f"{site.base}/jobs/1234/jobfeatures"
+    # The pre-exec is not the job: the starter completed its limits.
+    assert seen["job"]["cpu_limit_secs"] == "600"
+    assert ".pending" not in os.listdir(site.base / "jobs/1234/jobfeatures")
+    post = site.run("post-exec")
+    assert post.returncode == 0 and site.job() is None
+    assert site.run("post-exec").returncode == 0  # idempotent
+
+
+def test_root_pre_exec_then_the_users_starter(public_tmp_path):
+    require(os.geteuid() == 0, "needs root to run the starter as another user")
+    site = Site(public_tmp_path, config_writer(public_tmp_path))
+    environ = site.environ(USER="nobody", LSB_JOB_EXECUSER="nobody")
+    assert site.run("pre-exec", environ=environ).returncode == 0
+    features = site.base / "jobs/1234/jobfeatures"
+    assert features.stat().st_uid == 65534
+    result = site.run("starter", "cat $JOBFEATURES/cpu_limit_secs", environ=environ,
+                      limits={resource.RLIMIT_CPU: 900}, user=65534)
+    assert (result.returncode, result.stdout) == (0, "900"), result.stderr
+    assert ".pending" not in os.listdir(features)
+    assert site.run("post-exec", environ=environ).returncode == 0 and site.job() is None
+
+
+@pytest.mark.parametrize(("bjobs", "message"), [
+    ("sleep 30", "did not finish within 0.5 s"),
+    ("echo garbage", "'garbage' is not a run limit"),
+    ("echo 'Job <1234> is not found' >&2; exit 255", "exited with status 255"),
+    ("echo -", None),
+])
+def test_bjobs_trouble_leaves_only_the_wall_limit_out(site, bjobs, message):
+    site.set_bjobs(bjobs)
+    started = time.monotonic()
+    result, seen = site.starter()
+    assert time.monotonic() - started < 10
+    assert result.returncode == 0 and seen["argv"] == []
+    assert "wall_limit_secs" not in seen["job"] and seen["job"]["allocated_cpu"] == "4"
+    if message:
+        assert message in result.stderr
+
+
+def test_bjobs_can_be_switched_off_and_a_config_default_used(site, tmp_path):
+    site.configure("query_bjobs = no\n[jobfeatures]\nwall_limit_secs = 86400\n")
+    result, seen = site.starter(environ=site.environ())
+    assert seen["job"]["wall_limit_secs"] == "86400"
+    assert not (tmp_path / "bjobs.args").exists()
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"LSB_JOBID": None}, "LSB_JOBID is missing"),
+    ({"LSB_JOBID": "12/3"}, "is not an LSF job id"),
+    ({"LSB_JOBINDEX": "seven"}, "is not an array index"),
+])
+def test_bad_job_ids_never_fail_the_pre_exec_and_the_job_still_runs(site, changes, message):
+    environ = site.environ(**changes)
+    pre = site.run("pre-exec", environ=environ)
+    assert pre.returncode == 0 and message in pre.stderr
+    result, seen = site.starter(environ=environ)
+    assert result.returncode == 0 and seen["env"]["JOBFEATURES"] is None
+    assert not (site.base / "jobs").exists() or os.listdir(site.base / "jobs") == []
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"LSB_MCPU_HOSTS": "garbage"}, "is not pairs of host and count"),
+    ({"LSB_MCPU_HOSTS": "elsewhere 4"}, "is not in LSB_MCPU_HOSTS"),
+])
+def test_bad_cpu_variables_leave_allocated_cpu_out(site, changes, message):
+    result, seen = site.starter(environ=site.environ(**changes))
+    assert message in result.stderr and "allocated_cpu" not in seen["job"]
+
+
+def test_pre_exec_never_fails_unless_configured(site, tmp_path):
+    (tmp_path / "file").write_text("")
+    site.configure(base_dir=tmp_path / "file/base")
+    result = site.run("pre-exec")
+    assert result.returncode == 0 and "Not a directory" in result.stderr
+    site.conf.write_text("[mjf]\non_error = sometimes\n")
+    assert site.run("pre-exec").returncode == 0
+    site.conf.write_text(f"[mjf]\nbase_dir = {tmp_path}/file/base\non_error = fail\n")
+    assert site.run("pre-exec").returncode == 1  # never 99
+    assert site.run("bogus").returncode == 0
+
+
+def test_dry_run(site):
+    result = site.run("--dry-run", "starter", "/bin/true")
+    assert f"{site.base}/jobs/1234/jobfeatures/allocated_cpu = 4" in result.stdout
+    assert "would exec: ['/bin/sh', '-c', '/bin/true']" in result.stdout
+    assert not site.base.exists()

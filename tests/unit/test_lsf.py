@@ -1,0 +1,93 @@
+"""LSF parsers and facts, on environments written from the LSF 10.1.0 documentation."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mjf_hooks.batch import lsf
+from mjf_hooks.cli.hook import read_env_file
+from mjf_hooks.errors import SiteInputError
+from tests.conftest import FIXTURES
+
+
+def fixture_env(name, host="wn01"):
+    environ = read_env_file(str(FIXTURES / "lsf-10.1" / name))
+    return {key: value.replace("@HOST@", host) for key, value in environ.items()}
+
+
+@pytest.mark.parametrize(("name", "job_id"), [
+    ("single-host.env", "1234"), ("array.env", "1234[7]"), ("minimal.env", "42"),
+    ("multi-host.env", "5678"),
+])
+def test_job_ids(name, job_id):
+    assert lsf.job_id(fixture_env(name)) == job_id
+
+
+@pytest.mark.parametrize(("environ", "message"), [
+    ({}, "LSB_JOBID is missing"), ({"LSB_JOBID": "12a"}, "is not an LSF job id"),
+    ({"LSB_JOBID": "../1"}, "is not an LSF job id"),
+    ({"LSB_JOBID": "1", "LSB_JOBINDEX": "x"}, "is not an array index"),
+])
+def test_bad_job_ids(environ, message):
+    with pytest.raises(SiteInputError, match=message):
+        lsf.job_id(environ)
+
+
+@pytest.mark.parametrize(("name", "names", "cpus"), [
+    ("single-host.env", ["wn01"], 4),
+    ("multi-host.env", ["wn01"], 3),  # short name matches wn01.example.org
+    ("multi-host.env", ["wn01.example.org"], 3),
+    ("array.env", ["WN01"], 1),
+    ("minimal.env", ["wn01"], 2),  # LSB_DJOB_NUMPROC
+])
+def test_this_hosts_share(name, names, cpus):
+    assert lsf.cpus_on_host(fixture_env(name), names)[0] == cpus
+
+
+def test_a_host_listed_twice_gets_both_shares():
+    assert lsf.cpus_on_host({"LSB_MCPU_HOSTS": "a 2 b 1 a 3"}, ["a"]) == (
+        5, "LSB_MCPU_HOSTS=a 2 b 1 a 3")
+
+
+@pytest.mark.parametrize(("environ", "message"), [
+    ({"LSB_MCPU_HOSTS": "wn01"}, "is not pairs of host and count"),
+    ({"LSB_MCPU_HOSTS": "wn01 four"}, "is not pairs"),
+    ({"LSB_MCPU_HOSTS": "wn01 0"}, "is not pairs"),
+    ({"LSB_MCPU_HOSTS": "other 4"}, "is not in LSB_MCPU_HOSTS"),
+    ({}, "neither LSB_MCPU_HOSTS nor LSB_DJOB_NUMPROC"),
+    ({"LSB_DJOB_NUMPROC": "-1"}, "neither"),
+])
+def test_bad_cpu_variables(environ, message):
+    with pytest.raises(SiteInputError, match=message):
+        lsf.cpus_on_host(environ, ["wn01"])
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("00:30:00", 1800), ("12:00:00\n", 43200), ("180.0", 10800), ("3.0/hostA", 180),
+    ("01:30", 5400), ("-", None), ("", None), (" - ", None),
+])
+def test_run_limits(text, seconds):
+    assert lsf.parse_run_limit_secs(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["soon", "1:2:3:4", "-5", "0", "1e20", "nan"])
+def test_bad_run_limits(text):
+    with pytest.raises(ValueError):
+        lsf.parse_run_limit_secs(text)
+
+
+@given(st.text(max_size=20))
+def test_run_limit_parser_raises_only_value_error(text):
+    try:
+        seconds = lsf.parse_run_limit_secs(text)
+    except ValueError:
+        return
+    assert seconds is None or seconds >= 0
+
+
+def test_rlimits_become_limits_unless_unlimited():
+    infinity = -1
+    assert lsf.limit_facts(3600, 2**31, infinity) == {
+        "cpu_limit_secs": (3600, "RLIMIT_CPU (LSF's CPULIMIT, in real seconds)"),
+        "max_rss_bytes": (2**31, "RLIMIT_RSS (LSF's MEMLIMIT)")}
+    assert lsf.limit_facts(infinity, infinity, infinity) == {}
