@@ -112,7 +112,7 @@ def test_pre_exec_starter_and_post_exec(site):
     assert (pre.returncode, pre.stdout, pre.stderr) == (0, "", "")
     written = site.job()
     assert written["wall_limit_secs"] == "1800" and ".pending" in written
-    result, seen = site.starter(limits={resource.RLIMIT_CPU: 600})
+    _result, seen = site.starter(limits={resource.RLIMIT_CPU: 600})
     assert seen["env"]["JOBFEATURES"] == f"{site.base}/jobs/1234/jobfeatures"
     # The pre-exec is not the job: the starter completed its limits.
     assert seen["job"]["cpu_limit_secs"] == "600"
@@ -155,7 +155,7 @@ def test_bjobs_trouble_leaves_only_the_wall_limit_out(site, bjobs, message):
 
 def test_bjobs_can_be_switched_off_and_a_config_default_used(site, tmp_path):
     site.configure("query_bjobs = no\n[jobfeatures]\nwall_limit_secs = 86400\n")
-    result, seen = site.starter(environ=site.environ())
+    _result, seen = site.starter(environ=site.environ())
     assert seen["job"]["wall_limit_secs"] == "86400"
     assert not (tmp_path / "bjobs.args").exists()
 
