@@ -86,11 +86,6 @@ def test_help_lists_the_commands():
     assert "usage: mjf machine" in run("mjf", "machine", "--help").stdout
 
 
-def test_lsf_stub_exits_zero():
-    result = run("mjf-lsf")
-    assert result.returncode == 0 and "not implemented yet" in result.stderr
-
-
 def test_env_file_reads_a_recorded_slurm_environment():
     environ = read_env_file(str(FIXTURES / "slurm-22.05/prolog-sbatch.env"))
     assert environ["SLURM_JOB_ID"] == "3" and environ["SLURM_SCRIPT_CONTEXT"] == "prolog_slurmd"
