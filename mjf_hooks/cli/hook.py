@@ -122,6 +122,24 @@ def run_hook(
     return status or 0
 
 
+def exec_job(context: HookContext, argv: list[str], exports: dict[str, str]) -> str | None:
+    """Replace this process with the job, its environment plus ``exports``.
+
+    Returns only in a dry run (None: it printed what it would run) or when the
+    exec failed (the logged reason, for the batch system's error channel).
+    """
+    if context.dry_run:
+        sys.stdout.write(f"would exec: {argv!r}\n")
+        return None
+    try:
+        os.execve(argv[0], argv, {**context.environ, **exports})
+    except OSError as error:
+        message = f"cannot execute {argv[0]}: {error.strerror}"
+        context.log.error(message)
+        return message
+    return None  # not reached: execve does not return
+
+
 def _log_failure(log: Log, error: Exception) -> None:
     if isinstance(error, MJFError):
         log.error(str(error))

@@ -22,7 +22,7 @@ import time
 from .. import features, lifecycle
 from ..batch import classad, htcondor
 from ..errors import SiteInputError
-from .hook import COMMON_HELP, HookContext, run_hook
+from .hook import COMMON_HELP, HookContext, exec_job, run_hook
 from .options import UsageError
 
 SCRATCH_SUBDIR = ".mjf"
@@ -68,15 +68,10 @@ def wrap(context: HookContext, job_argv: list[str]) -> int:
         raise
     next_wrapper = context.config.backend["htcondor"].get("next_wrapper")
     argv = [next_wrapper, *job_argv] if next_wrapper else list(job_argv)
-    if context.dry_run:
-        sys.stdout.write(f"would exec: {argv!r}\n")
-        return 0
-    try:
-        os.execve(argv[0], argv, {**context.environ, **exports})
-    except OSError as error:
-        message = f"cannot execute {argv[0]}: {error.strerror}"
-        context.log.error(message)
-        _report_to_htcondor(context, message)
+    failure = exec_job(context, argv, exports)
+    if failure is None:
+        return 0  # a dry run
+    _report_to_htcondor(context, failure)
     return 1
 
 

@@ -26,7 +26,7 @@ from ..batch import lsf
 from ..command import CommandError, run_command
 from ..errors import SiteInputError
 from ..store import Store
-from .hook import COMMON_HELP, HookContext, run_hook
+from .hook import COMMON_HELP, HookContext, exec_job, run_hook
 from .options import UsageError
 
 USAGE = """\
@@ -70,14 +70,8 @@ def starter(context: HookContext, command: list[str]) -> int:
                          '"%USRCMD")')
     exports = context.fail_safe(set_up, context, True) or {}
     argv = ["/bin/sh", "-c", command[0]] if len(command) == 1 else list(command)
-    if context.dry_run:
-        sys.stdout.write(f"would exec: {argv!r}\n")
-        return 0
-    try:
-        os.execve(argv[0], argv, {**context.environ, **exports})
-    except OSError as error:
-        context.log.error(f"cannot execute {argv[0]}: {error.strerror}")
-    return 127
+    # Like a shell, 127 when the command cannot be executed.
+    return 0 if exec_job(context, argv, exports) is None else 127
 
 
 def _stores(context: HookContext) -> list[Store]:
