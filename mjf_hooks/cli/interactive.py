@@ -8,8 +8,9 @@ import sys
 
 import click
 
-from .. import reader, spec
+from .. import check, spec
 from ..errors import MJFError
+from ..reader import Features, JobView, is_url
 from . import mjf as hooks
 
 _PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True,
@@ -43,74 +44,127 @@ def htcondor_wrapper(context: click.Context) -> None:
     sys.exit(hooks.htcondor_wrapper_command(context.args))
 
 
-def _locations(location: str | None) -> list[tuple[str, str]]:
-    """(label, directory) pairs to show: from the environment, or what a path holds."""
-    if location is None:
-        found = [(name, os.environ[name]) for name in ("MACHINEFEATURES", "JOBFEATURES")
-                 if os.environ.get(name)]
-        if not found:
+def _classify(locations: tuple[str, ...]) -> tuple[Features | None, list[Features]]:
+    """Machine and job features to look at: from the environment, or the locations given.
+
+    A location ending in ``machinefeatures`` or ``jobfeatures`` (a directory or
+    a URL) is that; a local base_dir means its machine features and every job;
+    a job's directory means its ``jobfeatures``.
+    """
+    if not locations:
+        view = JobView.from_environ()
+        return view.machine, [view.job] if view.job else []
+    machine, jobs = None, []
+    for location in locations:
+        location = location.rstrip("/") or "/"
+        last = location.rsplit("/", 1)[-1]
+        if last == "machinefeatures":
+            machine = Features(location)
+        elif last == "jobfeatures":
+            jobs.append(Features(location))
+        elif not is_url(location) and os.path.isdir(os.path.join(location, "machinefeatures")):
+            machine = Features(os.path.join(location, "machinefeatures"))
+            jobs_dir = os.path.join(location, "jobs")
+            names = sorted(os.listdir(jobs_dir)) if os.path.isdir(jobs_dir) else []
+            jobs += [Features(os.path.join(jobs_dir, name, "jobfeatures"))
+                     for name in names if not name.startswith(".")]
+        elif not is_url(location) and os.path.isdir(os.path.join(location, "jobfeatures")):
+            jobs.append(Features(os.path.join(location, "jobfeatures")))
+        else:
             raise click.UsageError(
-                "neither MACHINEFEATURES nor JOBFEATURES is set: give a directory"
+                f"cannot tell whether {location} holds machine or job features: give a "
+                ".../machinefeatures or .../jobfeatures location, a job directory or a base_dir"
             )
-        return found
-    location = location.rstrip("/") or "/"
-    if os.path.isdir(os.path.join(location, "machinefeatures")):
-        pairs = [("MACHINEFEATURES", os.path.join(location, "machinefeatures"))]
-        jobs = os.path.join(location, "jobs")
-        if os.path.isdir(jobs):
-            for name in sorted(os.listdir(jobs)):
-                if not name.startswith("."):
-                    pairs.append((f"JOBFEATURES ({name})",
-                                  os.path.join(jobs, name, "jobfeatures")))
-        return pairs
-    if os.path.isdir(os.path.join(location, "jobfeatures")):
-        location = os.path.join(location, "jobfeatures")
-    return [("JOBFEATURES" if location.endswith("jobfeatures") else "FEATURES", location)]
+    return machine, jobs
 
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON with typed values.")
-@click.argument("location", required=False)
-def show(as_json: bool, location: str | None) -> None:
-    """Show the features of the current job, or of a directory or base_dir."""
+@click.argument("locations", nargs=-1)
+def show(as_json: bool, locations: tuple[str, ...]) -> None:
+    """Show the current job's features, or those of directories, URLs or a base_dir."""
+    machine, jobs = _classify(locations)
+    sections = [("MACHINEFEATURES", machine)] * bool(machine) + [("JOBFEATURES", job)
+                                                                  for job in jobs]
+    if not sections:
+        raise click.UsageError("neither MACHINEFEATURES nor JOBFEATURES is set: give a location")
     try:
-        sections = [(label, path, reader.read_all(path)) for label, path in _locations(location)]
+        if as_json:
+            document = {f"{label} {source.location}" if len(jobs) > 1 else label:
+                        source.as_dict() for label, source in sections}
+            click.echo(json.dumps(document, indent=2, sort_keys=True))
+            return
+        for label, source in sections:
+            values = source.read_all()
+            click.echo(f"{label}={source.location}")
+            width = max((len(name) for name in values), default=0)
+            for name, raw in values.items():
+                click.echo(f"  {name:<{width}}  {raw}")
     except MJFError as error:
         raise click.ClickException(str(error)) from None
-    if as_json:
-        document = {
-            label: {"location": path,
-                    "values": {name: reader.typed(name, raw) for name, raw in values.items()}}
-            for label, path, values in sections
-        }
-        click.echo(json.dumps(document, indent=2, sort_keys=True))
-        return
-    for label, path, values in sections:
-        click.echo(f"{label}={path}")
-        width = max((len(name) for name in values), default=0)
-        for name, raw in values.items():
-            click.echo(f"  {name:<{width}}  {raw}")
 
 
 @cli.command()
 @click.argument("key")
 def get(key: str) -> None:
     """Print one key's value from $JOBFEATURES or $MACHINEFEATURES (exit 1 if absent)."""
-    registered = spec.KEYS.get(key)
-    legacy = {alias.name: alias.scope for alias in spec.LEGACY_KEYS}
-    if registered is None and key not in legacy:
-        raise click.UsageError(f"{key!r} is not an MJF key")
-    scope = registered.scope if registered else legacy[key]
-    variable = "MACHINEFEATURES" if scope == spec.MACHINE else "JOBFEATURES"
-    location = os.environ.get(variable)
-    if not location:
+    view = JobView.from_environ()
+    try:
+        source = view.source_for(key)
+    except KeyError:
+        raise click.UsageError(f"{key!r} is not an MJF key") from None
+    variable = "MACHINEFEATURES" if source is view.machine else "JOBFEATURES"
+    if source is None:
+        scope = spec.KEYS[key].scope if key in spec.KEYS else None
+        variable = "MACHINEFEATURES" if scope == spec.MACHINE else "JOBFEATURES"
         click.echo(f"mjf get: ${variable} is not set", err=True)
         sys.exit(1)
     try:
-        value = reader.read_key(location, key)
+        value = source.raw(key)
     except MJFError as error:
         raise click.ClickException(str(error)) from None
     if value is None:
-        click.echo(f"mjf get: {key} is not set in {location}", err=True)
+        click.echo(f"mjf get: {key} is not set in {source.location}", err=True)
         sys.exit(1)
     click.echo(value)
+
+
+@cli.command()
+def remaining() -> None:
+    """Print the seconds the job may still run (0 once past); exit 1 if nothing bounds it.
+
+    The earliest of jobstart_secs + wall_limit_secs, shutdowntime_job and
+    shutdowntime, minus now; what is missing is skipped.
+    """
+    try:
+        seconds = JobView.from_environ().remaining_seconds()
+    except MJFError as error:
+        click.echo(f"mjf remaining: {error}", err=True)
+        sys.exit(2)
+    if seconds is None:
+        sys.exit(1)
+    click.echo(max(0, seconds))
+
+
+@cli.command("check")
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+@click.argument("locations", nargs=-1)
+def check_command(as_json: bool, locations: tuple[str, ...]) -> None:
+    """Check machine and job features against the spec (exit 0 ok, 1 warning, 2 error).
+
+    LOCATIONS: .../machinefeatures and .../jobfeatures directories or URLs, job
+    directories, or a base_dir; by default $MACHINEFEATURES and $JOBFEATURES.
+    """
+    machine, jobs = _classify(locations)
+    findings = check.check(machine, jobs)
+    status = check.worst(findings)
+    if as_json:
+        click.echo(json.dumps({"status": status or "ok",
+                               "exit_code": check.EXIT_CODES[status],
+                               "findings": [finding.as_dict() for finding in findings]},
+                              indent=2))
+    else:
+        for finding in findings:
+            click.echo(str(finding))
+        click.echo(f"{(status or 'ok').upper()}: {len(findings)} finding(s)")
+    sys.exit(check.EXIT_CODES[status])

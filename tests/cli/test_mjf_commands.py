@@ -127,3 +127,32 @@ def test_hook_path_imports_neither_click_nor_heavy_modules(python):
         ast.literal_eval(bare.stdout))
     assert not modules & {"click", "argparse", "logging", "re", "dataclasses", "typing",
                           "subprocess", "configparser", "enum", "collections"}
+
+
+def test_check_and_remaining_from_inside_a_job(write_config):
+    conf, _ = write_config("[machinefeatures]\nhs06 = 100\ngrace_secs = 60\n"
+                           "[jobfeatures]\nmax_swap_bytes = 0\n")
+    bindir = os.path.dirname(installed_command("mjf"))
+    env = {"MJF_CONFIG": str(conf), "PATH": f"{bindir}:{os.environ['PATH']}"}
+    script = "mjf check; echo check=$?; mjf remaining; echo remaining=$?"
+    result = run("mjf", "run", "--wall-limit", "600", "--memory", "2000000000", "--", "sh",
+                 "-c", script, env=env)
+    lines = result.stdout.splitlines()
+    assert "check=0" in lines, result.stdout  # infos only: no shutdown announced
+    remaining = int(lines[lines.index("check=0") + 1])
+    assert 590 <= remaining <= 600 and lines[-1] == "remaining=0"
+    unbounded = run("mjf", "run", "--", "sh", "-c", "mjf remaining; echo $?", env=env)
+    assert unbounded.stdout == "1\n"
+
+
+def test_check_json_and_exit_codes(tmp_path):
+    machine = tmp_path / "machinefeatures"
+    machine.mkdir()
+    (machine / "total_cpu").write_text("4\n")
+    result = run("mjf", "check", "--json", str(machine), str(tmp_path / "x/jobfeatures"))
+    document = json.loads(result.stdout)
+    assert result.returncode == 2 and document["exit_code"] == 2
+    assert {"severity": "error", "location": str(machine), "key": "total_cpu",
+            "rule": "format"} == {k: v for k, v in document["findings"][0].items()
+                                  if k != "message"}
+    assert run("mjf", "check", str(tmp_path)).returncode == 2  # neither kind: usage error

@@ -227,3 +227,10 @@ def test_cron_prints_machine_attributes(starter):
         "MJF_GRACE_SECS = 3600", "MJF_HS06 = 100", "MJF_SHUTDOWNTIME = 1795400000",
         f"MJF_TOTAL_CPU = {os.cpu_count()}"]
     assert sorted(os.listdir(starter.base / "machinefeatures")) == ["shutdowntime"]
+
+
+def test_what_the_wrapper_writes_passes_mjf_check(starter):
+    bindir = os.path.dirname(installed_command("mjf"))
+    result = starter.run("/bin/sh", "-c", f"{bindir}/mjf check; echo status=$?")
+    assert result.stdout.splitlines()[-1] == "status=1", result.stdout  # no hs06: warnings
+    assert "ERROR" not in result.stdout

@@ -200,3 +200,11 @@ def test_dry_run(site):
     assert f"{site.base}/jobs/1234/jobfeatures/allocated_cpu = 4" in result.stdout
     assert "would exec: ['/bin/sh', '-c', '/bin/true']" in result.stdout
     assert not site.base.exists()
+
+
+def test_what_the_starter_writes_passes_mjf_check(site):
+    mjf = installed_command("mjf")
+    environ = site.environ(LSB_MCPU_HOSTS=f"{HOST} {min(2, os.cpu_count())}")
+    result = site.run("starter", f"{mjf} check; echo status=$?", environ=environ)
+    assert result.stdout.splitlines()[-1] == "status=1", result.stdout  # no hs06: warnings
+    assert "ERROR" not in result.stdout

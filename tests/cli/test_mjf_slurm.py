@@ -251,3 +251,11 @@ def test_sh_taskprolog_reads_base_dir_as_the_python_parser_does(tmp_path, text):
                         text=True, env={"SLURM_JOB_ID": "5", "MJF_CONFIG": str(conf)})
     assert sh.stdout == (f"export MACHINEFEATURES={base}/machinefeatures\n"
                          f"export JOBFEATURES={base}/jobs/5/jobfeatures\n")
+
+
+def test_what_the_prolog_writes_passes_mjf_check(slurm_site):
+    assert slurm_site.run("prolog", env_file=slurm_site.env_file()).returncode == 0
+    result = subprocess.run([installed_command("mjf"), "check", str(slurm_site.base)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1, result.stdout  # warnings only: hs06 is not configured
+    assert "ERROR" not in result.stdout and "hs06" in result.stdout

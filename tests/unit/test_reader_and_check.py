@@ -1,0 +1,135 @@
+"""The reader (local side; HTTP in tests/integration) and `mjf check`, one rule at a time."""
+
+import time
+from email.message import Message
+from pathlib import Path
+
+import pytest
+
+from mjf_hooks import check
+from mjf_hooks.reader import Features, JobView, MalformedValue, ReadError, cache_lifetime
+
+NOW = 1795319471
+GOOD_MACHINE = {"total_cpu": "16", "hs06": "250", "grace_secs": "3600"}
+GOOD_JOB = {"job_id": "42", "allocated_cpu": "4", "jobstart_secs": str(NOW - 100),
+            "wall_limit_secs": "3600", "cpu_limit_secs": "14400", "hs06_job": "62.5",
+            "max_rss_bytes": str(8 * 2**30), "max_swap_bytes": "0",
+            "scratch_limit_bytes": str(10**11), "grace_secs_job": "3600"}
+
+
+def directory(path, values):
+    path.mkdir(parents=True, exist_ok=True)
+    for name, value in values.items():
+        (path / name).write_text(value)
+    return Features(str(path))
+
+
+@pytest.fixture
+def pair(tmp_path):
+    def make(machine=None, job=None, drop=()):
+        machine_values = {**GOOD_MACHINE, **(machine or {})}
+        job_values = {**GOOD_JOB, **(job or {})}
+        for name in drop:
+            machine_values.pop(name, None)
+            job_values.pop(name, None)
+        return (directory(tmp_path / "machinefeatures", machine_values),
+                directory(tmp_path / "jobfeatures", job_values))
+    return make
+
+
+def test_absent_keys_are_none_and_values_are_typed(pair):
+    machine, job = pair()
+    view = JobView(machine, job)
+    assert view.get("allocated_cpu") == 4 and view.get("hs06") == 250
+    assert view.get("shutdowntime") is None and view.get("job_id") == "42"
+    assert JobView(None, None).get("total_cpu") is None
+
+
+def test_malformed_values_name_key_location_and_value(pair, tmp_path):
+    _, job = pair(job={"wall_limit_secs": "1h"})
+    with pytest.raises(MalformedValue, match=r"jobfeatures/wall_limit_secs = '1h'"):
+        job.get("wall_limit_secs")
+
+
+def test_remaining_seconds_takes_the_earliest_bound(pair):
+    machine, job = pair()
+    view = JobView(machine, job)
+    assert view.remaining_seconds(now=NOW) == 3500
+    Path(job.location, "shutdowntime_job").write_text(str(NOW + 600))
+    assert view.remaining_seconds(now=NOW) == 600
+    Path(machine.location, "shutdowntime").write_text(str(NOW + 60))
+    assert view.remaining_seconds(now=NOW) == 60
+    assert JobView(None, None).remaining_seconds() is None
+
+
+def test_a_directory_that_cannot_be_listed_is_a_read_error(tmp_path):
+    with pytest.raises(ReadError, match="No such file"):
+        Features(str(tmp_path / "missing")).names()
+
+
+@pytest.mark.parametrize(("headers", "seconds"), [
+    ({"Cache-Control": "max-age=60"}, 60), ({"Cache-Control": "public, max-age=5"}, 5),
+    ({"Cache-Control": "no-cache, max-age=60"}, 0), ({"Cache-Control": "no-store"}, 0),
+    ({"Expires": "Sun, 22 Nov 2026 05:01:00 GMT", "Date": "Sun, 22 Nov 2026 05:00:00 GMT"}, 60),
+    ({"Expires": "garbage", "Date": "Sun, 22 Nov 2026 05:00:00 GMT"}, 0), ({}, 0),
+])
+def test_cache_lifetime(headers, seconds):
+    message = Message()
+    for name, value in headers.items():
+        message[name] = value
+    assert cache_lifetime(message) == seconds
+
+
+def test_a_good_pair_passes_with_only_infos_about_optional_keys(pair):
+    findings = check.check(*_one_job(pair()), now=NOW)
+    assert {(f.severity, f.key) for f in findings} == {("info", "shutdowntime"),
+                                                      ("info", "shutdowntime_job")}
+    assert check.EXIT_CODES[check.worst(findings)] == 0
+
+
+def _one_job(features):
+    machine, job = features
+    return machine, [job]
+
+
+@pytest.mark.parametrize(("machine", "job", "drop", "severity", "key", "rule"), [
+    ({}, {"wall_limit_secs": "3600\n"}, (), "error", "wall_limit_secs", "format"),
+    ({}, {"allocated_cpu": " 4"}, (), "error", "allocated_cpu", "format"),
+    ({}, {"cpu_limit_secs": "1.5e4"}, (), "error", "cpu_limit_secs", "format"),
+    ({"hs06": "fast"}, {}, (), "error", "hs06", "format"),
+    ({}, {"job_id": "a b"}, (), "error", "job_id", "format"),
+    ({}, {"Allocated-CPU": "4"}, (), "error", "Allocated-CPU", "file-name"),
+    ({}, {"colour": "blue"}, (), "warning", "colour", "unknown-file"),
+    ({"allocated_cpu": "4"}, {}, (), "warning", "allocated_cpu", "unknown-file"),
+    ({}, {"allocated_CPU": "4"}, (), "info", "allocated_CPU", "legacy-name"),
+    ({}, {}, ("total_cpu",), "error", "total_cpu", "required"),
+    ({}, {}, ("wall_limit_secs",), "error", "wall_limit_secs", "required"),
+    ({}, {}, ("job_id",), "error", "job_id", "required"),
+    ({}, {}, ("max_rss_bytes",), "warning", "max_rss_bytes", "required"),
+    ({}, {}, ("hs06",), "warning", "hs06", "required"),
+    ({}, {}, ("grace_secs_job",), "info", "grace_secs_job", "required"),
+    ({}, {"jobstart_secs": str(NOW * 1000)}, (), "error", "jobstart_secs", "units"),
+    ({}, {"max_rss_bytes": "8000"}, (), "warning", "max_rss_bytes", "units"),
+    ({"total_cpu": "0"}, {}, (), "warning", "total_cpu", "units"),
+    ({}, {"allocated_cpu": "32", "hs06_job": "500"}, (), "error", "allocated_cpu",
+     "consistency"),
+    ({}, {"hs06_job": "70"}, (), "warning", "hs06_job", "consistency"),
+    ({}, {"jobstart_secs": str(NOW + 3600)}, (), "error", "jobstart_secs", "consistency"),
+    ({"shutdowntime": str(NOW + 600)}, {"shutdowntime_job": str(NOW + 900)}, (), "error",
+     "shutdowntime_job", "consistency"),
+    ({"shutdowntime": str(NOW + 600)}, {}, ("grace_secs",), "warning", "grace_secs", "grace"),
+    ({}, {"shutdowntime_job": str(NOW + 600)}, ("grace_secs_job",), "warning",
+     "grace_secs_job", "grace"),
+    ({"shutdowntime": str(NOW - 10)}, {}, (), "warning", "shutdowntime", "grace"),
+])
+def test_each_rule_finds_its_fault(pair, machine, job, drop, severity, key, rule):
+    findings = check.check(*_one_job(pair(machine, job, drop)), now=NOW)
+    matching = [f for f in findings if (f.severity, f.key, f.rule) == (severity, key, rule)]
+    assert matching, [str(f) for f in findings]
+    assert check.worst(findings) in (severity, "error")
+
+
+def test_missing_locations_are_errors():
+    findings = check.check(None, [], now=time.time())
+    assert {f.location for f in findings} == {"$MACHINEFEATURES", "$JOBFEATURES"}
+    assert check.EXIT_CODES[check.worst(findings)] == 2
