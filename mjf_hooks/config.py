@@ -47,6 +47,7 @@ class Config:
         "base_dir",
         "command_timeout_secs",
         "dir_mode",
+        "export",
         "file_mode",
         "hs06_per_cpu",
         "job",
@@ -55,6 +56,7 @@ class Config:
         "machine",
         "on_error",
         "path",
+        "url_base",
     )
 
     def __init__(self, path: str = DEFAULT_PATH) -> None:
@@ -66,6 +68,10 @@ class Config:
         self.dir_mode = 0o755
         self.file_mode = 0o644
         self.command_timeout_secs = DEFAULT_COMMAND_TIMEOUT_SECS
+        # What the variables say: the directories' paths, or URLs under url_base
+        # (an HTTP server that serves base_dir, see contrib/nginx).
+        self.export = "path"
+        self.url_base: str | None = None
         # Static key values from [machinefeatures] / [jobfeatures], parsed.
         self.machine: dict[str, int | float] = {}
         self.job: dict[str, int | float] = {}
@@ -108,6 +114,9 @@ def parse(text: str, path: str = DEFAULT_PATH) -> Config:
             _apply(config, section, key, value)
         except ValueError as error:
             raise SiteInputError(f"{where}: {error}") from None
+    if config.export == "url" and not config.url_base:
+        raise SiteInputError(f"{path}: [mjf] export = url needs [mjf] url_base, the URL that "
+                             "serves base_dir")
     return config
 
 
@@ -195,6 +204,14 @@ def _apply_mjf_option(config: Config, key: str, value: str) -> None:
         if not mode & 0o400 or (key == "dir_mode" and not mode & 0o100):
             raise ValueError("must leave the owner able to read (and enter directories)")
         setattr(config, key, mode)
+    elif key == "export":
+        if value not in ("path", "url"):
+            raise ValueError("must be `path` or `url` (then set url_base too)")
+        config.export = value
+    elif key == "url_base":
+        if not value.startswith(("http://", "https://")) or any(c.isspace() for c in value):
+            raise ValueError("must be an http:// or https:// URL that serves base_dir")
+        config.url_base = value.rstrip("/")
     elif key == "command_timeout":
         timeout = _positive_number(value)
         if not 0 < timeout <= 300:
@@ -203,7 +220,7 @@ def _apply_mjf_option(config: Config, key: str, value: str) -> None:
     else:
         raise ValueError(
             "unknown option; [mjf] takes base_dir, on_error, log, legacy_keys, "
-            "dir_mode, file_mode, command_timeout"
+            "dir_mode, file_mode, command_timeout, export, url_base"
         )
 
 

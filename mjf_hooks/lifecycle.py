@@ -122,7 +122,7 @@ def machine_features_for_job(config: Config, site: Store, job_store: Store, log:
     it exists (it is not ours to rewrite); otherwise they are written beside
     the job. Returns the store whose ``machine_dir`` the job should get.
     """
-    if job_store is not site and os.path.isdir(site.machine_dir):
+    if job_store.base_dir != site.base_dir and os.path.isdir(site.machine_dir):
         return site, machine_features(config, site, log, dry_run, write=False)
     return job_store, machine_features(config, job_store, log, dry_run)
 
@@ -218,6 +218,34 @@ def report(log: Log, directory: str, features: Features, rendered: dict[str, str
         sys.stdout.write("".join(lines))
 
 
-def export_lines(machine_dir: str, job_dir: str) -> str:
-    """The variables a job gets, as a dry run prints them."""
-    return f"export MACHINEFEATURES={machine_dir}\nexport JOBFEATURES={job_dir}\n"
+def exports(config: Config, machine_dir: str, job_dir: str) -> dict[str, str]:
+    """The variables a job gets: the directories, or with ``export = url`` their URLs.
+
+    Only what lies under ``base_dir`` has a URL (the server serves base_dir);
+    a directory elsewhere (an HTCondor scratch, a private fallback) stays a path.
+    """
+    return {"MACHINEFEATURES": _exported(config, machine_dir),
+            "JOBFEATURES": _exported(config, job_dir)}
+
+
+def _exported(config: Config, path: str) -> str:
+    prefix = config.base_dir.rstrip("/") + "/"
+    if config.export != "url" or not config.url_base or not path.startswith(prefix):
+        return path
+    return config.url_base + "/" + "/".join(_url_quote(part)
+                                            for part in path[len(prefix):].split("/"))
+
+
+# RFC 3986 characters a path segment may hold as they are.
+_URL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+                      "-._~!$&'()*+,;=:@")
+
+
+def _url_quote(segment: str) -> str:
+    # Not urllib.parse.quote: it would pull `re` into every hook that exports.
+    return "".join(char if char in _URL_SAFE else f"%{ord(char):02X}" for char in segment)
+
+
+def export_lines(variables: dict[str, str]) -> str:
+    """The variables as a TaskProlog prints them (and a dry run shows them)."""
+    return "".join(f"export {name}={value}\n" for name, value in variables.items())

@@ -85,9 +85,9 @@ def _set_up(context: HookContext, options: dict) -> tuple[Store, str, dict[str, 
     scratch_dir = context.environ.get("TMPDIR") or os.getcwd()
     job_dir = lifecycle.start_job(config, store, log, machine, batch, "self", scratch_dir,
                                   dry_run=context.dry_run)
-    exports = {"MACHINEFEATURES": machine_store.machine_dir, "JOBFEATURES": job_dir}
+    exports = lifecycle.exports(config, machine_store.machine_dir, job_dir)
     if context.dry_run:
-        sys.stdout.write(lifecycle.export_lines(exports["MACHINEFEATURES"], job_dir))
+        sys.stdout.write(lifecycle.export_lines(exports))
     return store, job_id, exports
 
 

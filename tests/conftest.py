@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
+CHECKOUT_ROOT = Path(__file__).parent.parent
 REQUIRE_INTEGRATION = os.environ.get("MJF_REQUIRE_INTEGRATION") == "1"
 
 

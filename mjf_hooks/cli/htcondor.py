@@ -124,9 +124,10 @@ def _set_up(context: HookContext) -> dict[str, str]:
                                                                 context.dry_run)
     job_dir = lifecycle.start_job(config, store, log, machine, facts, "self", scratch,
                                   dry_run=context.dry_run)
+    variables = lifecycle.exports(config, machine_store.machine_dir, job_dir)
     if context.dry_run:
-        sys.stdout.write(lifecycle.export_lines(machine_store.machine_dir, job_dir))
-    return {"MACHINEFEATURES": machine_store.machine_dir, "JOBFEATURES": job_dir}
+        sys.stdout.write(lifecycle.export_lines(variables))
+    return variables
 
 
 def cron_main(argv: list[str] | None = None) -> int:

@@ -105,9 +105,10 @@ def set_up(context: HookContext, completing: bool) -> dict[str, str]:
         config, store, log, machine, facts, cgroup_pid="self" if is_job else None,
         scratch_dir=environ.get("TMPDIR") or os.getcwd(),
         gid=gid, uid=uid, pending=not is_job, dry_run=context.dry_run)
+    variables = lifecycle.exports(config, machine_store.machine_dir, job_dir)
     if context.dry_run:
-        sys.stdout.write(lifecycle.export_lines(machine_store.machine_dir, job_dir))
-    return {"MACHINEFEATURES": machine_store.machine_dir, "JOBFEATURES": job_dir}
+        sys.stdout.write(lifecycle.export_lines(variables))
+    return variables
 
 
 def _complete(context: HookContext, site: Store, store: Store, job_id: str) -> dict[str, str]:
@@ -118,8 +119,7 @@ def _complete(context: HookContext, site: Store, store: Store, job_id: str) -> d
     if pending:
         machine = lifecycle.machine_features(config, machine_store, log, write=False)
         lifecycle.complete_job(config, store, log, machine, job_id, _limits(), context.dry_run)
-    return {"MACHINEFEATURES": machine_store.machine_dir,
-            "JOBFEATURES": store.job_features_dir(job_id)}
+    return lifecycle.exports(config, machine_store.machine_dir, store.job_features_dir(job_id))
 
 
 def _facts(context: HookContext, job_id: str, is_job: bool) -> dict:

@@ -107,7 +107,8 @@ def taskprolog(context: HookContext) -> int:
         machine = lifecycle.machine_features(config, store, context.log, write=False)
         context.fail_safe(lifecycle.complete_job, config, store, context.log, machine, job_id,
                           slurm.task_memory_facts(environ), context.dry_run)
-    sys.stdout.write(lifecycle.export_lines(store.machine_dir, job_dir))
+    sys.stdout.write(lifecycle.export_lines(lifecycle.exports(config, store.machine_dir,
+                                                              job_dir)))
     return 0
 
 

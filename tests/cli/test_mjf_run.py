@@ -167,3 +167,11 @@ def test_unprivileged_user_falls_back_to_a_private_dir():
     assert f"using /tmp/mjf-{uid} for this job" in result.stderr
     assert not os.path.exists("/root/not-for-nobody")
     shutil.rmtree(directory)
+
+
+def test_stale_machine_features_are_brought_up_to_date(write_config):
+    conf, base = write_config()
+    (base / "machinefeatures").mkdir(parents=True)
+    (base / "machinefeatures/total_cpu").write_text("999")
+    result = mjf("run", "--", "sh", "-c", 'cat "$MACHINEFEATURES/total_cpu"', config=conf)
+    assert result.stdout == str(os.cpu_count())

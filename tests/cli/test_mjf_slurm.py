@@ -237,6 +237,8 @@ def test_a_drain_already_announced_reaches_a_starting_job(slurm_site):
     "[MJF]\n  Base_Dir\t=\t{d} ; comment\n[jobfeatures]\nwall_limit_secs = 1\n",
     "[jobfeatures]\nwall_limit_secs = 1\n[mjf]\nlog = none\nbase_dir={d}\n",
     "[ mjf ]\n; base_dir = /commented\nbase_dir = {d}\n",
+    "[mjf]\nbase_dir = {d}\nexport = url\nurl_base = http://wn1.example:8480/\n",
+    "[mjf]\nbase_dir = {d}\nEXPORT = url   # served\nURL_BASE = https://wn1\n",
 ])
 def test_sh_taskprolog_reads_base_dir_as_the_python_parser_does(tmp_path, text):
     from mjf_hooks import config
@@ -244,13 +246,18 @@ def test_sh_taskprolog_reads_base_dir_as_the_python_parser_does(tmp_path, text):
     directory = tmp_path / "some dir"
     conf = tmp_path / "mjf.conf"
     conf.write_text(text.format(d=directory))
-    base = config.load(str(conf)).base_dir
+    loaded = config.load(str(conf))
+    base = loaded.base_dir
     (Path(base) / "jobs/5/jobfeatures").mkdir(parents=True, exist_ok=True)
     assert base == str(directory)
     sh = subprocess.run([installed_command("mjf-slurm-taskprolog")], capture_output=True,
                         text=True, env={"SLURM_JOB_ID": "5", "MJF_CONFIG": str(conf)})
-    assert sh.stdout == (f"export MACHINEFEATURES={base}/machinefeatures\n"
-                         f"export JOBFEATURES={base}/jobs/5/jobfeatures\n")
+    served = loaded.url_base if loaded.export == "url" else base
+    assert sh.stdout == (f"export MACHINEFEATURES={served}/machinefeatures\n"
+                         f"export JOBFEATURES={served}/jobs/5/jobfeatures\n")
+    python = subprocess.run([installed_command("mjf-slurm"), "taskprolog"], capture_output=True,
+                            text=True, env={"SLURM_JOB_ID": "5", "MJF_CONFIG": str(conf)})
+    assert python.stdout == sh.stdout
 
 
 def test_what_the_prolog_writes_passes_mjf_check(slurm_site):
