@@ -18,7 +18,7 @@ from .features import Features
 from .log import Log
 from .probe import cgroup, cpu
 from .probe.scratch import filesystem_size_bytes
-from .store import PENDING_MARKER, Store
+from .store import OWN_PREFIX, PENDING_MARKER, Store
 
 # Type names only: importing collections.abc at run time costs every job start ~2 ms.
 TYPE_CHECKING = False
@@ -158,6 +158,8 @@ def start_job(
     job = features_module.job_features(config, machine, batch, limits, scratch)
     rendered = features_module.render(job)
     job_id = rendered["job_id"]
+    if "shutdowntime_job" in batch:  # the job's own, for a cancelled drain to restore
+        rendered[OWN_PREFIX + "shutdowntime_job"] = str(batch["shutdowntime_job"][0])
     path = store.job_features_dir(job_id)
     report(log, path, job, rendered, dry_run)
     if not dry_run:

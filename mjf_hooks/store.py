@@ -33,6 +33,9 @@ JOB_FEATURES_DIR = "jobfeatures"
 # Hidden names never collide with a job's directory: job dir names never start with ".".
 # In a jobfeatures directory: values are still to be completed from inside the job.
 PENDING_MARKER = ".pending"
+# In a jobfeatures directory: a dynamic key's value as the job started (a drain that
+# lowers the key restores it when cancelled).
+OWN_PREFIX = ".own_"
 _TEMP_PREFIX = ".new-"
 _TRASH_PREFIX = ".old-"
 _MAX_NAME_BYTES = 240
@@ -169,6 +172,54 @@ class Store:
                     features.unlink_file(key)
                 else:
                     features.replace(key, content, self.file_mode)
+
+    def update_every_job(self, key: str, compute) -> int:
+        """Set ``key`` of every job to ``compute(own)`` (None removes it); return how many
+        jobs changed. ``own`` is the value the job started with (its ``OWN_PREFIX`` file).
+
+        Jobs that appear while this runs are picked up too: the directory is listed
+        again until a pass finds nothing new.
+        """
+        changed = 0
+        seen: set[str] = set()
+        try:
+            base = _Dir(self._open_base(create=False), self.base_dir)
+        except StoreError:
+            return 0
+        with base:
+            try:
+                jobs = base.subdir(JOBS_DIR, self)
+            except FileNotFoundError:
+                return 0
+            with jobs:
+                while True:
+                    names = [name for name in os.listdir(jobs.fd)
+                             if not name.startswith(".") and name not in seen]
+                    if not names:
+                        return changed
+                    for name in sorted(names):
+                        seen.add(name)
+                        changed += self._update_job(jobs, name, key, compute)
+
+    def _update_job(self, jobs: _Dir, name: str, key: str, compute) -> int:
+        try:
+            top = jobs.open_subdir(name)
+        except (FileNotFoundError, StoreError):
+            return 0  # ended meanwhile, or not a directory: nothing of ours
+        with top:
+            try:
+                features = top.open_subdir(JOB_FEATURES_DIR)
+            except (FileNotFoundError, StoreError):
+                return 0
+            with features:
+                wanted = compute(features.read(OWN_PREFIX + key))
+                if features.read(key) == wanted:
+                    return 0
+                if wanted is None:
+                    features.unlink_file(key)
+                else:
+                    features.replace(key, wanted, self.file_mode)
+                return 1
 
     def read_job(self, job_id: str) -> tuple[dict[str, str], bool]:
         """A job's key values and whether completion is pending (StoreError if no job)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 import click
 
@@ -144,6 +145,34 @@ def remaining() -> None:
     if seconds is None:
         sys.exit(1)
     click.echo(max(0, seconds))
+
+
+@cli.command("drain")
+@click.option("--in", "in_", metavar="DURATION", help="Shut down after DURATION (90m, 2h, 1d).")
+@click.option("--at", metavar="TIME", help="Shut down at TIME (ISO-8601 or UNIX seconds).")
+@click.option("--cancel", is_flag=True, help="Withdraw the announced shutdown.")
+@click.option("--force", is_flag=True, help="Allow a shutdown sooner than grace_secs (loudly).")
+def drain_command(in_: str | None, at: str | None, cancel: bool, force: bool) -> None:
+    """Announce this machine's shutdown to it and its jobs (shutdowntime, shutdowntime_job)."""
+    from .. import config as config_module
+    from .. import drain, lifecycle
+    from ..log import Log
+
+    if [bool(in_), bool(at), cancel].count(True) != 1:
+        raise click.UsageError("give exactly one of --in, --at and --cancel")
+    try:
+        config = config_module.load()
+        store = lifecycle.store_for(config)
+        log = Log("mjf drain", config.log)
+        if cancel:
+            summary = drain.cancel(store, log)
+        else:
+            shutdown = drain.parse_time(at) if at else \
+                int(time.time()) + drain.parse_duration_secs(in_)
+            summary = drain.drain(config, store, log, shutdown, force)
+    except MJFError as error:
+        raise click.ClickException(str(error)) from None
+    click.echo(summary)
 
 
 @cli.command("check")

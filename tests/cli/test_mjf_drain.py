@@ -1,0 +1,132 @@
+"""`mjf drain`: the machine's and every job's shutdown times, the grace promise, cancel."""
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from mjf_hooks import config as config_module
+from mjf_hooks.drain import parse_duration_secs, parse_time
+from mjf_hooks.errors import SiteInputError
+from mjf_hooks.store import OWN_PREFIX, Store
+from tests.conftest import installed_command
+
+
+@pytest.fixture
+def node(write_config):
+    conf, base = write_config("[machinefeatures]\ngrace_secs = 600\n")
+    store = Store(str(base))
+    store.create_job("1", {"job_id": "1"})
+    store.create_job("2", {"job_id": "2", "shutdowntime_job": "1800000000",
+                           OWN_PREFIX + "shutdowntime_job": "1800000000"})
+    return conf, base, store
+
+
+def drain(conf, *args):
+    return subprocess.run([installed_command("mjf"), "drain", *args], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "MJF_CONFIG": str(conf)})
+
+
+def values(base, job):
+    path = base / "jobs" / job / "jobfeatures"
+    return {p.name: p.read_text() for p in path.iterdir() if not p.name.startswith(".")}
+
+
+def test_drain_sets_machine_and_job_shutdown_times(node):
+    conf, base, _ = node
+    before = int(time.time())
+    result = drain(conf, "--in", "2h")
+    assert result.returncode == 0, result.stderr
+    shutdown = int((base / "machinefeatures/shutdowntime").read_text())
+    assert before + 7200 <= shutdown <= int(time.time()) + 7200
+    assert values(base, "1")["shutdowntime_job"] == str(shutdown)
+    assert values(base, "2")["shutdowntime_job"] == str(shutdown)  # earlier than its own
+    assert "updated in 2 job(s)" in result.stdout
+    # A job's own earlier shutdown stays.
+    assert drain(conf, "--at", "1900000000").returncode == 0
+    assert values(base, "2")["shutdowntime_job"] == "1800000000"
+    assert values(base, "1")["shutdowntime_job"] == "1900000000"
+
+
+def test_a_job_starting_during_a_drain_gets_it(node):
+    conf, base, _ = node
+    assert drain(conf, "--in", "1h").returncode == 0
+    shutdown = (base / "machinefeatures/shutdowntime").read_text()
+    job = subprocess.run([installed_command("mjf"), "run", "--wall-limit", "7200", "--", "sh", "-c",
+                          'cat "$JOBFEATURES/shutdowntime_job"; echo; mjf check >/dev/null; '
+                          'echo $?'],
+                         capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "MJF_CONFIG": str(conf), "PATH":
+                              f"{os.path.dirname(installed_command('mjf'))}:/usr/bin:/bin"})
+    first, status = job.stdout.splitlines()
+    assert first == shutdown
+    assert status in ("0", "1")  # mjf check: no error (warnings for unconfigured hs06)
+
+
+def test_too_little_notice_is_refused_with_the_earliest_allowed_time(node):
+    conf, base, _ = node
+    result = drain(conf, "--in", "5m")
+    assert result.returncode == 1
+    assert "less than the grace_secs = 600 s of notice" in result.stderr
+    assert "the earliest allowed is" in result.stderr and "--force overrides" in result.stderr
+    assert not (base / "machinefeatures/shutdowntime").exists()
+    assert "shutdowntime_job" not in values(base, "1")
+    forced = drain(conf, "--in", "5m", "--force")
+    assert forced.returncode == 0 and "FORCED" in forced.stderr
+    assert (base / "machinefeatures/shutdowntime").exists()
+
+
+def test_cancel_restores_each_jobs_own(node):
+    conf, base, _ = node
+    drain(conf, "--in", "1h")
+    result = drain(conf, "--cancel")
+    assert result.returncode == 0 and "restored in 2 job(s)" in result.stdout
+    assert not (base / "machinefeatures/shutdowntime").exists()
+    assert "shutdowntime_job" not in values(base, "1")
+    assert values(base, "2")["shutdowntime_job"] == "1800000000"
+    assert drain(conf, "--cancel").returncode == 0  # idempotent
+
+
+@pytest.mark.parametrize("args", [(), ("--in", "1h", "--cancel"), ("--in", "soon"),
+                                  ("--at", "next tuesday")])
+def test_usage_errors(node, args):
+    result = drain(node[0], *args)
+    assert result.returncode in (1, 2) and result.stderr
+
+
+def test_drain_over_many_jobs_is_fast(write_config):
+    conf, base = write_config("[machinefeatures]\ngrace_secs = 60\n")
+    store = Store(str(base))
+    for number in range(500):
+        store.create_job(str(number), {"job_id": str(number)})
+    started = time.monotonic()
+    config = config_module.load(str(conf))
+    from mjf_hooks.drain import drain as do_drain
+    from mjf_hooks.log import Log
+
+    do_drain(config, store, Log("test", ()), int(time.time()) + 3600)
+    assert time.monotonic() - started < 10  # the figure itself: benchmarks/run
+    assert all(values(base, str(n))["shutdowntime_job"] for n in (0, 499))
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("90", 90), ("90s", 90), ("90m", 5400), ("2h", 7200), ("1d", 86400), ("1h30m", 5400),
+    ("1w", 604800),
+])
+def test_durations(text, seconds):
+    assert parse_duration_secs(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "h", "2x", "-1h", "1.5h"])
+def test_bad_durations(text):
+    with pytest.raises(SiteInputError):
+        parse_duration_secs(text)
+
+
+def test_times():
+    assert parse_time("1800000000") == 1800000000
+    assert parse_time("2027-01-15T08:00:00Z") == 1800000000  # 2027-01-15 08:00 UTC
+    assert parse_time("2027-01-15T09:00:00+01:00") == parse_time("2027-01-15T08:00:00Z")
+    with pytest.raises(SiteInputError):
+        parse_time("tomorrow")
