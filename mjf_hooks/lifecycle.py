@@ -18,7 +18,7 @@ from .features import Features
 from .log import Log
 from .probe import cgroup, cpu
 from .probe.scratch import filesystem_size_bytes
-from .store import OWN_PREFIX, PENDING_MARKER, Store
+from .store import OWN_PREFIX, RUNNER_MARKER, Store
 
 # Type names only: importing collections.abc at run time costs every job start ~2 ms.
 TYPE_CHECKING = False
@@ -138,6 +138,7 @@ def start_job(
     gid: int | None = None,
     uid: int | None = None,
     pending: bool = False,
+    runner: str | None = None,
     dry_run: bool = False,
 ) -> str:
     """Compute a job's keys and create its directory; return the jobfeatures path.
@@ -146,7 +147,8 @@ def start_job(
     does not exist yet); ``scratch_dir`` is where the job's scratch space is.
     ``uid``/``gid``: the job's user and group, when root writes for them;
     ``pending``: values are to be completed from inside the job
-    (:func:`complete_job`).
+    (:func:`complete_job`); ``runner``: the identity of the process the job
+    lives in, where no batch system will say when it ended (standalone).
     """
     limits = cgroup.limits(cgroup_pid) if cgroup_pid is not None else None
     if limits is not None:
@@ -158,12 +160,15 @@ def start_job(
     job = features_module.job_features(config, machine, batch, limits, scratch)
     rendered = features_module.render(job)
     job_id = rendered["job_id"]
+    state = {}  # bookkeeping beside jobfeatures/: never shown to readers
     if "shutdowntime_job" in batch:  # the job's own, for a cancelled drain to restore
-        rendered[OWN_PREFIX + "shutdowntime_job"] = str(batch["shutdowntime_job"][0])
+        state[OWN_PREFIX + "shutdowntime_job"] = str(batch["shutdowntime_job"][0])
+    if runner:
+        state[RUNNER_MARKER] = runner
     path = store.job_features_dir(job_id)
     report(log, path, job, rendered, dry_run)
     if not dry_run:
-        store.create_job(job_id, rendered, gid, uid, pending)
+        store.create_job(job_id, rendered, gid, uid, pending, state)
         log.info(f"{path}: created with {len(rendered)} keys")
     return path
 
@@ -193,7 +198,8 @@ def complete_job(config: Config, store: Store, log: Log, machine: Features, job_
     changed = {name: value for name, value in rendered.items() if written.get(name) != value}
     report(log, store.job_features_dir(job_id), job, rendered, dry_run)
     if not dry_run and (changed or pending):
-        store.set_job_keys(job_id, {**changed, PENDING_MARKER: None})
+        store.set_job_keys(job_id, changed)
+        store.clear_pending(job_id)
         if changed:
             log.info(f"{store.job_features_dir(job_id)}: completed {', '.join(sorted(changed))}")
     return sorted(changed)

@@ -14,7 +14,7 @@ import time
 from . import lifecycle
 from .cli.hook import HookContext
 from .cli.options import UsageError, positive_int
-from .probe import cpu
+from .probe import cpu, process
 from .signals import signal
 from .store import Store
 
@@ -84,6 +84,7 @@ def _set_up(context: HookContext, options: dict) -> tuple[Store, str, dict[str, 
     # EGI's $TMPDIR policy: where TMPDIR is set, it is the job's scratch space.
     scratch_dir = context.environ.get("TMPDIR") or os.getcwd()
     job_dir = lifecycle.start_job(config, store, log, machine, batch, "self", scratch_dir,
+                                  runner=process.identity(os.getpid()),
                                   dry_run=context.dry_run)
     exports = lifecycle.exports(config, machine_store.machine_dir, job_dir)
     if context.dry_run:

@@ -31,11 +31,16 @@ MACHINE_DIR = "machinefeatures"
 JOBS_DIR = "jobs"
 JOB_FEATURES_DIR = "jobfeatures"
 # Hidden names never collide with a job's directory: job dir names never start with ".".
-# In a jobfeatures directory: values are still to be completed from inside the job.
-PENDING_MARKER = ".pending"
-# In a jobfeatures directory: a dynamic key's value as the job started (a drain that
-# lowers the key restores it when cancelled).
-OWN_PREFIX = ".own_"
+# Beside jobfeatures/, the suite's own bookkeeping for a job; readers never see it
+# (the spec allows nothing but key files in jobfeatures/).
+STATE_DIR = "state"
+# Values are still to be completed from inside the job.
+PENDING_MARKER = "pending"
+# A dynamic key's value as the job started (a drain that lowered the key restores
+# it when cancelled).
+OWN_PREFIX = "own_"
+# The process a standalone job runs under (`mjf sync` removes the job once it is gone).
+RUNNER_MARKER = "runner"
 _TEMP_PREFIX = ".new-"
 _TRASH_PREFIX = ".old-"
 _MAX_NAME_BYTES = 240
@@ -127,27 +132,32 @@ class Store:
 
     # Job features.
     def create_job(self, job_id: str, values: dict[str, str], gid: int | None = None,
-                   uid: int | None = None, pending: bool = False) -> str:
+                   uid: int | None = None, pending: bool = False,
+                   state: dict[str, str] | None = None) -> str:
         """Build a job's directory completely, then make it appear at once.
 
         An existing directory of the same job id (a requeued job, a leftover)
         is replaced. With ``gid`` (root writing for a job's user) the
         directories and files belong to that group, so narrowed modes still
-        let the job read them. With ``uid`` the jobfeatures directory itself
-        belongs to the job's user, so values can be completed from inside the
-        job (``pending`` marks that they are to be). Returns the jobfeatures path.
+        let the job read them. With ``uid`` the jobfeatures (and state)
+        directory belongs to the job's user, so values can be completed from
+        inside the job (``pending`` marks that they are to be). ``state``: the
+        suite's bookkeeping files for the job. Returns the jobfeatures path.
         """
         name = job_dir_name(job_id)
         with _Dir(self._open_base(create=True), self.base_dir) as base, \
                 base.subdir(JOBS_DIR, self, create=True) as jobs:
             temp = jobs.make_temp_dir(_TEMP_PREFIX + name[:64], self.dir_mode, gid)
             try:
-                with jobs.open_subdir(temp) as top, \
-                        top.make_dir(JOB_FEATURES_DIR, self.dir_mode, gid, uid) as features:
-                    for key, content in values.items():
-                        features.create(key, content, self.file_mode, gid)
-                    if pending:
-                        features.create(PENDING_MARKER, "", self.file_mode, gid)
+                with jobs.open_subdir(temp) as top:
+                    with top.make_dir(JOB_FEATURES_DIR, self.dir_mode, gid, uid) as features:
+                        for key, content in values.items():
+                            features.create(key, content, self.file_mode, gid)
+                    state = {**(state or {}), **({PENDING_MARKER: ""} if pending else {})}
+                    if state:
+                        with top.make_dir(STATE_DIR, self.dir_mode, gid, uid) as bookkeeping:
+                            for entry, content in state.items():
+                                bookkeeping.create(entry, content, self.file_mode, gid)
                 jobs.rename_into_place(temp, name)
             except BaseException:
                 try:
@@ -212,7 +222,7 @@ class Store:
             except (FileNotFoundError, StoreError):
                 return 0
             with features:
-                wanted = compute(features.read(OWN_PREFIX + key))
+                wanted = compute(_read_state(top, OWN_PREFIX + key))
                 if features.read(key) == wanted:
                     return 0
                 if wanted is None:
@@ -231,9 +241,21 @@ class Store:
                 names = os.listdir(features.fd)
                 values = {key: features.read(key) for key in names if not key.startswith(".")}
                 return ({key: value for key, value in values.items() if value is not None},
-                        PENDING_MARKER in names)
+                        _read_state(top, PENDING_MARKER) is not None)
         except FileNotFoundError:
             raise StoreError(f"{self.job_features_dir(job_id)} does not exist") from None
+
+    def clear_pending(self, job_id: str) -> None:
+        """The job's values are complete: drop its pending mark."""
+        name = job_dir_name(job_id)
+        with _Dir(self._open_base(create=False), self.base_dir) as base, \
+                base.subdir(JOBS_DIR, self) as jobs, jobs.open_subdir(name) as top:
+            try:
+                bookkeeping = top.open_subdir(STATE_DIR)
+            except FileNotFoundError:
+                return
+            with bookkeeping:
+                bookkeeping.unlink_file(PENDING_MARKER)
 
     def remove_job(self, job_id: str) -> bool:
         """Remove a job's directory; False if there was none (removal is idempotent)."""
@@ -454,6 +476,16 @@ def _remove_entry(parent_fd: int, name: str, path: str, device: int,
     finally:
         os.close(fd)
     os.rmdir(name, dir_fd=parent_fd)
+
+
+def _read_state(top: _Dir, name: str) -> str | None:
+    """A bookkeeping file of a job (``state/<name>``), or None."""
+    try:
+        bookkeeping = top.open_subdir(STATE_DIR)
+    except (FileNotFoundError, StoreError):
+        return None
+    with bookkeeping:
+        return bookkeeping.read(name)
 
 
 def _mount_points_under(path: str) -> frozenset[str]:

@@ -44,6 +44,11 @@ def installed_command(name: str) -> str:
     return found
 
 
+def pending(base: Path, job_dir: str) -> bool:
+    """Whether a job's values are marked to be completed from inside the job."""
+    return (base / "jobs" / job_dir / "state" / "pending").exists()
+
+
 def hooks_command(name: str) -> str:
     """An installed command that other users can run too (tests/run installs them, as root,
     with the system Python into $MJF_HOOKS_BIN): for tests that switch users."""

@@ -38,6 +38,13 @@ def machine(context: click.Context) -> None:
     sys.exit(hooks.machine_command(context.args))
 
 
+@cli.command(context_settings=_PASS_THROUGH, add_help_option=False,
+             help="Bring this node's MJF state up to date, for cron or a timer (see --help).")
+@click.pass_context
+def sync(context: click.Context) -> None:
+    sys.exit(hooks.sync_command(context.args))
+
+
 @cli.command("htcondor-wrapper", context_settings=_PASS_THROUGH, add_help_option=False,
              help="Replay mjf-htcondor-wrapper for a command (see --help).")
 @click.pass_context

@@ -51,13 +51,35 @@ def machine_command(argv: list[str]) -> int:
     return run_hook("mjf machine", argv, body, MACHINE_USAGE, usage_exit=2)
 
 
+SYNC_USAGE = """\
+usage: mjf sync [options]
+
+Bring this node's MJF state up to date (run it every minute from a systemd timer
+or cron, as root): machine features; a Slurm maintenance reservation or an
+HTCondor graceful drain becomes shutdowntime (and is withdrawn with it); job
+directories whose jobs are proven gone are removed.
+
+""" + COMMON_HELP
+
+
+def sync_command(argv: list[str]) -> int:
+    from ..sync import sync
+
+    def body(context):
+        for line in sync(context.config, context.log, dict(context.environ)):
+            sys.stdout.write(line + "\n")
+        return 0
+
+    return run_hook("mjf sync", argv, body, SYNC_USAGE, usage_exit=2)
+
+
 def htcondor_wrapper_command(argv: list[str]) -> int:
     from .htcondor import wrapper_command
 
     return wrapper_command(argv)
 
 
-HOOK_COMMANDS = {"run": run_command, "machine": machine_command,
+HOOK_COMMANDS = {"run": run_command, "machine": machine_command, "sync": sync_command,
                  "htcondor-wrapper": htcondor_wrapper_command}
 
 

@@ -18,8 +18,8 @@ def node(write_config):
     conf, base = write_config("[machinefeatures]\ngrace_secs = 600\n")
     store = Store(str(base))
     store.create_job("1", {"job_id": "1"})
-    store.create_job("2", {"job_id": "2", "shutdowntime_job": "1800000000",
-                           OWN_PREFIX + "shutdowntime_job": "1800000000"})
+    store.create_job("2", {"job_id": "2", "shutdowntime_job": "1800000000"},
+                     state={OWN_PREFIX + "shutdowntime_job": "1800000000"})
     return conf, base, store
 
 

@@ -10,7 +10,14 @@ import time
 
 import pytest
 
-from tests.conftest import FIXTURES, config_writer, hooks_command, installed_command, require
+from tests.conftest import (
+    FIXTURES,
+    config_writer,
+    hooks_command,
+    installed_command,
+    pending,
+    require,
+)
 
 HOST = os.uname().nodename
 SHOW = ("import json, os, sys\n"
@@ -111,12 +118,12 @@ def test_pre_exec_starter_and_post_exec(site):
     pre = site.run("pre-exec")
     assert (pre.returncode, pre.stdout, pre.stderr) == (0, "", "")
     written = site.job()
-    assert written["wall_limit_secs"] == "1800" and ".pending" in written
+    assert written["wall_limit_secs"] == "1800" and pending(site.base, "1234")
     _result, seen = site.starter(limits={resource.RLIMIT_CPU: 600})
     assert seen["env"]["JOBFEATURES"] == f"{site.base}/jobs/1234/jobfeatures"
     # The pre-exec is not the job: the starter completed its limits.
     assert seen["job"]["cpu_limit_secs"] == "600"
-    assert ".pending" not in os.listdir(site.base / "jobs/1234/jobfeatures")
+    assert not pending(site.base, "1234")
     post = site.run("post-exec")
     assert post.returncode == 0 and site.job() is None
     assert site.run("post-exec").returncode == 0  # idempotent
@@ -132,7 +139,7 @@ def test_root_pre_exec_then_the_users_starter(public_tmp_path):
     result = site.run("starter", "cat $JOBFEATURES/cpu_limit_secs", environ=environ,
                       limits={resource.RLIMIT_CPU: 900}, user=65534)
     assert (result.returncode, result.stdout) == (0, "900"), result.stderr
-    assert ".pending" not in os.listdir(features)
+    assert not pending(site.base, "1234")
     assert site.run("post-exec", environ=environ).returncode == 0 and site.job() is None
 
 

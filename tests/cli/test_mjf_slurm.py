@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mjf_hooks.batch.slurm import parse_local_time
-from tests.conftest import fixture_text, installed_command
+from tests.conftest import fixture_text, installed_command, pending
 
 SCONTROL_OUTPUT = fixture_text("slurm-22.05/scontrol-show-job-o.txt")
 START = parse_local_time("2026-11-22T05:11:35")
@@ -120,7 +120,7 @@ def test_scontrol_is_not_run_when_slurm_23_02_variables_are_there(slurm_site, tm
     assert not (tmp_path / "scontrol-was-run").exists()
     job = slurm_site.job("3")
     assert job["wall_limit_secs"] == "3600" and job["jobstart_secs"] == "1795319471"
-    assert ".pending" in os.listdir(slurm_site.base / "jobs/3/jobfeatures")  # memory unknown
+    assert pending(slurm_site.base, "3")  # memory unknown
 
 
 def test_taskprologs_print_exports_and_complete_pending_values(slurm_site):
@@ -135,7 +135,7 @@ def test_taskprologs_print_exports_and_complete_pending_values(slurm_site):
     assert (sh.returncode, sh.stdout) == (0, expected)
     job = slurm_site.job("3")
     assert job["max_rss_bytes"] == str(300 * 2**20)  # SLURM_MEM_PER_NODE=300
-    assert ".pending" not in job
+    assert not pending(slurm_site.base, "3")
     python = slurm_site.run("taskprolog", env_file=task_env)
     assert (python.returncode, python.stdout) == (0, expected)
 
@@ -199,7 +199,7 @@ def test_scontrol_trouble_is_a_warning_and_the_job_still_gets_its_directory(
     job = slurm_site.job("3")
     assert job["job_id"] == "3" and job["allocated_cpu"] == "2"
     assert "wall_limit_secs" not in job
-    assert ".pending" in job  # the TaskProlog completes what it can
+    assert pending(slurm_site.base, "3")  # the TaskProlog completes what it can
     assert slurm_site.leftovers() == ([], [])
 
 

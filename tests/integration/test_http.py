@@ -141,11 +141,14 @@ def test_404_is_empty_and_hidden_or_symlinked_files_are_not_served(server):
     import urllib.error
     import urllib.request
 
-    (server.base / "jobs/vm#1.0#17/jobfeatures/.pending").write_text("")
+    (server.base / "jobs/vm#1.0#17/state").mkdir()
+    (server.base / "jobs/vm#1.0#17/state/pending").write_text("")
+    (server.base / "jobs/vm#1.0#17/jobfeatures/.tmp").write_text("")
     os.symlink("/etc/hostname", server.base / "machinefeatures/planted")
     try:
         for path in ("/machinefeatures/nope", "/machinefeatures/planted", "/jobs/",
-                     "/jobs/vm%231.0%2317/jobfeatures/.pending", "/../etc/passwd"):
+                     "/jobs/vm%231.0%2317/jobfeatures/.tmp", "/jobs/vm%231.0%2317/state/pending",
+                     "/../etc/passwd"):
             with pytest.raises(urllib.error.HTTPError) as raised:
                 urllib.request.urlopen(server.url + path, timeout=5)
             assert raised.value.code in (400, 404)
@@ -154,7 +157,8 @@ def test_404_is_empty_and_hidden_or_symlinked_files_are_not_served(server):
                 assert raised.value.headers["Cache-Control"] == "max-age=30"
     finally:
         os.unlink(server.base / "machinefeatures/planted")
-        os.unlink(server.base / "jobs/vm#1.0#17/jobfeatures/.pending")
+        shutil.rmtree(server.base / "jobs/vm#1.0#17/state")
+        os.unlink(server.base / "jobs/vm#1.0#17/jobfeatures/.tmp")
 
 
 def test_a_server_error_and_a_silent_server_name_the_url(server):

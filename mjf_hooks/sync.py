@@ -1,0 +1,186 @@
+"""``mjf sync``: keep a node's MJF state right between job starts (cron, systemd timer).
+
+1. Machine features are brought up to date (as ``mjf machine``).
+2. A drain the batch system knows about becomes ``shutdowntime``: a Slurm
+   maintenance reservation covering this node, an HTCondor graceful drain of
+   this machine. Such a shutdown is announced even when it comes with less
+   notice than ``grace_secs`` (hiding it would be worse; that is logged), and
+   withdrawn when the batch system drops it - but a drain an admin set with
+   ``mjf drain`` is never touched.
+3. Job directories whose job is gone are removed - only when that is proven:
+   a standalone job's process has ended; a Slurm job is no longer on this node
+   per ``squeue``. When in doubt (a query fails, an unknown directory) nothing
+   is removed.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from . import drain, lifecycle
+from .batch import slurm
+from .command import CommandError, run_command
+from .config import Config
+from .log import Log
+from .probe import process
+from .store import JOBS_DIR, RUNNER_MARKER, STATE_DIR, Store
+
+# Beside machinefeatures/shutdowntime: which batch-system drain set it (a hidden
+# file, so readers never see it). Absent: an admin's `mjf drain` (or none).
+SOURCE_MARKER = ".shutdowntime_source"
+_SCONTROL = ("/usr/bin/scontrol", "/usr/local/bin/scontrol", "/opt/slurm/bin/scontrol")
+_SQUEUE = ("/usr/bin/squeue", "/usr/local/bin/squeue", "/opt/slurm/bin/squeue")
+_CONDOR_STATUS = ("/usr/bin/condor_status",)
+
+
+def sync(config: Config, log: Log, environ: dict[str, str], now: float | None = None) -> list[str]:
+    """One pass; returns what it did, a line each."""
+    now = time.time() if now is None else now
+    store = lifecycle.store_for(config)
+    lifecycle.machine_features(config, store, log)
+    done = _batch_drains(config, store, log, environ, now)
+    done += _remove_stale_jobs(config, store, log, environ)
+    return done
+
+
+def _first(candidates: tuple[str, ...], configured: str | None = None) -> str | None:
+    if configured:
+        return configured
+    return next((path for path in candidates if os.path.exists(path)), None)
+
+
+def _node_name() -> str:
+    return os.uname().nodename.split(".")[0]
+
+
+def _batch_drains(config: Config, store: Store, log: Log, environ: dict[str, str],
+                  now: float) -> list[str]:
+    found: list[tuple[int, str]] = []
+    asked = False
+    scontrol = _first(_SCONTROL, config.backend["slurm"].get("scontrol"))
+    if scontrol:
+        asked = True
+        found += _slurm_reservations(config, scontrol, log, environ, now)
+    condor_status = _first(_CONDOR_STATUS)
+    if condor_status:
+        asked = True
+        found += _condor_drain(config, condor_status, log)
+    if not asked:
+        return []
+    source = store.read_machine_key(SOURCE_MARKER)
+    current = store.read_machine_key("shutdowntime")
+    if found:
+        shutdown, why = min(found)
+        if current == str(shutdown) and source == why:
+            return []
+        if current is not None and source is None and current.isdigit() \
+                and int(current) <= shutdown:
+            return []  # an admin's earlier drain stands
+        drain.drain(config, store, log, shutdown, force=True, now=now)
+        store.set_machine_key(SOURCE_MARKER, why)
+        return [f"shutdowntime = {shutdown} from {why}"]
+    if current is not None and source is not None:
+        drain.cancel(store, log)
+        store.set_machine_key(SOURCE_MARKER, None)
+        return [f"shutdowntime withdrawn: {source} is gone"]
+    return []
+
+
+def _slurm_reservations(config: Config, scontrol: str, log: Log, environ: dict[str, str],
+                        now: float) -> list[tuple[int, str]]:
+    env = {"PATH": "/usr/bin:/bin", **({"SLURM_CONF": environ["SLURM_CONF"]}
+                                        if environ.get("SLURM_CONF") else {})}
+    try:
+        output = run_command([scontrol, "show", "reservation", "-o"],
+                             config.command_timeout_secs, env)
+    except CommandError as error:
+        log.warning(f"{error}: Slurm reservations not known this time")
+        return []
+    node = _node_name()
+    found = []
+    for line in output.splitlines():
+        record = slurm.parse_scontrol_record(line)
+        flags = record.get("Flags", "").upper().split(",")
+        if "MAINT" not in flags or "ReservationName" not in record:
+            continue
+        nodes = record.get("Nodes", "")
+        try:
+            covered = nodes.upper() == "ALL" or node in {
+                name.split(".")[0] for name in slurm.expand_hostlist(nodes)}
+        except ValueError:
+            continue
+        start = slurm.parse_local_time(record.get("StartTime", ""))
+        end = slurm.parse_local_time(record.get("EndTime", ""))
+        if covered and start is not None and (end is None or end > now):
+            found.append((start, f"Slurm maintenance reservation {record['ReservationName']}"))
+    return found
+
+
+def _condor_drain(config: Config, condor_status: str, log: Log) -> list[tuple[int, str]]:
+    argv = [condor_status, "-startd", "-af:,", "Machine", "Draining",
+            "ExpectedMachineGracefulDrainingCompletion"]
+    try:
+        output = run_command(argv, config.command_timeout_secs, {"PATH": "/usr/bin:/bin"})
+    except CommandError as error:
+        log.warning(f"{error}: HTCondor drain state not known this time")
+        return []
+    node = _node_name()
+    for line in output.splitlines():
+        fields = [field.strip() for field in line.split(",")]
+        if len(fields) == 3 and fields[0].split(".")[0] == node and fields[1] == "true" \
+                and fields[2].isdigit():
+            return [(int(fields[2]), "HTCondor graceful drain")]
+    return []
+
+
+def _remove_stale_jobs(config: Config, store: Store, log: Log,
+                       environ: dict[str, str]) -> list[str]:
+    jobs_dir = os.path.join(store.base_dir, JOBS_DIR)
+    try:
+        names = [name for name in os.listdir(jobs_dir) if not name.startswith(".")]
+    except OSError:
+        return []
+    on_node = None  # Slurm job ids on this node, asked only if needed
+    done = []
+    for name in sorted(names):
+        runner = _read(os.path.join(jobs_dir, name, STATE_DIR, RUNNER_MARKER))
+        if runner is not None:
+            stale = process.still_running(runner) is False
+            why = "its process has ended"
+        elif name.isdigit():
+            if on_node is None:
+                on_node = _slurm_jobs_on_node(config, log, environ)
+            stale = on_node is not False and name not in on_node
+            why = "Slurm no longer runs it on this node"
+        else:
+            continue  # nothing proves it stale
+        if stale and store.remove_job(name):
+            done.append(f"removed job {name}: {why}")
+            log.info(f"sync removed job {name}: {why}")
+    return done
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as handle:
+            return handle.read(256)
+    except OSError:
+        return None
+
+
+def _slurm_jobs_on_node(config: Config, log: Log, environ: dict[str, str]) -> set[str] | bool:
+    """Ids of the jobs Slurm has on this node; False when that cannot be known."""
+    configured = config.backend["slurm"].get("scontrol")
+    squeue = _first(_SQUEUE, configured and os.path.join(os.path.dirname(configured), "squeue"))
+    if squeue is None or not os.path.exists(squeue):
+        return False
+    env = {"PATH": "/usr/bin:/bin", **({"SLURM_CONF": environ["SLURM_CONF"]}
+                                        if environ.get("SLURM_CONF") else {})}
+    try:
+        output = run_command([squeue, "-h", "-w", _node_name(), "-o", "%A"],
+                             config.command_timeout_secs, env)
+    except CommandError as error:
+        log.warning(f"{error}: no job directory removed")
+        return False
+    return {line.strip() for line in output.splitlines() if line.strip()}

@@ -1,0 +1,135 @@
+"""`mjf sync` with fake scontrol/squeue: reservations become drains, stale jobs go."""
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from mjf_hooks.probe import process
+from mjf_hooks.store import RUNNER_MARKER, Store
+from tests.conftest import installed_command
+
+NODE = os.uname().nodename.split(".")[0]
+
+
+@pytest.fixture
+def node(tmp_path, write_config):
+    bindir = tmp_path / "slurm-bin"
+    bindir.mkdir()
+    conf, base = write_config(f"[machinefeatures]\ngrace_secs = 600\n"
+                              f"[slurm]\nscontrol = {bindir}/scontrol\n")
+    return Node(bindir, conf, base)
+
+
+class Node:
+    def __init__(self, bindir, conf, base):
+        self.bindir, self.conf, self.base = bindir, conf, base
+        self.store = Store(str(base))
+        self.reservations("")
+        self.squeue("")
+
+    def _script(self, name, output):
+        path = self.bindir / name
+        path.write_text(f"#!/bin/sh\ncat <<'EOF'\n{output}EOF\n")
+        path.chmod(0o755)
+
+    def reservations(self, text):
+        self._script("scontrol", text)
+
+    def squeue(self, text):
+        self._script("squeue", text)
+
+    def sync(self):
+        return subprocess.run([installed_command("mjf"), "sync"], capture_output=True,
+                              text=True, timeout=60, env={"MJF_CONFIG": str(self.conf)})
+
+    def machine(self, name):
+        path = self.base / "machinefeatures" / name
+        return path.read_text() if path.exists() else None
+
+
+def reservation(start, nodes=NODE, flags="MAINT,SPEC_NODES", name="maint1"):
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(start))
+    end = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(start + 3600))
+    return (f"ReservationName={name} StartTime={stamp} EndTime={end} Duration=01:00:00 "
+            f"Nodes={nodes} NodeCnt=1 CoreCnt=2 Features=(null) PartitionName=(null) "
+            f"Flags={flags} TRES=cpu=2 Users=root Groups=(null) Accounts=(null) "
+            "Licenses=(null) State=INACTIVE BurstBuffer=(null) Watts=n/a\n")
+
+
+def test_a_maintenance_reservation_becomes_a_drain_and_goes_with_it(node):
+    node.store.create_job("5", {"job_id": "5"})
+    node.squeue("5\n")
+    start = int(time.time()) + 7200
+    node.reservations(reservation(start) + reservation(start - 600, nodes="other[1-3]",
+                                                       name="elsewhere"))
+    result = node.sync()
+    assert result.returncode == 0, result.stderr
+    assert f"shutdowntime = {start} from Slurm maintenance reservation maint1" in result.stdout
+    assert node.machine("shutdowntime") == str(start)
+    job = node.base / "jobs/5/jobfeatures/shutdowntime_job"
+    assert job.read_text() == str(start)
+    assert node.sync().stdout == ""  # nothing new
+    node.reservations("")
+    result = node.sync()
+    assert "withdrawn" in result.stdout
+    assert node.machine("shutdowntime") is None and not job.exists()
+
+
+def test_reservations_that_do_not_apply_are_ignored(node):
+    start = int(time.time()) + 7200
+    node.reservations(reservation(start, flags="SPEC_NODES") +
+                      reservation(start, nodes="other1") +
+                      reservation(int(time.time()) - 7200))  # already over
+    assert node.sync().stdout == "" and node.machine("shutdowntime") is None
+
+
+def test_an_admins_drain_is_never_withdrawn_or_overridden_by_a_later_one(node):
+    admin = int(time.time()) + 3600
+    subprocess.run([installed_command("mjf"), "drain", "--at", str(admin)], check=True,
+                   capture_output=True, env={"MJF_CONFIG": str(node.conf)})
+    node.reservations(reservation(admin + 3600))
+    node.sync()
+    assert node.machine("shutdowntime") == str(admin)
+    node.reservations("")
+    node.sync()
+    assert node.machine("shutdowntime") == str(admin)
+
+
+def test_stale_jobs_are_removed_only_when_proven(node):
+    node.store.create_job("7", {"job_id": "7"})           # Slurm still runs it
+    node.store.create_job("8", {"job_id": "8"})           # Slurm no longer does
+    node.store.create_job("x.1", {"job_id": "x.1"}, state={RUNNER_MARKER: "999999 1"})  # gone
+    alive = process.identity(os.getpid())
+    node.store.create_job("x.2", {"job_id": "x.2"}, state={RUNNER_MARKER: alive})
+    node.store.create_job("weird", {"job_id": "weird"})   # nothing proves it stale
+    node.squeue("7\n")
+    result = node.sync()
+    assert sorted(os.listdir(node.base / "jobs")) == ["7", "weird", "x.2"]
+    assert "removed job 8: Slurm no longer runs it" in result.stdout
+    assert "removed job x.1: its process has ended" in result.stdout
+
+
+def test_a_failing_squeue_removes_nothing(node):
+    node.store.create_job("8", {"job_id": "8"})
+    (node.bindir / "squeue").write_text("#!/bin/sh\nexit 1\n")
+    result = node.sync()
+    assert result.returncode == 0 and os.listdir(node.base / "jobs") == ["8"]
+    assert "no job directory removed" in result.stderr
+
+
+def test_a_standalone_job_left_by_a_killed_runner_is_cleaned(node, tmp_path):
+    runner = subprocess.Popen([installed_command("mjf"), "run", "--job-id", "orphan", "--",
+                               "sleep", "60"], env={"MJF_CONFIG": str(node.conf),
+                                                    "PATH": "/usr/bin:/bin"})
+    deadline = time.monotonic() + 20
+    while not (node.base / "jobs/orphan").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    node.sync()
+    assert (node.base / "jobs/orphan").exists()  # still running
+    runner.kill()
+    runner.wait()
+    node.sync()
+    assert not (node.base / "jobs/orphan").exists()
+    subprocess.run(["pkill", "-f", "sleep 60"], check=False)
