@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require
-from tests.integration.htcondor_pool import CondorPool, condor_arguments
+from tests.integration.htcondor_pool import VENV, CondorPool, condor_arguments
 from tests.integration.slurm_cluster import ensure_user
 
 pytestmark = pytest.mark.integration
@@ -177,3 +177,35 @@ def test_a_chained_wrapper_runs_the_job(pool):
     view = seen(pool, "chain")
     assert view["argv"] == ["y z"]
     assert (pool.work / "out/chained.txt").read_text().strip() == view["env"]["JOBFEATURES"]
+
+
+def test_a_graceful_drain_becomes_shutdowntime_through_sync(pool):
+    """Last in this module: the drain stops the machine from taking jobs."""
+    name = pool.chroot(["condor_status", "-startd", "-af", "Machine"]).stdout.split()[0]
+    shutdown_file = pool.root / "run/mjf/machinefeatures/shutdowntime"
+    pool.chroot(["condor_drain", "-graceful", name])
+    try:
+        deadline = time.monotonic() + 60
+        expected = None
+        while time.monotonic() < deadline:
+            rows = pool.chroot(["condor_status", "-startd", "-af:,", "Draining",
+                                "ExpectedMachineGracefulDrainingCompletion"]).stdout
+            draining = [row.split(",")[1].strip() for row in rows.splitlines()
+                        if row.startswith("true")]
+            if draining:
+                expected = draining[0]
+                break
+            time.sleep(1)
+        assert expected, "the startd never reported Draining"
+        synced = pool.chroot([f"{VENV}/bin/mjf", "sync"], check=False)
+        assert "from HTCondor graceful drain" in synced.stdout, synced.stdout + synced.stderr
+        assert shutdown_file.read_text() == expected
+    finally:
+        pool.chroot(["condor_drain", "-cancel", name], check=False)
+    deadline = time.monotonic() + 60
+    while "true" in pool.chroot(["condor_status", "-startd", "-af", "Draining"]).stdout \
+            and time.monotonic() < deadline:
+        time.sleep(1)
+    synced = pool.chroot([f"{VENV}/bin/mjf", "sync"], check=False)
+    assert "withdrawn" in synced.stdout, synced.stdout + synced.stderr
+    assert not shutdown_file.exists()

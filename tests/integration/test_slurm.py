@@ -207,3 +207,45 @@ def test_a_broken_config_neither_blocks_the_job_nor_drains_the_node(cluster):
     state = cluster.node_state()
     assert "drain" not in state and state.startswith("idle"), state
     assert_no_job_directories_left(cluster)
+
+
+def test_a_maintenance_reservation_reaches_running_jobs_through_sync(cluster):
+    import datetime
+    import subprocess as sp
+
+    from mjf_hooks.store import Store
+
+    result = cluster.as_user("mjfuser1", ["sbatch", "--parsable", "-c", "1", "--mem=100M",
+                                          "--time=5", "-o", "/dev/null", "--wrap", "sleep 60"])
+    job_id = result.stdout.strip()
+    job = cluster.mjf_base / "jobs" / job_id / "jobfeatures"
+    deadline = time.time() + 30
+    while not job.exists() and time.time() < deadline:
+        time.sleep(0.1)
+    Store(str(cluster.mjf_base)).create_job("99999", {"job_id": "99999"})  # long gone
+    start = datetime.datetime.now().replace(microsecond=0) + datetime.timedelta(hours=1)
+    env = {**cluster.env, "MJF_CONFIG": str(SITE_CONFIG)}
+    mjf = str(HOOKS_BIN / "mjf")
+    sp.run(["scontrol", "create", "reservation", "ReservationName=mjfmaint",
+            f"StartTime={start.isoformat()}", "Duration=10", f"Nodes={cluster.node}",
+            "Flags=MAINT,IGNORE_JOBS", "Users=root"], check=True, env=cluster.env,
+           capture_output=True)
+    try:
+        synced = sp.run([mjf, "sync"], capture_output=True, text=True, env=env, timeout=60)
+        expected = str(int(start.timestamp()))
+        assert f"shutdowntime = {expected} from Slurm maintenance reservation mjfmaint" \
+            in synced.stdout, synced.stdout + synced.stderr
+        assert (cluster.mjf_base / "machinefeatures/shutdowntime").read_text() == expected
+        assert (job / "shutdowntime_job").read_text() == expected
+        assert "removed job 99999: Slurm no longer runs it" in synced.stdout
+        assert job.exists()  # the running job is not stale
+    finally:
+        sp.run(["scontrol", "delete", "reservation=mjfmaint"], env=cluster.env,
+               capture_output=True)
+    synced = sp.run([mjf, "sync"], capture_output=True, text=True, env=env, timeout=60)
+    assert "withdrawn" in synced.stdout
+    assert not (cluster.mjf_base / "machinefeatures/shutdowntime").exists()
+    assert not (job / "shutdowntime_job").exists()
+    sp.run(["scancel", job_id], env=cluster.env, capture_output=True)
+    cluster.wait_until_no_jobs()
+    assert_no_job_directories_left(cluster)
