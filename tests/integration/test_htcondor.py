@@ -181,7 +181,8 @@ def test_a_chained_wrapper_runs_the_job(pool):
 
 def test_a_graceful_drain_becomes_shutdowntime_through_sync(pool):
     """Last in this module: the drain stops the machine from taking jobs."""
-    name = pool.chroot(["condor_status", "-startd", "-af", "Machine"]).stdout.split()[0]
+    names = pool.chroot(["condor_status", "-af", "Name"]).stdout.split()
+    name = next(name for name in names if "@" in name)  # a slot: drains its startd
     shutdown_file = pool.root / "run/mjf/machinefeatures/shutdowntime"
     pool.chroot(["condor_drain", "-graceful", name])
     try:
