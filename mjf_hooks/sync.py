@@ -117,6 +117,13 @@ def _slurm_reservations(config: Config, scontrol: str, log: Log, environ: dict[s
     return found
 
 
+def condor_drain_shutdown(config: Config, log: Log) -> int | None:
+    """When this machine's HTCondor graceful drain will be complete, if one is under way."""
+    condor_status = _first(_CONDOR_STATUS)
+    found = _condor_drain(config, condor_status, log) if condor_status else []
+    return found[0][0] if found else None
+
+
 def _condor_drain(config: Config, condor_status: str, log: Log) -> list[tuple[int, str]]:
     argv = [condor_status, "-startd", "-af:,", "Machine", "Draining",
             "ExpectedMachineGracefulDrainingCompletion"]

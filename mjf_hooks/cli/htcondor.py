@@ -136,8 +136,16 @@ def cron_main(argv: list[str] | None = None) -> int:
 
 
 def _cron(context: HookContext) -> int:
+    """Machine features as attributes. A graceful drain under way shows as
+    MJF_SHUTDOWNTIME at once, even before `mjf sync` (root) has written it to
+    the files jobs read: this cron runs as the condor user."""
+    from ..sync import condor_drain_shutdown
+
     store = lifecycle.store_for(context.config)
-    machine = lifecycle.machine_features(context.config, store, context.log, context.dry_run,
-                                         write=False)
-    sys.stdout.write(htcondor.cron_attributes(features.render(machine)))
+    machine = features.render(lifecycle.machine_features(
+        context.config, store, context.log, context.dry_run, write=False))
+    drained = condor_drain_shutdown(context.config, context.log)
+    if drained is not None and int(machine.get("shutdowntime", drained)) >= drained:
+        machine["shutdowntime"] = str(drained)
+    sys.stdout.write(htcondor.cron_attributes(machine))
     return 0

@@ -114,8 +114,8 @@ class CondorPool:
             self.mounts.append(str(target))
 
     def start(self) -> None:
-        # A fresh pool: no queue, sandboxes or logs left from an earlier run.
-        for state in ("var/spool/condor", "var/lib/condor/execute", "var/log/condor"):
+        # A fresh pool: no queue, sandboxes, logs or MJF state left from an earlier run.
+        for state in ("var/spool/condor", "var/lib/condor/execute", "var/log/condor", "run/mjf"):
             directory = self.root / state
             for entry in directory.iterdir() if directory.exists() else ():
                 if entry.is_dir() and not entry.is_symlink():

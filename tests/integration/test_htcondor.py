@@ -198,6 +198,13 @@ def test_a_graceful_drain_becomes_shutdowntime_through_sync(pool):
                 break
             time.sleep(1)
         assert expected, "the startd never reported Draining"
+        # The cron (as the condor user) publishes it at once...
+        deadline = time.monotonic() + 60
+        while f"MJF_SHUTDOWNTIME = {expected}" not in pool.machine_ads() \
+                and time.monotonic() < deadline:
+            time.sleep(1)
+        assert f"MJF_SHUTDOWNTIME = {expected}" in pool.machine_ads()
+        # ... and `mjf sync` (root) writes it where jobs read it.
         synced = pool.chroot([f"{VENV}/bin/mjf", "sync"], check=False)
         assert "from HTCondor graceful drain" in synced.stdout, synced.stdout + synced.stderr
         assert shutdown_file.read_text() == expected
