@@ -72,11 +72,11 @@ def _batch_drains(config: Config, store: Store, log: Log, environ: dict[str, str
     current = store.read_machine_key("shutdowntime")
     if found:
         shutdown, why = min(found)
-        if current == str(shutdown) and source == why:
+        if current is not None and current.isdigit() and int(current) <= shutdown \
+                and source in (None, why):
+            # An admin's earlier drain stands; and the same batch-system drain, whose
+            # expected end may drift later as it is re-estimated, is not announced anew.
             return []
-        if current is not None and source is None and current.isdigit() \
-                and int(current) <= shutdown:
-            return []  # an admin's earlier drain stands
         drain.drain(config, store, log, shutdown, force=True, now=now)
         store.set_machine_key(SOURCE_MARKER, why)
         return [f"shutdowntime = {shutdown} from {why}"]
