@@ -33,6 +33,7 @@ BACKEND_OPTIONS = {
         "wall_limit_attribute": "attribute name",
         "wall_limit_unit": ("seconds", "minutes", "hours"),
         "next_wrapper": "absolute path",
+        "execute_dir": "absolute path",
     },
     "lsf": {"bjobs": "absolute path", "query_bjobs": ("yes", "no")},
 }

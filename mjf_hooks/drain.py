@@ -11,14 +11,18 @@ removes ``shutdowntime`` and gives each job back its own value (or none).
 
 from __future__ import annotations
 
+import os
+import stat
 import time
 from datetime import datetime
 
 from . import spec
 from .config import Config
-from .errors import SiteInputError
+from .errors import SiteInputError, StoreError
 from .log import Log
-from .store import Store
+from .store import SCRATCH_STORE, Store
+
+DEFAULT_CONDOR_EXECUTE = "/var/lib/condor/execute"
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -92,16 +96,51 @@ def drain(config: Config, store: Store, log: Log, shutdown: int, force: bool = F
     def earlier(own: str | None) -> str:
         return own if own is not None and own.isdigit() and int(own) < shutdown else value
 
-    jobs = store.update_every_job("shutdowntime_job", earlier)
+    jobs = _update_jobs(config, store, log, earlier)
     summary = f"shutdowntime = {shutdown} ({when}); shutdowntime_job updated in {jobs} job(s)"
     log.info("drain: " + summary)
     return summary
 
 
-def cancel(store: Store, log: Log) -> str:
+def _update_jobs(config: Config, store: Store, log: Log, compute) -> int:
+    """shutdowntime_job of every job: base_dir's, then each HTCondor job's scratch store
+    (one a user has tampered with is skipped and logged, the others still updated)."""
+    changed = store.update_every_job("shutdowntime_job", compute)
+    for scratch in htcondor_job_stores(config):
+        try:
+            changed += scratch.update_every_job("shutdowntime_job", compute)
+        except StoreError as error:
+            log.warning(f"skipped {scratch.base_dir}: {error}")
+    return changed
+
+
+def htcondor_job_stores(config: Config) -> list[Store]:
+    """The stores HTCondor jobs keep in their scratch directories (``<execute>/dir_*/.mjf``).
+
+    Each belongs to its job's user; only real directories are taken (a symlink
+    planted there is skipped), and the store is opened without following one.
+    """
+    execute = config.backend["htcondor"].get("execute_dir", DEFAULT_CONDOR_EXECUTE)
+    try:
+        entries = os.listdir(execute)
+    except OSError:
+        return []
+    stores = []
+    for entry in entries:
+        path = os.path.join(execute, entry, SCRATCH_STORE)
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode):
+            stores.append(Store(path, config.dir_mode, config.file_mode, owner=info.st_uid))
+    return stores
+
+
+def cancel(config: Config, store: Store, log: Log) -> str:
     """Withdraw the announced shutdown; each job gets its own shutdowntime_job back."""
     store.set_machine_key("shutdowntime", None)
-    jobs = store.update_every_job("shutdowntime_job", lambda own: own)
+    jobs = _update_jobs(config, store, log, lambda own: own)
     summary = f"shutdowntime removed; shutdowntime_job restored in {jobs} job(s)"
     log.info("drain cancelled: " + summary)
     return summary

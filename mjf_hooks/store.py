@@ -28,6 +28,8 @@ from .errors import StoreError
 from .probe.mounts import read_mounts
 
 MACHINE_DIR = "machinefeatures"
+# A store inside a job's own scratch directory (HTCondor): <scratch>/.mjf
+SCRATCH_STORE = ".mjf"
 JOBS_DIR = "jobs"
 JOB_FEATURES_DIR = "jobfeatures"
 # Hidden names never collide with a job's directory: job dir names never start with ".".
@@ -80,10 +82,15 @@ def job_dir_name(job_id: str) -> str:
 class Store:
     """One ``base_dir``: machine features and per-job directories."""
 
-    def __init__(self, base_dir: str, dir_mode: int = 0o755, file_mode: int = 0o644) -> None:
+    def __init__(self, base_dir: str, dir_mode: int = 0o755, file_mode: int = 0o644,
+                 owner: int | None = None) -> None:
         self.base_dir = base_dir
         self.dir_mode = dir_mode
         self.file_mode = file_mode
+        # A store that belongs to a job's user (an HTCondor scratch), opened by root for
+        # a drain: its directories may belong to that user, and base_dir itself must
+        # not be a symlink (the user controls it).
+        self.owner = owner
 
     # Paths, for exporting to jobs and for messages.
     @property
@@ -280,7 +287,10 @@ class Store:
         try:
             if create:
                 os.makedirs(self.base_dir, mode=self.dir_mode, exist_ok=True)
-            return os.open(self.base_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+            if self.owner is not None:
+                flags |= os.O_NOFOLLOW
+            return os.open(self.base_dir, flags)
         except OSError as error:
             raise StoreError(_describe(error, self.base_dir)) from None
 
@@ -326,7 +336,7 @@ class _Dir:
                 raise self._fail(error, name) from None
         child = self.open_subdir(name)
         info = os.fstat(child.fd)
-        if info.st_uid not in (os.geteuid(), 0) or info.st_mode & 0o022:
+        if info.st_uid not in (os.geteuid(), 0, store.owner) or info.st_mode & 0o022:
             child.close()
             raise StoreError(
                 f"{child.path} is owned by uid {info.st_uid} with mode "

@@ -81,7 +81,7 @@ def _batch_drains(config: Config, store: Store, log: Log, environ: dict[str, str
         store.set_machine_key(SOURCE_MARKER, why)
         return [f"shutdowntime = {shutdown} from {why}"]
     if current is not None and source is not None:
-        drain.cancel(store, log)
+        drain.cancel(config, store, log)
         store.set_machine_key(SOURCE_MARKER, None)
         return [f"shutdowntime withdrawn: {source} is gone"]
     return []

@@ -105,6 +105,11 @@ def _job_id(job_ad: dict, style: str, warnings: list[str]) -> tuple | None:
 
 
 def cron_attributes(machine_values: dict[str, str]) -> str:
-    """STARTD_CRON output: every machine key as an ``MJF_<KEY> = value`` attribute."""
-    return "".join(f"MJF_{name.upper()} = {value}\n" for name, value in machine_values.items()
-                   if name in spec.KEYS)
+    """STARTD_CRON output: every machine key as an ``MJF_<KEY> = value`` attribute.
+
+    A key without a value is published as ``undefined``: HTCondor keeps a cron
+    attribute that is no longer printed, so a cancelled drain would otherwise
+    leave its MJF_SHUTDOWNTIME behind.
+    """
+    return "".join(f"MJF_{name.upper()} = {machine_values.get(name, 'undefined')}\n"
+                   for name in spec.MACHINE_KEYS)

@@ -22,10 +22,9 @@ import time
 from .. import features, lifecycle
 from ..batch import classad, htcondor
 from ..errors import SiteInputError
+from ..store import SCRATCH_STORE
 from .hook import COMMON_HELP, HookContext, exec_job, run_hook
 from .options import UsageError
-
-SCRATCH_SUBDIR = ".mjf"
 
 WRAPPER_USAGE = """\
 usage: mjf htcondor-wrapper [options] -- CMD [ARGS...]
@@ -119,7 +118,7 @@ def _set_up(context: HookContext) -> dict[str, str]:
     for warning in warnings:
         log.warning(warning)
     site = lifecycle.store_for(config)
-    store = lifecycle.store_for(config, os.path.join(scratch, SCRATCH_SUBDIR))
+    store = lifecycle.store_for(config, os.path.join(scratch, SCRATCH_STORE))
     machine_store, machine = lifecycle.machine_features_for_job(config, site, store, log,
                                                                 context.dry_run)
     job_dir = lifecycle.start_job(config, store, log, machine, facts, "self", scratch,

@@ -172,7 +172,7 @@ def drain_command(in_: str | None, at: str | None, cancel: bool, force: bool) ->
         store = lifecycle.store_for(config)
         log = Log("mjf drain", config.log)
         if cancel:
-            summary = drain.cancel(store, log)
+            summary = drain.cancel(config, store, log)
         else:
             shutdown = drain.parse_time(at) if at else \
                 int(time.time()) + drain.parse_duration_secs(in_)

@@ -3,6 +3,7 @@
 import os
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -130,3 +131,30 @@ def test_times():
     assert parse_time("2027-01-15T09:00:00+01:00") == parse_time("2027-01-15T08:00:00Z")
     with pytest.raises(SiteInputError):
         parse_time("tomorrow")
+
+
+def test_drain_reaches_htcondor_jobs_in_their_scratch_dirs(tmp_path, write_config):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give the scratch directories to another user")
+    execute = tmp_path / "execute"
+    conf, base = write_config(f"[machinefeatures]\ngrace_secs = 60\n"
+                              f"[htcondor]\nexecute_dir = {execute}\n")
+    scratch = execute / "dir_1234"
+    scratch.mkdir(parents=True)
+    job = Store(str(scratch / ".mjf")).create_job("vm#1.0#17", {"job_id": "vm#1.0#17"})
+    other = tmp_path / "elsewhere"
+    Store(str(other)).create_job("victim", {"job_id": "victim"})
+    (execute / "dir_666").mkdir()
+    os.symlink(other, execute / "dir_666" / ".mjf")  # planted: never followed
+    (execute / "dir_777/.mjf").mkdir(parents=True)
+    os.symlink(other / "jobs", execute / "dir_777/.mjf/jobs")  # planted deeper: refused
+    for path in [scratch, *scratch.rglob("*")]:
+        os.chown(path, 65534, 65534)
+    result = drain(conf, "--in", "1h")
+    assert result.returncode == 0, result.stderr
+    assert "skipped" in result.stderr and "dir_777" in result.stderr
+    shutdown = (base / "machinefeatures/shutdowntime").read_text()
+    assert (Path(job) / "shutdowntime_job").read_text() == shutdown
+    assert not (other / "jobs/victim/jobfeatures/shutdowntime_job").exists()
+    assert drain(conf, "--cancel").returncode == 0
+    assert not (Path(job) / "shutdowntime_job").exists()

@@ -226,7 +226,11 @@ def test_cron_prints_machine_attributes(starter):
     assert sorted(result.stdout.splitlines()) == [
         "MJF_GRACE_SECS = 3600", "MJF_HS06 = 100", "MJF_SHUTDOWNTIME = 1795400000",
         f"MJF_TOTAL_CPU = {os.cpu_count()}"]
-    assert sorted(os.listdir(starter.base / "machinefeatures")) == ["shutdowntime"]
+    assert os.listdir(starter.base / "machinefeatures") == ["shutdowntime"]  # not written
+    (starter.base / "machinefeatures/shutdowntime").unlink()  # drain cancelled
+    result = subprocess.run([installed_command("mjf-htcondor-cron")], capture_output=True,
+                            text=True, env={"MJF_CONFIG": str(starter.conf)}, timeout=60)
+    assert "MJF_SHUTDOWNTIME = undefined" in result.stdout.splitlines()
 
 
 def test_what_the_wrapper_writes_passes_mjf_check(starter):
