@@ -29,9 +29,7 @@ from .store import JOBS_DIR, RUNNER_MARKER, STATE_DIR, Store
 # Beside machinefeatures/shutdowntime: which batch-system drain set it (a hidden
 # file, so readers never see it). Absent: an admin's `mjf drain` (or none).
 SOURCE_MARKER = ".shutdowntime_source"
-_SCONTROL = ("/usr/bin/scontrol", "/usr/local/bin/scontrol", "/opt/slurm/bin/scontrol")
-_SQUEUE = ("/usr/bin/squeue", "/usr/local/bin/squeue", "/opt/slurm/bin/squeue")
-_CONDOR_STATUS = ("/usr/bin/condor_status",)
+_CONDOR_STATUS = "/usr/bin/condor_status"
 
 
 def sync(config: Config, log: Log, environ: dict[str, str], now: float | None = None) -> list[str]:
@@ -44,12 +42,6 @@ def sync(config: Config, log: Log, environ: dict[str, str], now: float | None = 
     return done
 
 
-def _first(candidates: tuple[str, ...], configured: str | None = None) -> str | None:
-    if configured:
-        return configured
-    return next((path for path in candidates if os.path.exists(path)), None)
-
-
 def _node_name() -> str:
     return os.uname().nodename.split(".")[0]
 
@@ -58,14 +50,13 @@ def _batch_drains(config: Config, store: Store, log: Log, environ: dict[str, str
                   now: float) -> list[str]:
     found: list[tuple[int, str]] = []
     asked = False
-    scontrol = _first(_SCONTROL, config.backend["slurm"].get("scontrol"))
+    scontrol = slurm.command_path("scontrol", config.backend["slurm"].get("scontrol"))
     if scontrol:
         asked = True
         found += _slurm_reservations(config, scontrol, log, environ, now)
-    condor_status = _first(_CONDOR_STATUS)
-    if condor_status:
+    if os.path.exists(_CONDOR_STATUS):
         asked = True
-        found += _condor_drain(config, condor_status, log)
+        found += _condor_drain(config, _CONDOR_STATUS, log)
     if not asked:
         return []
     source = store.read_machine_key(SOURCE_MARKER)
@@ -119,8 +110,7 @@ def _slurm_reservations(config: Config, scontrol: str, log: Log, environ: dict[s
 
 def condor_drain_shutdown(config: Config, log: Log) -> int | None:
     """When this machine's HTCondor graceful drain will be complete, if one is under way."""
-    condor_status = _first(_CONDOR_STATUS)
-    found = _condor_drain(config, condor_status, log) if condor_status else []
+    found = _condor_drain(config, _CONDOR_STATUS, log) if os.path.exists(_CONDOR_STATUS) else []
     return found[0][0] if found else None
 
 
@@ -178,8 +168,7 @@ def _read(path: str) -> str | None:
 
 def _slurm_jobs_on_node(config: Config, log: Log, environ: dict[str, str]) -> set[str] | bool:
     """Ids of the jobs Slurm has on this node; False when that cannot be known."""
-    configured = config.backend["slurm"].get("scontrol")
-    squeue = _first(_SQUEUE, configured and os.path.join(os.path.dirname(configured), "squeue"))
+    squeue = slurm.command_path("squeue", config.backend["slurm"].get("scontrol"))
     if squeue is None or not os.path.exists(squeue):
         return False
     env = {"PATH": "/usr/bin:/bin", **({"SLURM_CONF": environ["SLURM_CONF"]}

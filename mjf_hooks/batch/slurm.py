@@ -17,6 +17,7 @@ Facts about Slurm's contract (notes/batch-systems.md, the Slurm docs):
 
 from __future__ import annotations
 
+import os
 import time
 
 from ..errors import SiteInputError
@@ -25,6 +26,18 @@ MIB = 1024**2
 # Slurm memory sizes: a number of MiB, or with a K/M/G/T suffix (powers of 1024).
 _MEMORY_UNITS = {"K": 1024, "M": MIB, "G": 1024**3, "T": 1024**4}
 _NO_LIMIT = {"UNLIMITED", "INFINITE", "NONE", "N/A", "(NULL)", ""}  # compared uppercased
+
+
+_BIN_DIRS = ("/usr/bin", "/usr/local/bin", "/opt/slurm/bin")
+
+
+def command_path(name: str, scontrol: str | None = None) -> str | None:
+    """A Slurm command (``scontrol``, ``squeue``): beside the configured ``[slurm]
+    scontrol`` if there is one, else the first of the usual places that has it."""
+    if scontrol:
+        return scontrol if name == "scontrol" else os.path.join(os.path.dirname(scontrol), name)
+    return next((path for path in (os.path.join(directory, name) for directory in _BIN_DIRS)
+                 if os.path.exists(path)), None)
 
 
 def job_id(environ: dict[str, str]) -> str:

@@ -38,8 +38,6 @@ follows SLURM_SCRIPT_CONTEXT (prolog_slurmd, epilog_slurmd, prolog_task).
 
 _CONTEXT_ROLES = {"prolog_slurmd": "prolog", "epilog_slurmd": "epilog",
                   "prolog_task": "taskprolog"}
-_SCONTROL_CANDIDATES = ("/usr/bin/scontrol", "/usr/local/bin/scontrol",
-                        "/opt/slurm/bin/scontrol")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,9 +112,8 @@ def taskprolog(context: HookContext) -> int:
 
 def _scontrol(context: HookContext, args: list[str]) -> dict[str, str] | None:
     """One scontrol record, or None (logged) if scontrol is missing, slow or garbled."""
-    path = context.config.backend["slurm"].get("scontrol") or next(
-        (candidate for candidate in _SCONTROL_CANDIDATES if os.path.exists(candidate)),
-        _SCONTROL_CANDIDATES[0])
+    path = slurm.command_path("scontrol", context.config.backend["slurm"].get("scontrol")) \
+        or "/usr/bin/scontrol"  # absent: run_command says so
     env = {"PATH": "/usr/bin:/bin"}
     if context.environ.get("SLURM_CONF"):
         env["SLURM_CONF"] = context.environ["SLURM_CONF"]
