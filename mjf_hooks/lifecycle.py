@@ -112,7 +112,6 @@ def private_base_dir(environ: Mapping[str, str], create: bool = True) -> str:
     return path
 
 
-
 def machine_features_for_job(config: Config, site: Store, job_store: Store, log: Log,
                              dry_run: bool = False) -> tuple[Store, Features]:
     """Machine features for a job whose directory lives in ``job_store``.

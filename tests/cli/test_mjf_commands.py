@@ -110,23 +110,31 @@ def test_log_lines_are_single_lines(capsys):
     assert capsys.readouterr().err.endswith("x: error: first | second | third\n")
 
 
-@pytest.mark.parametrize("python", [sys.executable])
-def test_hook_path_imports_neither_click_nor_heavy_modules(python):
+@pytest.mark.parametrize(("module", "function", "argv"), [
+    ("mjf_hooks.cli.mjf", "main", ["run", "--dry-run", "--", "true"]),
+    ("mjf_hooks.cli.mjf", "main", ["machine", "--dry-run"]),
+    ("mjf_hooks.cli.slurm", "main", ["prolog", "--dry-run"]),
+    ("mjf_hooks.cli.slurm", "main", ["epilog", "--dry-run"]),
+    ("mjf_hooks.cli.htcondor", "wrapper_command", ["--dry-run", "--", "true"]),
+    ("mjf_hooks.cli.lsf", "main", ["--dry-run", "starter", "true"]),
+])
+def test_hook_paths_import_neither_click_nor_heavy_modules(module, function, argv):
     # The start-up budget (DESIGN.md): hooks must not import what they do not use.
-    code = ("import sys; sys.argv = ['mjf', 'run', '--dry-run', '--', 'true']\n"
-            "from mjf_hooks.cli.mjf import main\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+    code = (f"import sys\nfrom {module} import {function}\n"
+            f"try:\n    {function}({argv!r})\nexcept SystemExit:\n    pass\n"
             "print(sorted(sys.modules))")
-    env = {**os.environ, "MJF_CONFIG": "/nonexistent"}
-    result = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True,
-                            env=env)
-    bare = subprocess.run([python, "-c", "import sys; print(sorted(sys.modules))"],
+    env = {**os.environ, "MJF_CONFIG": "/nonexistent", "SLURM_JOB_ID": "5",
+           "SLURM_JOB_START_TIME": "1", "SLURM_JOB_END_TIME": "61", "LSB_JOBID": "5"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True, env=env)
+    bare = subprocess.run([sys.executable, "-c", "import sys; print(sorted(sys.modules))"],
                           capture_output=True, text=True, check=True, env=env)
     # Compared with what this interpreter loads anyway (an editable install's finder, say).
     modules = set(ast.literal_eval(result.stdout.splitlines()[-1])) - set(
         ast.literal_eval(bare.stdout))
     assert not modules & {"click", "argparse", "logging", "re", "dataclasses", "typing",
-                          "subprocess", "configparser", "enum", "collections"}
+                          "subprocess", "configparser", "enum", "collections", "datetime",
+                          "urllib", "json", "socket", "email", "traceback"}
 
 
 def test_check_and_remaining_from_inside_a_job(write_config):
