@@ -7,6 +7,7 @@ user with request_cpus, request_memory, request_disk and allowed_job_duration.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -18,6 +19,7 @@ import pytest
 
 from tests.conftest import require
 from tests.integration.htcondor_pool import VENV, CondorPool, condor_arguments
+from tests.integration.job_side import MEMORY_LIMITS, enforced_memory_limit
 from tests.integration.slurm_cluster import ensure_user
 
 pytestmark = pytest.mark.integration
@@ -40,20 +42,7 @@ for var in ("_CONDOR_MACHINE_AD", "_CONDOR_JOB_AD"):
         name, _, value = line.partition(" = ")
         ads[var + ":" + name] = value.strip()
 out["ads"] = ads
-limits = []
-for line in open("/proc/self/cgroup"):
-    _, controllers, path = line.rstrip("\n").split(":", 2)
-    if "memory" in controllers.split(","):
-        while True:
-            try:
-                limits.append(int(open("/sys/fs/cgroup/memory" + path
-                                       + "/memory.limit_in_bytes").read()))
-            except OSError:
-                pass
-            if path in ("/", ""):
-                break
-            path = path.rsplit("/", 1)[0] or "/"
-out["cgroup_limits"] = limits
+''' + MEMORY_LIMITS + r'''
 with open(os.path.join(os.path.dirname(__file__), "out", sys.argv[1] + ".json"), "w") as f:
     json.dump(out, f)
 sys.exit(int(os.environ.get("DUMP_EXIT", "0")))
@@ -122,7 +111,7 @@ def test_the_job_sees_every_value_and_keeps_its_argv_and_exit_code(pool):
     assert view["env"]["JOBFEATURES"] == f"{scratch}/.mjf/jobs/{job_id}/jobfeatures"
     assert view["env"]["MACHINEFEATURES"] == f"{scratch}/.mjf/machinefeatures"
     slot_memory = int(ads["_CONDOR_MACHINE_AD:Memory"]) * 2**20
-    enforced = min([limit for limit in view["cgroup_limits"] if limit < 2**62] or [2**63])
+    enforced = enforced_memory_limit(view) or 2**63
     job = view["JOBFEATURES"]
     assert job == {
         "job_id": job_id,
@@ -152,12 +141,19 @@ def test_cron_attributes_reach_the_slot_ads(pool):
     assert f"MJF_TOTAL_CPU = {os.cpu_count()}" in ads
 
 
-def test_a_broken_config_still_runs_the_job(pool):
-    pool.site_config.write_text("[htcondor]\nwall_limit_unit = fortnights\n")
+@contextlib.contextmanager
+def site_config(pool, text):
+    """The pool's /etc/mjf/mjf.conf reads ``text`` for the jobs submitted meanwhile."""
+    pool.site_config.write_text(text)
     try:
-        log = submit_and_wait(pool, "broken", [("broken", ["x"], "")])
+        yield
     finally:
         pool.site_config.write_text(GOOD_CONFIG)
+
+
+def test_a_broken_config_still_runs_the_job(pool):
+    with site_config(pool, "[htcondor]\nwall_limit_unit = fortnights\n"):
+        log = submit_and_wait(pool, "broken", [("broken", ["x"], "")])
     assert "return value 0" in log
     view = seen(pool, "broken")
     assert view["argv"] == ["x"] and view["env"]["JOBFEATURES"] is None
@@ -168,11 +164,8 @@ def test_a_chained_wrapper_runs_the_job(pool):
     chained.write_text(f'#!/bin/sh\necho "$JOBFEATURES" > {pool.work}/out/chained.txt\n'
                        'exec "$@"\n')
     chained.chmod(0o755)
-    pool.site_config.write_text(GOOD_CONFIG + f"[htcondor]\nnext_wrapper = {chained}\n")
-    try:
+    with site_config(pool, GOOD_CONFIG + f"[htcondor]\nnext_wrapper = {chained}\n"):
         log = submit_and_wait(pool, "chain", [("chain", ["y z"], "")])
-    finally:
-        pool.site_config.write_text(GOOD_CONFIG)
     assert "return value 0" in log
     view = seen(pool, "chain")
     assert view["argv"] == ["y z"]

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require
+from tests.integration.job_side import MEMORY_LIMITS, enforced_memory_limit
 from tests.integration.slurm_cluster import SlurmCluster, ensure_user
 
 pytestmark = pytest.mark.integration
@@ -37,21 +38,7 @@ for var in ("MACHINEFEATURES", "JOBFEATURES"):
     d = os.environ.get(var)
     out[var] = {n: open(os.path.join(d, n), "rb").read().decode()
                 for n in sorted(os.listdir(d))} if d and os.path.isdir(d) else None
-limits = []
-for line in open("/proc/self/cgroup"):
-    _, controllers, path = line.rstrip("\n").split(":", 2)
-    if "memory" in controllers.split(","):
-        while True:
-            for name in ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes"):
-                try:
-                    limits.append([path, name, int(open("/sys/fs/cgroup/memory" + path
-                                                        + "/" + name).read())])
-                except OSError:
-                    pass
-            if path in ("/", ""):
-                break
-            path = path.rsplit("/", 1)[0] or "/"
-out["cgroup_limits"] = limits
+''' + MEMORY_LIMITS + r'''
 jobs = os.path.dirname(os.path.dirname(os.environ.get("JOBFEATURES") or "/x/y/z"))
 out["jobs_seen"] = sorted(os.listdir(jobs)) if os.path.isdir(jobs) else None
 suffix = os.environ.get("SLURM_ARRAY_TASK_ID") or os.environ.get("SLURM_PROCID", "0")
@@ -114,12 +101,6 @@ def seen(cluster, name, task=0):
     while not path.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     return json.loads(path.read_text())
-
-
-def enforced_memory_limit(view):
-    limits = [value for _, name, value in view["cgroup_limits"]
-              if name == "memory.limit_in_bytes" and value < 2**62]
-    return min(limits) if limits else None
 
 
 def assert_no_job_directories_left(cluster):
