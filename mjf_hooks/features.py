@@ -154,14 +154,8 @@ def render(features: Features) -> dict[str, str]:
     """
     rendered = {}
     for name, (value, source) in features.items():
-        registry_name = name if name in spec.KEYS else _legacy_registry_name(name)
         try:
-            rendered[name] = spec.format_value(registry_name, value)
+            rendered[name] = spec.format_value(spec.typed_like(name), value)
         except ValueError as error:
             raise SiteInputError(f"{name} from {source}: {error}") from None
     return rendered
-
-
-def _legacy_registry_name(name: str) -> str:
-    # Legacy aliases are integers except cpufactor_lrms, a decimal like hs06.
-    return "hs06" if name == "cpufactor_lrms" else "total_cpu"

@@ -62,11 +62,8 @@ class Features:
         raw = self.raw(name)
         if raw is None:
             return None
-        registry_name = name if name in spec.KEYS else "total_cpu"
-        if name == "cpufactor_lrms":
-            registry_name = "hs06"
         try:
-            return spec.parse_value(registry_name, raw)
+            return spec.parse_value(spec.typed_like(name), raw)
         except ValueError as error:
             raise MalformedValue(f"{self.location}/{name} = {raw!r}: {error}") from None
 

@@ -117,6 +117,14 @@ LEGACY_NAMES = frozenset(legacy.name for legacy in LEGACY_KEYS)
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 
 
+def typed_like(name: str) -> str:
+    """The registry key whose type a file's value has: itself, or for a legacy name
+    (integers, but cpufactor_lrms, a decimal) a key of that type."""
+    if name in KEYS:
+        return name
+    return "hs06" if name == "cpufactor_lrms" else "total_cpu"
+
+
 def is_valid_key_name(name: str) -> bool:
     """True for names the 2016 spec allows: lowercase letters, digits and underscores."""
     return bool(name) and all(char in _NAME_CHARS for char in name)
