@@ -14,7 +14,12 @@ How the invariants are kept:
   over the key: a reader sees the old value or the new, never a partial one;
 * a job directory is built completely under a hidden temporary name and
   renamed into place, and removed by first renaming it out of sight;
-* removal never follows symlinks and never descends into a mount point.
+* removal never follows symlinks and never descends into a mount point, and
+  holds a bounded number of directories open however deep a job nests;
+* a hook killed mid-operation leaves only hidden entries named after its pid:
+  the next hook working in that directory removes them;
+* ``base_dir`` itself must be ours or root's, writable by nobody else, and not
+  reachable through a symlink or directory another user planted.
 """
 
 from __future__ import annotations
@@ -110,6 +115,7 @@ class Store:
         changed = []
         with _Dir(self._open_base(create=True), self.base_dir) as base, \
                 base.subdir(MACHINE_DIR, self, create=True) as machine:
+            machine.sweep_leftovers()
             for name, content in values.items():
                 if machine.read(name) != content:
                     machine.replace(name, content, self.file_mode)
@@ -132,6 +138,7 @@ class Store:
         """Replace (or with None remove) one dynamic machine key atomically."""
         with _Dir(self._open_base(create=True), self.base_dir) as base, \
                 base.subdir(MACHINE_DIR, self, create=True) as machine:
+            machine.sweep_leftovers()
             if content is None:
                 machine.unlink_file(name)
             else:
@@ -154,6 +161,7 @@ class Store:
         name = job_dir_name(job_id)
         with _Dir(self._open_base(create=True), self.base_dir) as base, \
                 base.subdir(JOBS_DIR, self, create=True) as jobs:
+            jobs.sweep_leftovers()
             temp = jobs.make_temp_dir(_TEMP_PREFIX + name[:64], self.dir_mode, gid)
             try:
                 with jobs.open_subdir(temp) as top:
@@ -184,6 +192,7 @@ class Store:
         with _Dir(self._open_base(create=False), self.base_dir) as base, \
                 base.subdir(JOBS_DIR, self) as jobs, jobs.open_subdir(name) as top, \
                 top.open_subdir(JOB_FEATURES_DIR) as features:
+            features.sweep_leftovers()
             for key, content in values.items():
                 if content is None:
                     features.unlink_file(key)
@@ -229,6 +238,7 @@ class Store:
             except (FileNotFoundError, StoreError):
                 return 0
             with features:
+                features.sweep_leftovers()
                 wanted = compute(_read_state(top, OWN_PREFIX + key))
                 if features.read(key) == wanted:
                     return 0
@@ -277,6 +287,7 @@ class Store:
             except FileNotFoundError:
                 return False
             with jobs:
+                jobs.sweep_leftovers()
                 trash = jobs.move_out_of_sight(name)
                 if trash is None:
                     return False
@@ -285,14 +296,73 @@ class Store:
 
     def _open_base(self, create: bool) -> int:
         try:
+            flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+            if self.owner is None:
+                # The site's base_dir may be reached through the site's symlinks (/var/run),
+                # never through one another user could have planted (in /tmp, say).
+                _check_trusted_path(self.base_dir)
+            else:
+                flags |= os.O_NOFOLLOW
             if create:
                 os.makedirs(self.base_dir, mode=self.dir_mode, exist_ok=True)
-            flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
-            if self.owner is not None:
-                flags |= os.O_NOFOLLOW
-            return os.open(self.base_dir, flags)
+                if self.owner is None:
+                    _check_trusted_path(self.base_dir)  # what it found is what exists now
+            fd = os.open(self.base_dir, flags)
         except OSError as error:
             raise StoreError(_describe(error, self.base_dir)) from None
+        info = os.fstat(fd)
+        if info.st_uid not in (os.geteuid(), 0, self.owner) or info.st_mode & 0o022:
+            os.close(fd)
+            raise StoreError(
+                f"{self.base_dir} is owned by uid {info.st_uid} with mode "
+                f"{stat.S_IMODE(info.st_mode):04o}: refusing a base_dir others can write"
+            )
+        return fd
+
+
+def _check_trusted_path(path: str) -> None:
+    """Refuse a path that a user other than us or root could redirect.
+
+    Walks it from ``/``: in a directory others may write (``/tmp``), the next
+    component - a directory or a symlink - must belong to us or root, or that
+    user could have planted it to point our writes elsewhere. Symlinks that
+    pass are followed. A component that does not exist yet ends the walk
+    (whoever creates it is us).
+    """
+    trusted = (0, os.geteuid())
+    current = "/"
+    pending = [part for part in reversed(path.split("/")) if part]
+    hops = 0
+    while pending:
+        part = pending.pop()
+        if part == ".":
+            continue
+        if part == "..":
+            current = os.path.dirname(current)
+            continue
+        entry = os.path.join(current, part)
+        try:
+            info = os.lstat(entry)
+        except FileNotFoundError:
+            return
+        parent = os.stat(current)
+        if parent.st_mode & 0o022 and (info.st_uid not in trusted
+                                       or not parent.st_mode & stat.S_ISVTX):
+            # Without the sticky bit anyone may replace even our own entry there.
+            raise StoreError(
+                f"{entry} belongs to uid {info.st_uid} inside {current}, which others can "
+                "write: refusing a base_dir that another user could redirect"
+            )
+        if stat.S_ISLNK(info.st_mode):
+            hops += 1
+            if hops > 32:
+                raise StoreError(f"{path}: too many levels of symbolic links")
+            target = os.readlink(entry)
+            if target.startswith("/"):
+                current = "/"
+            pending.extend(part for part in reversed(target.split("/")) if part)
+        else:
+            current = entry
 
 
 def _describe(error: OSError, path: str) -> str:
@@ -459,14 +529,41 @@ class _Dir:
 
     def remove_tree(self, name: str) -> None:
         """Remove ``name`` and everything below it, without following symlinks or
-        crossing into another filesystem or a mount point."""
+        crossing into another filesystem or a mount point.
+
+        A job's user may have built anything below its directory: however deep a
+        tree is, at most ``_MAX_OPEN_DEPTH`` directories are held open at once -
+        deeper ones are moved up beside ``name`` (hidden) and removed in turn.
+        """
         device = os.fstat(self.fd).st_dev
         mount_points = _mount_points_under(os.path.realpath(f"/proc/self/fd/{self.fd}"))
-        _remove_entry(self.fd, name, f"{self.path}/{name}", device, mount_points)
+        queue = [name]
+        while queue:
+            entry = queue.pop()
+            _remove_entry(self, self.fd, entry, f"{self.path}/{entry}", device, mount_points,
+                          queue, 0)
+
+    def sweep_leftovers(self) -> None:
+        """Remove what a hook killed mid-operation left here: hidden temporary and trash
+        entries whose process is gone (their names carry its pid)."""
+        try:
+            names = os.listdir(self.fd)
+        except OSError:
+            return
+        for name in names:
+            if name.startswith(".") and _owner_is_gone(name):
+                try:
+                    self.remove_tree(name)
+                except (OSError, StoreError):
+                    pass  # another process finished it, or it is not ours to judge
 
 
-def _remove_entry(parent_fd: int, name: str, path: str, device: int,
-                  mount_points: frozenset[str]) -> None:
+# Directories held open at once while removing a tree (a job may nest thousands).
+_MAX_OPEN_DEPTH = 16
+
+
+def _remove_entry(top: _Dir, parent_fd: int, name: str, path: str, device: int,
+                  mount_points: frozenset[str], queue: list[str], depth: int) -> None:
     try:
         info = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
     except FileNotFoundError:
@@ -477,15 +574,54 @@ def _remove_entry(parent_fd: int, name: str, path: str, device: int,
     real = os.path.realpath(f"/proc/self/fd/{parent_fd}") + "/" + name
     if info.st_dev != device or real in mount_points:
         raise StoreError(f"{path} is a mount point: not removing anything below it")
-    fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    if depth >= _MAX_OPEN_DEPTH:
+        # Too deep to hold open: move it up beside the tree, remove it from there later.
+        moved = f"{_TRASH_PREFIX}deep.{os.getpid()}.{os.urandom(4).hex()}"
+        os.rename(name, moved, src_dir_fd=parent_fd, dst_dir_fd=top.fd)
+        queue.append(moved)
+        return
+    fd = _open_for_removal(parent_fd, name, info)
     try:
         if (os.fstat(fd).st_ino, os.fstat(fd).st_dev) != (info.st_ino, info.st_dev):
             raise StoreError(f"{path} was swapped while being removed: stopping")
         for child in os.listdir(fd):
-            _remove_entry(fd, child, f"{path}/{child}", device, mount_points)
+            _remove_entry(top, fd, child, f"{path}/{child}", device, mount_points, queue,
+                          depth + 1)
     finally:
         os.close(fd)
     os.rmdir(name, dir_fd=parent_fd)
+
+
+def _open_for_removal(parent_fd: int, name: str, info: os.stat_result) -> int:
+    """Open a directory to empty it; one of our own that a job made unreadable (mode
+    000) is opened up first. (Root needs no permission; this is for user stores.)"""
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    except PermissionError:
+        if info.st_uid != os.geteuid():
+            raise
+    fd = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 dir_fd=parent_fd)
+    try:
+        os.chmod(f"/proc/self/fd/{fd}", 0o700)
+    finally:
+        os.close(fd)
+    return os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+
+
+def _owner_is_gone(name: str) -> bool:
+    """Whether a hidden temporary or trash name (``.<what>.<pid>.<hex>``) belongs to a
+    process that no longer exists; False for names that are not ours."""
+    parts = name.rsplit(".", 2)
+    if len(parts) != 3 or not parts[1].isdigit() or len(parts[2]) != 8:
+        return False
+    try:
+        os.kill(int(parts[1]), 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):
+        return False
+    return False
 
 
 def _read_state(top: _Dir, name: str) -> str | None:

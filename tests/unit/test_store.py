@@ -210,8 +210,15 @@ def _decode(name):
     return "".join(out)
 
 
+def _fake_root_dirs(*paths):
+    """pyfakefs makes directories writable by all; a real / and /run are not."""
+    for path in ("/", *paths):
+        os.chmod(path, 0o755)
+
+
 def test_full_disk_leaves_nothing_partial(fs):
     fs.create_dir("/run/mjf")
+    _fake_root_dirs("/run", "/run/mjf")
     fs.set_disk_usage(20000)
     store = Store("/run/mjf")
     with pytest.raises(StoreError, match="No space left on device"):
@@ -221,6 +228,7 @@ def test_full_disk_leaves_nothing_partial(fs):
 
 def test_read_only_base_dir_is_a_clear_error_and_changes_nothing(fs):
     fs.create_dir("/run/mjf/jobs")
+    _fake_root_dirs("/run")
     os.chmod("/run/mjf/jobs", 0o555)
     os.chmod("/run/mjf", 0o555)
     set_uid(1000)
@@ -262,3 +270,77 @@ def test_readers_never_see_a_partial_value(tmp_path):
     reader.join()
     assert seen <= values and seen
     assert listing(path) == ["shutdowntime_job"]
+
+
+def _dead_pid():
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+def test_leftovers_of_a_killed_hook_are_removed_by_the_next_one(tmp_path):
+    store = Store(str(tmp_path / "base"))
+    features = Path(store.create_job("7", VALUES))
+    jobs = tmp_path / "base/jobs"
+    dead, alive = _dead_pid(), os.getpid()
+    (jobs / f".new-8.{dead}.0badcafe/jobfeatures").mkdir(parents=True)
+    (jobs / f".old-6.{dead}.0badcafe").mkdir()
+    (jobs / f".new-9.{alive}.0badcafe").mkdir()  # still at work: left alone
+    (features / f".shutdowntime_job.{dead}.0badcafe").write_text("17")
+    store.create_job("10", VALUES)
+    assert listing(jobs) == sorted(["7", "10", f".new-9.{alive}.0badcafe"])
+    store.set_job_keys("7", {"shutdowntime_job": "1795400000"})
+    assert listing(features) == sorted([*VALUES, "shutdowntime_job"])
+    store.write_machine({"total_cpu": "4"}, frozenset({"total_cpu"}))
+    (Path(store.machine_dir) / f".total_cpu.{dead}.0badcafe").write_text("4")
+    store.write_machine({"total_cpu": "4"}, frozenset({"total_cpu"}))
+    assert listing(store.machine_dir) == ["total_cpu"]
+
+
+def test_removal_survives_a_job_nesting_thousands_of_unreadable_directories(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious").write_text("keep")
+    store = Store(str(tmp_path / "base"))
+    features = store.create_job("7", VALUES)
+    # Deeper than the open-file limit and Python's recursion limit, locked on the way.
+    fd = os.open(features, os.O_RDONLY)
+    for level in range(3000):
+        os.mkdir("d", dir_fd=fd)
+        os.symlink(str(outside), "link", dir_fd=fd)
+        child = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+        if level % 500 == 499:
+            os.chmod(f"/proc/self/fd/{fd}", 0)
+    os.close(fd)
+    assert store.remove_job("7")
+    assert listing(tmp_path / "base/jobs") == []
+    assert (outside / "precious").read_text() == "keep"
+
+
+def test_a_base_dir_others_can_write_is_refused(tmp_path):
+    base = tmp_path / "base"
+    base.mkdir()
+    base.chmod(0o777)
+    with pytest.raises(StoreError, match="refusing a base_dir others can write"):
+        Store(str(base)).create_job("7", VALUES)
+    assert listing(base) == []
+
+
+def test_a_base_dir_another_user_planted_in_a_public_directory_is_refused(tmp_path):
+    require(os.geteuid() == 0, "needs root to plant as another user")
+    public = tmp_path / "tmp"
+    public.mkdir()
+    public.chmod(0o1777)
+    target = tmp_path / "etc"
+    target.mkdir()
+    os.symlink(target, public / "mjf")
+    os.lchown(public / "mjf", 4321, 4321)
+    with pytest.raises(StoreError, match=r"tmp/mjf belongs to uid 4321 .* could redirect"):
+        Store(str(public / "mjf" / "base")).create_job("7", VALUES)
+    assert listing(target) == []
+    # The same symlink made by root (the site's own) is followed.
+    os.lchown(public / "mjf", 0, 0)
+    Store(str(public / "mjf" / "base")).create_job("7", VALUES)
+    assert listing(target / "base/jobs") == ["7"]
