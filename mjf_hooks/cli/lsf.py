@@ -17,13 +17,11 @@ role exits 0 whatever happens (``on_error = fail``: 1); none ever exits 99.
 from __future__ import annotations
 
 import os
-import resource
 import sys
 import time
 
 from .. import lifecycle
 from ..batch import lsf
-from ..command import CommandError, run_command
 from ..errors import SiteInputError
 from ..store import Store
 from .hook import COMMON_HELP, HookContext, exec_job, run_hook
@@ -140,6 +138,8 @@ def _facts(context: HookContext, job_id: str, is_job: bool) -> dict:
 
 
 def _limits() -> dict:
+    import resource  # only here: the starter's own limits; pre-exec and post-exec never ask
+
     return lsf.limit_facts(resource.getrlimit(resource.RLIMIT_CPU)[0],
                            resource.getrlimit(resource.RLIMIT_RSS)[0], resource.RLIM_INFINITY)
 
@@ -156,6 +156,8 @@ def _run_limit(context: HookContext, job_id: str) -> tuple | None:
     if path is None:
         context.log.warning("bjobs not found (set [lsf] bjobs): wall_limit_secs not written")
         return None
+    from ..command import CommandError, run_command  # only here: most roles run no command
+
     argv = [path, "-noheader", "-hms", "-o", "runtimelimit", job_id]
     try:
         output = run_command(argv, context.config.command_timeout_secs, dict(context.environ))

@@ -23,7 +23,6 @@ import time
 
 from .. import lifecycle
 from ..batch import slurm
-from ..command import CommandError, run_command
 from ..errors import SiteInputError
 from ..probe import read_text
 from .hook import COMMON_HELP, HookContext, run_hook
@@ -112,6 +111,9 @@ def taskprolog(context: HookContext) -> int:
 
 def _scontrol(context: HookContext, args: list[str]) -> dict[str, str] | None:
     """One scontrol record, or None (logged) if scontrol is missing, slow or garbled."""
+    # Only here: from Slurm 23.02 on, the Prolog's environment has what scontrol would say.
+    from ..command import CommandError, run_command
+
     path = slurm.command_path("scontrol", context.config.backend["slurm"].get("scontrol")) \
         or "/usr/bin/scontrol"  # absent: run_command says so
     env = {"PATH": "/usr/bin:/bin"}

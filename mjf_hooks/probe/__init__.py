@@ -10,7 +10,9 @@ from __future__ import annotations
 def read_text(path: str) -> str | None:
     """The content of a small kernel or config file, or None if it cannot be read."""
     try:
-        with open(path, encoding="ascii", errors="replace") as handle:
-            return handle.read()
+        with open(path, "rb") as handle:
+            data = handle.read()
     except OSError:
         return None
+    # As text mode would read it, without the codec lookup that imports encodings.ascii.
+    return data.decode("ascii", "replace").replace("\r\n", "\n").replace("\r", "\n")
