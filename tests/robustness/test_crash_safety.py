@@ -1,0 +1,281 @@
+"""kill -9 at every point where a hook changes the filesystem.
+
+Each scenario runs a real entry point (Slurm Prolog, Epilog, TaskProlog
+completion, ``mjf drain``, ``mjf machine``) in a child process whose ``os``
+calls that change the filesystem (mkdir, open for writing, write, rename,
+unlink, rmdir, chmod, chown) are counted; the child SIGKILLs itself just
+before the N-th one, for N = 1, 2, ... until a run gets through. After every
+kill, what a reader can see must be whole (each visible job complete, each
+value valid); then the next run of a hook repairs it: the same state as an
+uninterrupted run, and no hidden leftovers.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mjf_hooks import spec
+from tests.conftest import fixture_text
+
+# The child: counts the filesystem-changing os calls, dies at the N-th.
+INJECTOR = r'''
+import os, signal, sys
+limit, entry, argv = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+state = {"count": 0}
+
+def point():
+    state["count"] += 1
+    if state["count"] == limit:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+def counted(real):
+    def call(*args, **kwargs):
+        point()
+        return real(*args, **kwargs)
+    return call
+
+for name in ("mkdir", "rename", "replace", "unlink", "rmdir", "write", "fchmod", "chmod",
+             "fchown", "chown", "symlink"):
+    setattr(os, name, counted(getattr(os, name)))
+real_open = os.open
+WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT
+
+def open_(path, flags, *args, **kwargs):
+    if flags & WRITING:
+        point()
+    return real_open(path, flags, *args, **kwargs)
+
+os.open = open_
+module, function = entry.split(":")
+main = getattr(__import__(module, fromlist=[function]), function)
+sys.exit(main(argv))
+'''
+MAX_POINTS = 400
+SLURM = "mjf_hooks.cli.slurm:main"
+MJF = "mjf_hooks.cli.mjf:main"
+HIDDEN_MARKERS = {".shutdowntime_source"}  # sync's own marker (not a leftover)
+SCONTROL_OUTPUT = fixture_text("slurm-22.05/scontrol-show-job-o.txt")
+
+
+class Node:
+    """A base_dir, a config and recorded Slurm environments for the scenarios."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.base = root / "base"
+        scontrol = root / "scontrol"
+        scontrol.write_text(f"#!/bin/sh\ncat <<'EOF'\n{SCONTROL_OUTPUT}EOF\n")
+        scontrol.chmod(0o755)
+        self.config = root / "mjf.conf"
+        self.config.write_text(
+            f"[mjf]\nbase_dir = {self.base}\nlog = stderr\ncommand_timeout = 2\n"
+            f"[machinefeatures]\nhs06_per_cpu = 10\ngrace_secs = 600\n"
+            f"[slurm]\nscontrol = {scontrol}\n")
+
+        # A cluster that constrains memory: the job's values stay pending until its
+        # first task completes them from inside the job's cgroup.
+        (root / "slurm.conf").write_text("ClusterName=crash\n")
+        (root / "cgroup.conf").write_text("ConstrainRAMSpace=yes\n")
+
+    def env_file(self, fixture: str, job_id: str, **changes: str) -> Path:
+        lines = fixture_text(f"slurm-22.05/{fixture}").split("# scontrol")[0].splitlines()
+        environ = dict(line.split("=", 1) for line in lines if "=" in line and line[0] != "#")
+        environ["SLURM_JOB_ID"] = job_id
+        environ["SLURM_CONF"] = str(self.root / "slurm.conf")
+        environ.update(changes)
+        path = self.root / f"{fixture}.{job_id}"
+        path.write_text("".join(f"{name}={value}\n" for name, value in environ.items()))
+        return path
+
+    def slurm(self, role: str, job_id: str, **changes: str) -> list[str]:
+        fixture = {"prolog": "prolog-sbatch.env", "epilog": "epilog.env",
+                   "taskprolog": "taskprolog-batchstep.env"}[role]
+        return [SLURM, role, "--env-file", str(self.env_file(fixture, job_id, **changes))]
+
+    def run(self, command: list[str], kill_at: int = 0) -> subprocess.CompletedProcess:
+        environment = {"PATH": "/usr/bin:/bin", "MJF_CONFIG": str(self.config)}
+        return subprocess.run([sys.executable, "-c", INJECTOR, str(kill_at), *command],
+                              capture_output=True, text=True, timeout=60, env=environment)
+
+    def jobs(self) -> dict[str, dict[str, str]]:
+        """What a reader sees: every visible job's keys."""
+        jobs_dir = self.base / "jobs"
+        if not jobs_dir.exists():
+            return {}
+        return {entry.name: keys(entry / "jobfeatures")
+                for entry in jobs_dir.iterdir() if not entry.name.startswith(".")}
+
+    def machine(self) -> dict[str, str]:
+        return keys(self.base / "machinefeatures")
+
+    def hidden_leftovers(self) -> list[str]:
+        return sorted(str(path.relative_to(self.base)) for path in self.base.rglob(".*")
+                      if path.name not in HIDDEN_MARKERS)
+
+
+def keys(directory: Path) -> dict[str, str]:
+    """The visible key files of a directory, each checked to be a whole, valid value."""
+    if not directory.is_dir():
+        return {}
+    found = {}
+    for path in directory.iterdir():
+        if path.name.startswith("."):
+            continue  # temporary names: readers never look at them
+        content = path.read_text()
+        spec.parse_value(spec.typed_like(path.name), content)  # raises on a partial value
+        found[path.name] = content
+    return found
+
+
+def stable(jobs: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """Job values without those that depend on when a hook ran."""
+    return {job: {key: value for key, value in values.items()
+                  if key not in ("shutdowntime_job",)}
+            for job, values in jobs.items()}
+
+
+def crash_everywhere(node_factory, prepare, command, check_crashed, repair, check_repaired):
+    """Kill ``command`` before each of its filesystem changes in turn; return how many."""
+    for kill_at in range(1, MAX_POINTS):
+        node = node_factory()
+        prepare(node)
+        result = node.run(command(node), kill_at)
+        if result.returncode != -signal.SIGKILL:
+            assert result.returncode == 0, result.stderr
+            assert "internal error" not in result.stderr
+            shown = " ".join(command(node)[:2])
+            print(f"{shown}: killed at each of {kill_at - 1} points")  # shown with -s
+            return kill_at - 1
+        check_crashed(node, kill_at)
+        for step in repair(node):
+            assert node.run(step).returncode == 0
+        check_repaired(node, kill_at)
+    pytest.fail(f"{command} still killed after {MAX_POINTS} injection points")
+
+
+@pytest.fixture
+def nodes(tmp_path):
+    counter = iter(range(10**6))
+
+    def make() -> Node:
+        root = tmp_path / f"n{next(counter)}"
+        root.mkdir()
+        return Node(root)
+
+    return make
+
+
+@pytest.fixture
+def reference(nodes):
+    """Job 1 and job 2 as uninterrupted Prologs write them."""
+    node = nodes()
+    for job in ("1", "2"):
+        assert node.run(node.slurm("prolog", job)).returncode == 0
+    return stable(node.jobs())
+
+
+def test_a_prolog_killed_anywhere_leaves_whole_jobs_and_the_next_hooks_repair(nodes, reference):
+    def prepare(node):
+        node.run(node.slurm("prolog", "1"))
+
+    def check_crashed(node, kill_at):
+        seen = stable(node.jobs())
+        assert seen.get("1") == reference["1"], f"job 1 touched (kill at {kill_at})"
+        assert seen.get("2") in (None, reference["2"]), f"job 2 partial (kill at {kill_at})"
+
+    def check_repaired(node, kill_at):
+        assert stable(node.jobs()) == {"1": reference["1"]}, kill_at
+        assert node.hidden_leftovers() == [], kill_at
+        assert node.machine().keys() >= {"total_cpu", "hs06"}
+
+    points = crash_everywhere(
+        nodes, prepare, lambda node: node.slurm("prolog", "2"), check_crashed,
+        # Slurm runs the Prolog again for the requeued job, later the Epilog.
+        lambda node: [node.slurm("prolog", "2"), node.slurm("epilog", "2")], check_repaired)
+    assert points >= 10
+
+
+def test_an_epilog_killed_anywhere_is_finished_by_the_next(nodes, reference):
+    def prepare(node):
+        node.run(node.slurm("prolog", "1"))
+        node.run(node.slurm("prolog", "2"))
+
+    def check_crashed(node, kill_at):
+        seen = stable(node.jobs())
+        assert seen.get("1") == reference["1"], kill_at
+        assert seen.get("2") in (None, reference["2"]), kill_at
+
+    def check_repaired(node, kill_at):
+        assert stable(node.jobs()) == {"1": reference["1"]}, kill_at
+        assert node.hidden_leftovers() == [], kill_at
+
+    points = crash_everywhere(
+        nodes, prepare, lambda node: node.slurm("epilog", "2"), check_crashed,
+        lambda node: [node.slurm("epilog", "2")], check_repaired)
+    assert points >= 2
+
+
+def test_a_drain_killed_anywhere_never_tears_a_value_and_running_it_again_completes(
+        nodes, reference):
+    drain = [MJF, "drain", "--in", "2h"]
+
+    def prepare(node):
+        for job in ("1", "2", "3"):
+            node.run(node.slurm("prolog", job))
+
+    def check_crashed(node, kill_at):
+        jobs = node.jobs()
+        assert sorted(jobs) == ["1", "2", "3"], kill_at
+        for values in jobs.values():  # each job: the old value (none) or the whole new one
+            assert values.get("shutdowntime_job", "1") != "", kill_at
+
+    def check_repaired(node, kill_at):
+        shutdown = int(node.machine()["shutdowntime"])
+        for job, values in node.jobs().items():
+            assert int(values["shutdowntime_job"]) <= shutdown, (job, kill_at)
+        assert node.hidden_leftovers() == [], kill_at
+
+    points = crash_everywhere(nodes, prepare, lambda node: drain, check_crashed,
+                              lambda node: [drain], check_repaired)
+    assert points >= 4
+
+
+def test_a_task_completing_a_pending_job_killed_anywhere_is_finished_by_the_next(nodes):
+    def prepare(node):
+        node.run(node.slurm("prolog", "2"))
+        # Pending until the first task completes the values inside the job.
+        assert (node.base / "jobs/2/state/pending").exists()
+
+    def check_crashed(node, kill_at):
+        assert "2" in node.jobs(), kill_at  # keys() validated every visible value
+
+    def check_repaired(node, kill_at):
+        assert not (node.base / "jobs/2/state/pending").exists(), kill_at
+        assert node.jobs()["2"]["max_rss_bytes"] == str(100 * 2**20), kill_at
+        assert node.hidden_leftovers() == [], kill_at
+
+    # The task's request (100 MiB) is below what the Prolog wrote (200 MiB): it completes.
+    def task(node):
+        return node.slurm("taskprolog", "2", SLURM_MEM_PER_NODE="100")
+
+    points = crash_everywhere(nodes, prepare, task, check_crashed, lambda node: [task(node)],
+                              check_repaired)
+    assert points >= 3
+
+
+def test_machine_features_killed_anywhere_are_whole_and_the_next_run_cleans_up(nodes):
+    def check_crashed(node, kill_at):
+        node.machine()  # every visible value whole
+
+    def check_repaired(node, kill_at):
+        assert node.machine().keys() >= {"total_cpu", "hs06", "grace_secs"}, kill_at
+        assert node.hidden_leftovers() == [], kill_at
+
+    points = crash_everywhere(nodes, lambda node: None, lambda node: [MJF, "machine"],
+                              check_crashed, lambda node: [[MJF, "machine"]], check_repaired)
+    assert points >= 5
