@@ -17,12 +17,14 @@ from __future__ import annotations
 from . import spec
 from .config import Config
 from .errors import SiteInputError
-from .probe.cgroup import CgroupLimits
 
-# Type names only: importing collections.abc at run time costs every job start ~2 ms.
+# Type names only: importing collections.abc at run time costs every job start ~2 ms,
+# and a hook that probes no cgroup need not load the cgroup probe.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+    from .probe.cgroup import CgroupLimits
 
 Sourced = tuple  # (value, source description)
 Features = dict  # key name -> Sourced
