@@ -139,6 +139,7 @@ def start_job(
     pending: bool = False,
     runner: str | None = None,
     dry_run: bool = False,
+    machine_store: Store | None = None,
 ) -> str:
     """Compute a job's keys and create its directory; return the jobfeatures path.
 
@@ -148,6 +149,7 @@ def start_job(
     ``pending``: values are to be completed from inside the job
     (:func:`complete_job`); ``runner``: the identity of the process the job
     lives in, where no batch system will say when it ended (standalone).
+    ``machine_store``: where ``machine`` was read, if not ``store``.
     """
     limits = cgroup.limits(cgroup_pid) if cgroup_pid is not None else None
     if limits is not None:
@@ -169,7 +171,30 @@ def start_job(
     if not dry_run:
         store.create_job(job_id, rendered, gid, uid, pending, state)
         log.info(f"{path}: created with {len(rendered)} keys")
+        used = machine.get("shutdowntime")
+        _follow_drains(store, machine_store or store, job_id, batch.get("shutdowntime_job"),
+                       used[0] if used else None)
     return path
+
+
+def _follow_drains(store: Store, machine_store: Store, job_id: str, own: tuple | None,
+                   used: int | None) -> None:
+    """Catch up with a drain (or its cancel) that ran while the job's directory was built.
+
+    A drain sets the machine's shutdowntime first, then every job's it can see;
+    a job directory becomes visible only when complete. So either the drain saw
+    this job, or the shutdowntime read here is the drain's: reading it again
+    after the job appeared, until it stays put, leaves no window.
+    """
+    for _ in range(10):
+        written = machine_store.read_machine_key("shutdowntime")
+        current = int(written) if written and written.isdigit() else None
+        if current == used:
+            return
+        bounds = [value for value in (own[0] if own else None, current) if value is not None]
+        store.set_job_keys(job_id, {"shutdowntime_job": spec.format_value(
+            "shutdowntime_job", min(bounds)) if bounds else None})
+        used = current
 
 
 def complete_job(config: Config, store: Store, log: Log, machine: Features, job_id: str,

@@ -119,3 +119,27 @@ def test_missing_identity_is_a_clear_error():
     conf = config.parse("")
     with pytest.raises(SiteInputError, match="job_id"):
         features.job_features(conf, {}, {"jobstart_secs": (1, "x")})
+
+
+@pytest.mark.parametrize(("read", "now", "expected"), [
+    (1795400000, 1795300000, "1795300000"),  # a drain moved the shutdown earlier
+    (1795300000, 1795400000, "1795400000"),  # ... or later
+    (1795300000, None, None),  # a drain was cancelled
+])
+def test_a_drain_while_the_job_directory_is_built_reaches_the_job(tmp_path, read, now,
+                                                                  expected):
+    """The Prolog read the machine's shutdowntime, then a drain changed it and updated
+    every job it could see - before this job's directory appeared."""
+    from mjf_hooks import lifecycle
+    from mjf_hooks.log import Log
+
+    conf = config.parse(f"[mjf]\nbase_dir = {tmp_path}\n")
+    store = lifecycle.store_for(conf)
+    machine = features.machine_features(conf, (16, "probe"), physical_cores=8)
+    machine["shutdowntime"] = (read, "machinefeatures/shutdowntime as the Prolog read it")
+    store.set_machine_key("shutdowntime", None if now is None else str(now))
+    path = lifecycle.start_job(conf, store, Log("test", ("stderr",)), machine, BATCH,
+                               cgroup_pid=None)
+    found = tmp_path / "jobs/42/jobfeatures/shutdowntime_job"
+    assert (found.read_text() if found.exists() else None) == expected
+    assert path == f"{tmp_path}/jobs/42/jobfeatures"
