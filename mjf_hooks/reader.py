@@ -104,7 +104,8 @@ class Features:
 
 def _read_file(path: str) -> str | None:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        # A FIFO in place of a key would block a reader for good: never wait on one.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as error:

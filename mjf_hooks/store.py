@@ -440,9 +440,13 @@ class _Dir:
         return name
 
     def read(self, name: str) -> str | None:
-        """A key file's content, or None if absent, unreadable or not a regular file."""
+        """A key file's content, or None if absent, unreadable or not a regular file.
+
+        O_NONBLOCK: a FIFO a job's user planted in place of a key must not hang a drain.
+        """
         try:
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self.fd)
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                         dir_fd=self.fd)
         except OSError:
             return None
         try:

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import time
 
 from . import drain, lifecycle
@@ -159,11 +160,18 @@ def _remove_stale_jobs(config: Config, store: Store, log: Log,
 
 
 def _read(path: str) -> str | None:
+    """A job's bookkeeping file: the job's user owns its directory, so a symlink or a
+    FIFO planted there is neither followed nor waited on."""
     try:
-        with open(path) as handle:
-            return handle.read(256)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, 256).decode("ascii", "replace")
+    finally:
+        os.close(fd)
 
 
 def _slurm_jobs_on_node(config: Config, log: Log, environ: dict[str, str]) -> set[str] | bool:

@@ -133,3 +133,18 @@ def test_a_standalone_job_left_by_a_killed_runner_is_cleaned(node, tmp_path):
     node.sync()
     assert not (node.base / "jobs/orphan").exists()
     subprocess.run(["pkill", "-f", "sleep 60"], check=False)
+
+
+def test_a_fifo_or_symlink_a_job_planted_as_its_runner_is_neither_waited_on_nor_followed(
+        node, tmp_path):
+    secret = tmp_path / "secret"
+    secret.write_text("not a process identity")
+    for job, plant in (("fifo", os.mkfifo), ("link", lambda path: os.symlink(secret, path))):
+        node.store.create_job(job, {"job_id": job})
+        state = node.base / "jobs" / job / "state"
+        state.mkdir()
+        plant(state / RUNNER_MARKER)
+    result = node.sync()
+    assert result.returncode == 0, result.stderr
+    # Nothing proves these jobs stale (no runner could be read, their ids are no Slurm ids).
+    assert sorted(os.listdir(node.base / "jobs")) == ["fifo", "link"]

@@ -344,3 +344,15 @@ def test_a_base_dir_another_user_planted_in_a_public_directory_is_refused(tmp_pa
     os.lchown(public / "mjf", 0, 0)
     Store(str(public / "mjf" / "base")).create_job("7", VALUES)
     assert listing(target / "base/jobs") == ["7"]
+
+
+def test_a_fifo_planted_in_place_of_a_key_neither_hangs_a_drain_nor_a_reader(tmp_path):
+    from mjf_hooks.reader import Features
+
+    store = Store(str(tmp_path / "base"))
+    path = store.create_job("7", VALUES)
+    os.mkfifo(f"{path}/shutdowntime_job")
+    os.mkfifo(f"{path}/max_rss_bytes")
+    assert Features(path).get("max_rss_bytes") is None  # not waited on
+    assert store.update_every_job("shutdowntime_job", lambda own: "1795400000") == 1
+    assert Path(f"{path}/shutdowntime_job").read_text() == "1795400000"
