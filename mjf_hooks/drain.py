@@ -105,10 +105,13 @@ def drain(config: Config, store: Store, log: Log, shutdown: int, force: bool = F
 def _update_jobs(config: Config, store: Store, log: Log, compute) -> int:
     """shutdowntime_job of every job: base_dir's, then each HTCondor job's scratch store
     (one a user has tampered with is skipped and logged, the others still updated)."""
-    changed = store.update_every_job("shutdowntime_job", compute)
+    def skip(name: str, error: StoreError) -> None:
+        log.warning(f"job {name} not updated: {error}")
+
+    changed = store.update_every_job("shutdowntime_job", compute, skip)
     for scratch in htcondor_job_stores(config):
         try:
-            changed += scratch.update_every_job("shutdowntime_job", compute)
+            changed += scratch.update_every_job("shutdowntime_job", compute, skip)
         except StoreError as error:
             log.warning(f"skipped {scratch.base_dir}: {error}")
     return changed

@@ -199,12 +199,15 @@ class Store:
                 else:
                     features.replace(key, content, self.file_mode)
 
-    def update_every_job(self, key: str, compute) -> int:
+    def update_every_job(self, key: str, compute, on_error=None) -> int:
         """Set ``key`` of every job to ``compute(own)`` (None removes it); return how many
         jobs changed. ``own`` is the value the job started with (its ``OWN_PREFIX`` file).
 
         Jobs that appear while this runs are picked up too: the directory is listed
-        again until a pass finds nothing new.
+        again until a pass finds nothing new. A job whose directory cannot be updated
+        (its user planted a directory where the key goes, say) is passed with the
+        StoreError to ``on_error(name, error)`` and the others are still updated;
+        without ``on_error`` the error is raised.
         """
         changed = 0
         seen: set[str] = set()
@@ -225,7 +228,12 @@ class Store:
                         return changed
                     for name in sorted(names):
                         seen.add(name)
-                        changed += self._update_job(jobs, name, key, compute)
+                        try:
+                            changed += self._update_job(jobs, name, key, compute)
+                        except StoreError as error:
+                            if on_error is None:
+                                raise
+                            on_error(name, error)
 
     def _update_job(self, jobs: _Dir, name: str, key: str, compute) -> int:
         try:

@@ -7,12 +7,18 @@ daemons down and removes the cgroup directories they leave behind.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
+
+from tests.conftest import require
+from tests.integration.job_side import MEMORY_LIMITS
 
 MUNGE_SOCKET_DIR = Path("/run/munge")
 
@@ -157,3 +163,95 @@ PartitionName=short Nodes={self.node} MaxTime=10 State=UP
                     if directory.is_dir():
                         directory.rmdir()
                 leftover.rmdir()
+
+
+USERS = ("mjfuser1", "mjfuser2")
+SITE_CONFIG = Path("/etc/mjf/mjf.conf")
+HOOKS_BIN = Path(os.environ.get("MJF_HOOKS_BIN", "/opt/mjf-hooks-ci/venv/bin"))
+
+# Runs inside the job as its user: records what the job sees.
+DUMP = r'''
+import json, os, sys
+out = {"env": {k: os.environ.get(k) for k in
+               ("MACHINEFEATURES", "JOBFEATURES", "SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID")}}
+for var in ("MACHINEFEATURES", "JOBFEATURES"):
+    d = os.environ.get(var)
+    out[var] = {n: open(os.path.join(d, n), "rb").read().decode()
+                for n in sorted(os.listdir(d))} if d and os.path.isdir(d) else None
+''' + MEMORY_LIMITS + r'''
+jobs = os.path.dirname(os.path.dirname(os.environ.get("JOBFEATURES") or "/x/y/z"))
+out["jobs_seen"] = sorted(os.listdir(jobs)) if os.path.isdir(jobs) else None
+suffix = os.environ.get("SLURM_ARRAY_TASK_ID") or os.environ.get("SLURM_PROCID", "0")
+name = sys.argv[1] + "." + suffix
+with open(os.path.join(os.path.dirname(__file__), "out", name + ".json"), "w") as f:
+    json.dump(out, f)
+'''
+
+
+@contextlib.contextmanager
+def mjf_cluster(cgroups: bool):
+    """A started cluster whose hooks use a fresh base_dir, with the site config
+    (/etc/mjf/mjf.conf) pointing there; everything is restored afterwards.
+
+    Besides SlurmCluster's attributes: ``mjf_base``, ``job_root`` (holds ``dump.py``
+    and ``out/``, where jobs write what they saw) and ``good_config``.
+    """
+    require(os.geteuid() == 0, "needs root to run slurmctld and slurmd")
+    require(shutil.which("slurmctld") is not None and Path("/usr/sbin/slurmd").exists(),
+            "needs Debian's slurmctld, slurmd, slurm-client and munge (tests/setup-system)")
+    require((HOOKS_BIN / "mjf-slurm").exists(),
+            f"needs the hooks installed in {HOOKS_BIN} (tests/run does it)")
+    root = Path(tempfile.mkdtemp(prefix="mjf-slurm-"))
+    root.chmod(0o755)
+    (root / "out").mkdir(mode=0o1777)
+    (root / "out").chmod(0o1777)
+    (root / "dump.py").write_text(DUMP)
+    (root / "dump.py").chmod(0o644)
+    for user in USERS:
+        ensure_user(user)
+    saved = SITE_CONFIG.read_bytes() if SITE_CONFIG.exists() else None
+    SITE_CONFIG.parent.mkdir(parents=True, exist_ok=True)
+    base = root / "mjf"
+    good_config = f"[mjf]\nbase_dir = {base}\n[machinefeatures]\nhs06_per_cpu = 10\n" \
+                  "grace_secs = 600\n"
+    SITE_CONFIG.write_text(good_config)
+    slurm = SlurmCluster(root / "slurm", HOOKS_BIN, cgroups=cgroups)
+    slurm.start()
+    slurm.mjf_base = base
+    slurm.job_root = root
+    slurm.good_config = good_config
+    try:
+        yield slurm
+    finally:
+        slurm.stop()
+        if saved is None:
+            SITE_CONFIG.unlink()
+        else:
+            SITE_CONFIG.write_bytes(saved)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def sbatch(cluster, user, name, *options, wait=True):
+    argv = ["sbatch", "--parsable", "-J", name, "-o", f"{cluster.job_root}/out/{name}.log",
+            *options, "--wrap", f"/usr/bin/python3 {cluster.job_root}/dump.py {name}"]
+    if wait:
+        argv.insert(1, "--wait")
+    result = cluster.as_user(user, argv, check=False)
+    assert result.returncode == 0, result.stderr + cluster.log("slurmd")
+    return result.stdout.strip().split(";")[0]
+
+
+def seen(cluster, name, task=0):
+    path = cluster.job_root / "out" / f"{name}.{task}.json"
+    deadline = time.monotonic() + 30
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return json.loads(path.read_text())
+
+
+def assert_no_job_directories_left(cluster):
+    jobs = cluster.mjf_base / "jobs"
+    deadline = time.monotonic() + 30
+    while jobs.exists() and os.listdir(jobs) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not jobs.exists() or os.listdir(jobs) == []
