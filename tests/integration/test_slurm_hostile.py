@@ -1,0 +1,268 @@
+"""Hostile users on a real Slurm 22.05 cluster, as real second users.
+
+mjfuser1 attacks; mjfuser2's jobs are the victims. Whatever mjfuser1 does -
+planting symlinks and directories where the next jobs' directories go, racing
+the hooks with rename/symlink loops, filling the disk that holds base_dir,
+burying its own job directory under thousands of locked directories and FIFOs,
+planting a symlink at a base_dir under a public directory - no root write or
+removal may land outside base_dir, no other job may be affected, every job
+must run, and the node must stay up (a failing Prolog or Epilog would drain
+it).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.slurm_cluster import (
+    HOOKS_BIN,
+    SITE_CONFIG,
+    assert_no_job_directories_left,
+    mjf_cluster,
+    sbatch,
+    seen,
+)
+
+pytestmark = pytest.mark.integration
+
+ATTACKER, VICTIM = "mjfuser1", "mjfuser2"
+
+# Runs in mjfuser1's job: booby-traps its own job directory, then races the
+# keys root rewrites until told to stop.
+TRAPS = r'''
+import os, sys, time
+target, victim, out = sys.argv[1], sys.argv[2], sys.argv[3]
+features = os.environ["JOBFEATURES"]
+os.chdir(features)
+os.unlink("max_rss_bytes")
+os.mkfifo("max_rss_bytes")                       # a reader that waits on it hangs
+os.symlink(target, "shutdowntime_job")          # root writing through it would hit target
+os.symlink(victim, "victim")                     # the other job's directory
+state = os.path.join(os.path.dirname(features), "state")
+if os.path.isdir(state):                         # the bookkeeping of a pending job
+    os.symlink(target, os.path.join(state, "own_shutdowntime_job"))
+    os.mkfifo(os.path.join(state, "runner"))
+fd = os.open(".", os.O_RDONLY)
+for level in range(1500):                        # deeper than any fd or recursion limit
+    os.mkdir("d", dir_fd=fd)
+    os.symlink(os.path.dirname(target), "up", dir_fd=fd)
+    child = os.open("d", os.O_RDONLY, dir_fd=fd)
+    if level % 300 == 299:
+        os.chmod("/proc/self/fd/%d" % fd, 0)     # locked, for anyone but root
+    os.close(fd)
+    fd = child
+os.close(fd)
+open(os.path.join(out, "traps.ready"), "w").close()
+races, deadline = 0, time.time() + 90
+while not os.path.exists(os.path.join(out, "traps.stop")) and time.time() < deadline:
+    races += 1
+    temp = "t%d" % races
+    try:
+        [lambda: os.symlink(target, temp), lambda: os.mkdir(temp),
+         lambda: os.mkfifo(temp)][races % 3]()
+        if races % 3 == 1:
+            for remove in (os.unlink, os.rmdir):
+                try:
+                    remove("shutdowntime_job")
+                except OSError:
+                    pass
+        os.rename(temp, "shutdowntime_job")
+    except OSError:
+        for remove in (os.unlink, os.rmdir):
+            try:
+                remove(temp)
+            except OSError:
+                pass
+open(os.path.join(out, "traps.done"), "w").write(str(races))
+'''
+
+# Runs in mjfuser1's job: fills the filesystem holding base_dir through the one
+# directory there it may write (its own jobfeatures), then waits.
+FILL = r'''
+import os, sys, time
+out = sys.argv[1]
+try:
+    with open(os.path.join(os.environ["JOBFEATURES"], "fill"), "wb") as f:
+        while True:
+            f.write(b"\0" * 65536)
+            f.flush()
+except OSError as error:
+    open(os.path.join(out, "fill.ready"), "w").write(error.strerror)
+deadline = time.time() + 90
+while not os.path.exists(os.path.join(out, "fill.stop")) and time.time() < deadline:
+    time.sleep(0.2)
+'''
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with mjf_cluster(cgroups=False) as slurm:
+        for name, text in (("traps.py", TRAPS), ("fill.py", FILL)):
+            (slurm.job_root / name).write_text(text)
+            (slurm.job_root / name).chmod(0o644)
+        yield slurm
+
+
+@pytest.fixture
+def target(cluster):
+    """A root file outside base_dir that no hook may write, follow or remove."""
+    directory = cluster.job_root / "outside"
+    directory.mkdir(exist_ok=True)
+    path = directory / "target"
+    path.write_text("precious\n")
+    yield path
+    assert path.read_text() == "precious\n" and path.stat().st_uid == 0
+    assert sorted(os.listdir(directory)) == ["target"]
+
+
+def wait_for(path: Path, timeout: float = 60, log: Path | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} did not appear" + (
+            f": {log.read_text()[-2000:]}" if log and log.exists() else "")
+        time.sleep(0.1)
+
+
+def submit(cluster, user: str, script: str, log: str = "/dev/null") -> str:
+    result = cluster.as_user(user, ["sbatch", "--parsable", "-c", "1", "--mem=100M",
+                                    "--time=3", "-o", log, "--wrap", script])
+    return result.stdout.strip()
+
+
+def mjf(cluster, *args: str) -> subprocess.CompletedProcess:
+    """An admin's `mjf` command, as root; a hang is a failure (timeout)."""
+    return subprocess.run([str(HOOKS_BIN / "mjf"), *args], capture_output=True, text=True,
+                          timeout=60, env={**cluster.env, "MJF_CONFIG": str(SITE_CONFIG)})
+
+
+def assert_node_up(cluster) -> None:
+    cluster.wait_until_no_jobs()
+    state = cluster.node_state()
+    assert "drain" not in state and state.startswith("idle"), state + cluster.log("slurmd")
+
+
+def test_nothing_can_be_planted_where_the_next_jobs_go_even_racing_their_prologs(
+        cluster, target):
+    jobs = cluster.mjf_base / "jobs"
+    victim = submit(cluster, VICTIM, "sleep 20")
+    wait_for(jobs / victim / "jobfeatures")
+    # While victims start, mjfuser1 loops planting symlinks, directories and renames at
+    # the ids they will get, and inside the running victim's directory.
+    planted = subprocess.Popen(
+        ["runuser", "-u", ATTACKER, "--", "/bin/sh", "-c", f'''
+        end=$(( $(date +%s) + 8 )); tries=0; made=0
+        while [ $(date +%s) -lt $end ]; do
+            for id in $(seq {int(victim) + 1} {int(victim) + 6}); do
+                tries=$((tries + 1))
+                ln -s {target} {jobs}/$id 2>/dev/null && made=$((made + 1))
+                mkdir {jobs}/$id 2>/dev/null && made=$((made + 1))
+                ln -s {target} {jobs}/.new-$id 2>/dev/null && made=$((made + 1))
+                mv -T {jobs}/{victim} {jobs}/$id 2>/dev/null && made=$((made + 1))
+                ln -s {target} {jobs}/{victim}/jobfeatures/shutdowntime_job 2>/dev/null \
+                    && made=$((made + 1))
+            done
+        done
+        echo "$tries $made"'''], stdout=subprocess.PIPE, text=True, env=cluster.env)
+    names = [f"planted-{index}" for index in range(3)]
+    for name in names:
+        sbatch(cluster, VICTIM, name, "--time=2", "--mem=100M")
+    tries, made = map(int, planted.communicate(timeout=60)[0].split())
+    assert tries > 0 and made == 0  # every attempt was refused by the kernel
+    for name in names:
+        view = seen(cluster, name)
+        assert view["JOBFEATURES"]["job_id"] == view["env"]["SLURM_JOB_ID"]
+        assert view["env"]["JOBFEATURES"] == \
+            f"{cluster.mjf_base}/jobs/{view['env']['SLURM_JOB_ID']}/jobfeatures"
+    subprocess.run(["scancel", victim], env=cluster.env, check=False)
+    assert_node_up(cluster)
+    assert_no_job_directories_left(cluster)
+
+
+def test_a_booby_trapped_job_directory_redirects_no_drain_sync_check_or_epilog(
+        cluster, target):
+    out = cluster.job_root / "out"
+    jobs = cluster.mjf_base / "jobs"
+    victim = submit(cluster, VICTIM, "sleep 60")
+    wait_for(jobs / victim / "jobfeatures")
+    attacker = submit(cluster, ATTACKER, f"/usr/bin/python3 {cluster.job_root}/traps.py "
+                      f"{target} {jobs / victim / 'jobfeatures'} {out}", f"{out}/traps.log")
+    wait_for(out / "traps.ready", log=out / "traps.log")
+    try:
+        for round_number in range(12):  # the job races every one of these
+            drained = mjf(cluster, "drain", "--in", f"{2 + round_number % 2}h")
+            assert drained.returncode == 0, drained.stderr
+            assert "internal error" not in drained.stderr
+            assert mjf(cluster, "sync").returncode == 0
+        # What mjf check and mjf show make of it: a report, not a hang or a crash.
+        checked = mjf(cluster, "check", str(jobs / attacker))
+        assert checked.returncode in (1, 2) and "Traceback" not in checked.stderr
+        assert mjf(cluster, "show", str(jobs / attacker)).returncode in (0, 1)
+        shutdown = (cluster.mjf_base / "machinefeatures/shutdowntime").read_text()
+        assert (jobs / victim / "jobfeatures/shutdowntime_job").read_text() == shutdown
+    finally:
+        (out / "traps.stop").touch()
+    wait_for(out / "traps.done")
+    assert int((out / "traps.done").read_text()) > 100  # it did race
+    deadline = time.monotonic() + 30
+    while (jobs / attacker).exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not (jobs / attacker).exists()  # the Epilog removed all of it
+    victim_values = sorted(os.listdir(jobs / victim / "jobfeatures"))
+    assert "shutdowntime_job" in victim_values and "job_id" in victim_values
+    assert mjf(cluster, "drain", "--cancel").returncode == 0
+    subprocess.run(["scancel", victim], env=cluster.env, check=False)
+    assert_node_up(cluster)
+    assert_no_job_directories_left(cluster)
+    assert sorted(path.name for path in cluster.mjf_base.rglob(".*")) == []
+
+
+def test_a_user_filling_the_disk_stops_no_job_and_drains_no_node(cluster):
+    out = cluster.job_root / "out"
+    small = cluster.job_root / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=755", "mjf-small", small],
+                   check=True)
+    try:
+        SITE_CONFIG.write_text(cluster.good_config.replace(str(cluster.mjf_base), str(small)))
+        filler = submit(cluster, ATTACKER, f"/usr/bin/python3 {cluster.job_root}/fill.py {out}",
+                        f"{out}/fill.log")
+        wait_for(out / "fill.ready", log=out / "fill.log")
+        assert (out / "fill.ready").read_text() == "No space left on device"
+        sbatch(cluster, VICTIM, "full-disk", "--time=2", "--mem=100M")
+        view = seen(cluster, "full-disk")
+        assert view["env"]["JOBFEATURES"] is None  # it ran, without MJF
+        assert sorted(os.listdir(small / "jobs")) == [filler]  # nothing half-built
+        (out / "fill.stop").touch()
+        deadline = time.monotonic() + 30
+        while (small / "jobs" / filler).exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        sbatch(cluster, VICTIM, "disk-freed", "--time=2", "--mem=100M")
+        assert seen(cluster, "disk-freed")["JOBFEATURES"]["job_id"]  # MJF is back
+        assert_node_up(cluster)
+        assert os.listdir(small / "jobs") == []
+        assert sorted(path.name for path in small.rglob(".*")) == []
+    finally:
+        SITE_CONFIG.write_text(cluster.good_config)
+        cluster.wait_until_no_jobs()
+        subprocess.run(["umount", small], check=False)
+
+
+def test_a_base_dir_a_user_planted_under_a_public_directory_is_refused(cluster, target):
+    public = cluster.job_root / "public"
+    public.mkdir(mode=0o1777)
+    public.chmod(0o1777)
+    # The site meant /…/public/mjf; mjfuser1 got there first with a symlink.
+    cluster.as_user(ATTACKER, ["ln", "-s", str(target.parent), str(public / "mjf")])
+    try:
+        SITE_CONFIG.write_text(cluster.good_config.replace(str(cluster.mjf_base),
+                                                           str(public / "mjf")))
+        sbatch(cluster, VICTIM, "planted-base", "--time=2", "--mem=100M")
+        assert seen(cluster, "planted-base")["env"]["JOBFEATURES"] is None  # ran without MJF
+        assert_node_up(cluster)
+    finally:
+        SITE_CONFIG.write_text(cluster.good_config)
