@@ -24,6 +24,7 @@ import time
 from .. import lifecycle
 from ..batch import slurm
 from ..errors import SiteInputError
+from ..spec import digits_value
 from ..probe import read_text
 from .hook import COMMON_HELP, HookContext, run_hook
 
@@ -70,15 +71,18 @@ def prolog(context: HookContext) -> int:
     facts, warnings = slurm.prolog_facts(environ, job, partition, int(time.time()))
     for warning in warnings:
         log.warning(warning)
-    uid, gid = _id(environ, "SLURM_JOB_UID"), _id(environ, "SLURM_JOB_GID")
     settings = _slurm_settings(environ)
+    pending = _completion_needed(facts, settings)
+    # The job's user gets its directory only to complete the values from inside the job;
+    # otherwise it stays root's, and the job cannot write on the filesystem of base_dir.
+    uid = _id(environ, "SLURM_JOB_UID") if pending else None
+    gid = _id(environ, "SLURM_JOB_GID")
     lifecycle.start_job(
         config, store, log, machine, facts,
         cgroup_pid=None,  # the job's cgroup does not exist yet
         scratch_dir=config.backend["slurm"].get("scratch_dir")
         or settings.get("tmpfs", "/tmp"),
-        gid=gid, uid=uid,
-        pending=_completion_needed(facts, settings),
+        gid=gid, uid=uid, pending=pending,
         dry_run=context.dry_run,
     )
     return 0
@@ -131,9 +135,16 @@ def _scontrol(context: HookContext, args: list[str]) -> dict[str, str] | None:
     return record
 
 
+# uid_t and gid_t are 32 bits; (uid_t) -1 means "unchanged" to chown.
+_MAX_ID = 2**32 - 2
+
+
 def _id(environ: dict[str, str], name: str) -> int | None:
     value = environ.get(name, "")
-    return int(value) if value.isascii() and value.isdigit() else None
+    number = digits_value(value)
+    if value and (number is None or number > _MAX_ID):
+        raise SiteInputError(f"{name}={value!r} is not a user or group id (0 to {_MAX_ID})")
+    return number
 
 
 def _slurm_settings(environ: dict[str, str]) -> dict[str, str]:

@@ -81,13 +81,13 @@ while not os.path.exists(os.path.join(out, "traps.stop")) and time.time() < dead
 open(os.path.join(out, "traps.done"), "w").write(str(races))
 '''
 
-# Runs in mjfuser1's job: fills the filesystem holding base_dir through the one
-# directory there it may write (its own jobfeatures), then waits.
+# Runs in mjfuser1's job: fills the filesystem holding base_dir through a directory
+# there anyone may write (as /run/lock on Debian), then waits and cleans up.
 FILL = r'''
 import os, sys, time
-out = sys.argv[1]
+out, fill = sys.argv[1], sys.argv[2]
 try:
-    with open(os.path.join(os.environ["JOBFEATURES"], "fill"), "wb") as f:
+    with open(fill, "wb") as f:
         while True:
             f.write(b"\0" * 65536)
             f.flush()
@@ -96,12 +96,15 @@ except OSError as error:
 deadline = time.time() + 90
 while not os.path.exists(os.path.join(out, "fill.stop")) and time.time() < deadline:
     time.sleep(0.2)
+os.unlink(fill)
 '''
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    with mjf_cluster(cgroups=False) as slurm:
+    # With memory constrained, a job's values are completed by its first task, so its
+    # jobfeatures/ belongs to the job's user: the most a user can reach.
+    with mjf_cluster(cgroups=True) as slurm:
         for name, text in (("traps.py", TRAPS), ("fill.py", FILL)):
             (slurm.job_root / name).write_text(text)
             (slurm.job_root / name).chmod(0o644)
@@ -227,25 +230,30 @@ def test_a_user_filling_the_disk_stops_no_job_and_drains_no_node(cluster):
     small.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=755", "mjf-small", small],
                    check=True)
+    base = small / "mjf"
+    (small / "lock").mkdir(mode=0o1777)
+    (small / "lock").chmod(0o1777)
     try:
-        SITE_CONFIG.write_text(cluster.good_config.replace(str(cluster.mjf_base), str(small)))
-        filler = submit(cluster, ATTACKER, f"/usr/bin/python3 {cluster.job_root}/fill.py {out}",
-                        f"{out}/fill.log")
+        SITE_CONFIG.write_text(cluster.good_config.replace(str(cluster.mjf_base), str(base)))
+        sbatch(cluster, VICTIM, "before-fill", "--time=2", "--mem=100M")
+        assert seen(cluster, "before-fill")["JOBFEATURES"]["job_id"]
+        filler = submit(cluster, ATTACKER, f"/usr/bin/python3 {cluster.job_root}/fill.py {out} "
+                        f"{small}/lock/fill", f"{out}/fill.log")
         wait_for(out / "fill.ready", log=out / "fill.log")
         assert (out / "fill.ready").read_text() == "No space left on device"
         sbatch(cluster, VICTIM, "full-disk", "--time=2", "--mem=100M")
         view = seen(cluster, "full-disk")
         assert view["env"]["JOBFEATURES"] is None  # it ran, without MJF
-        assert sorted(os.listdir(small / "jobs")) == [filler]  # nothing half-built
+        assert sorted(os.listdir(base / "jobs")) == [filler]  # nothing half-built
         (out / "fill.stop").touch()
         deadline = time.monotonic() + 30
-        while (small / "jobs" / filler).exists() and time.monotonic() < deadline:
+        while (small / "lock/fill").exists() and time.monotonic() < deadline:
             time.sleep(0.2)
         sbatch(cluster, VICTIM, "disk-freed", "--time=2", "--mem=100M")
         assert seen(cluster, "disk-freed")["JOBFEATURES"]["job_id"]  # MJF is back
         assert_node_up(cluster)
-        assert os.listdir(small / "jobs") == []
-        assert sorted(path.name for path in small.rglob(".*")) == []
+        assert os.listdir(base / "jobs") == []
+        assert sorted(path.name for path in base.rglob(".*")) == []
     finally:
         SITE_CONFIG.write_text(cluster.good_config)
         cluster.wait_until_no_jobs()
