@@ -142,6 +142,19 @@ def _is_plain_digits(text: str) -> bool:
     return bool(text) and text.isascii() and text.isdigit()
 
 
+# No count, size or time here needs more digits than the largest value a file may hold.
+_MAX_DIGITS = len(str(MAX_INTEGER))
+
+
+def digits_value(text: str) -> int | None:
+    """Plain ASCII digits as an int; None for anything else, or for more than 19 digits.
+
+    Not int() alone: it accepts signs, spaces, underscores and non-ASCII digits
+    (``١٢``), and raises its own ValueError on thousands of digits (Python >= 3.11).
+    """
+    return int(text) if len(text) <= _MAX_DIGITS and _is_plain_digits(text) else None
+
+
 def parse_value(name: str, text: str) -> int | float | str:
     """Parse a value as written in a file or the config; raise ValueError saying why."""
     kind = KEYS[name].kind
@@ -155,6 +168,8 @@ def parse_value(name: str, text: str) -> int | float | str:
     if kind == INTEGER or not dot:
         if dot or not _is_plain_digits(text):
             raise ValueError("must be a non-negative whole number (plain digits)")
+        if len(text) > _MAX_DIGITS:
+            raise ValueError(f"is larger than {MAX_INTEGER}")
         value = int(text)
         if value > MAX_INTEGER:
             raise ValueError(f"is larger than {MAX_INTEGER}")

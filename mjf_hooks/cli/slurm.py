@@ -24,8 +24,8 @@ import time
 from .. import lifecycle
 from ..batch import slurm
 from ..errors import SiteInputError
-from ..spec import digits_value
 from ..probe import read_text
+from ..spec import digits_value
 from .hook import COMMON_HELP, HookContext, run_hook
 
 USAGE = """\
