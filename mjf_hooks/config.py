@@ -96,7 +96,8 @@ def load(path: str | None = None) -> Config:
     except FileNotFoundError:
         return Config(path)
     except OSError as error:
-        raise SiteInputError(f"{path}: cannot read the config: {error.strerror}") from None
+        shown = path if len(path) <= 200 else f"{path[:200]}..."  # $MJF_CONFIG may be garbage
+        raise SiteInputError(f"{shown}: cannot read the config: {error.strerror}") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -181,9 +182,7 @@ def _apply(config: Config, section: str, key: str, value: str) -> None:
 
 def _apply_mjf_option(config: Config, key: str, value: str) -> None:
     if key == "base_dir":
-        if not value.startswith("/") or "\n" in value:
-            raise ValueError("must be an absolute path")
-        config.base_dir = os.path.normpath(value)
+        config.base_dir = _absolute_path(value)
     elif key == "on_error":
         if value not in ("continue", "fail"):
             raise ValueError("must be `continue` (log and let the job run) or `fail`")
@@ -231,13 +230,24 @@ def _backend_value(kind: str | tuple[str, ...], value: str) -> str:
             raise ValueError(f"must be one of {', '.join(kind)}")
         return value
     if kind == "absolute path":
-        if not value.startswith("/"):
-            raise ValueError("must be an absolute path")
-        return os.path.normpath(value)
+        return _absolute_path(value)
     if not value or not value.isascii() or value[0].isdigit() \
             or not value.replace("_", "a").isalnum():
         raise ValueError("must be a ClassAd attribute name (letters, digits, _)")
     return value
+
+
+# PATH_MAX on Linux, terminating NUL included: a longer path cannot be opened at all.
+_MAX_PATH_CHARS = 4095
+
+
+def _absolute_path(value: str) -> str:
+    if not value.startswith("/"):
+        raise ValueError("must be an absolute path")
+    if len(value) > _MAX_PATH_CHARS:
+        raise ValueError(f"is longer than {_MAX_PATH_CHARS} characters, the longest path "
+                         "Linux opens")
+    return os.path.normpath(value)
 
 
 def _boolean(value: str) -> bool:

@@ -86,9 +86,11 @@ def job_features(
             features["wall_limit_secs"][0] * features["allocated_cpu"][0],
             "wall_limit_secs x allocated_cpu (no CPU time limit is enforced)",
         )
+        if not _writable(features["cpu_limit_secs"]):
+            del features["cpu_limit_secs"]
 
     hs06_job = _hs06_job(config, machine, features)
-    if hs06_job is not None:
+    if hs06_job is not None and _writable(hs06_job):
         features["hs06_job"] = hs06_job
 
     if "grace_secs_job" in config.job:
@@ -112,8 +114,15 @@ def _from_config(config: Config, name: str) -> Sourced | None:
     return None
 
 
+def _writable(candidate: Sourced) -> bool:
+    """A derived value or a limit too large for a file (no 64-bit reader could hold it)
+    cannot be determined: it is left out, not turned into an error for the whole job."""
+    return not candidate[0] > spec.MAX_INTEGER
+
+
 def _smallest(candidates: list) -> Sourced | None:
-    known = [candidate for candidate in candidates if candidate and candidate[0] is not None]
+    known = [candidate for candidate in candidates
+             if candidate and candidate[0] is not None and _writable(candidate)]
     if not known:
         return None
     return min(known, key=lambda candidate: candidate[0])

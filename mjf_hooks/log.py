@@ -44,7 +44,8 @@ class Log:
             self._emit("debug", message)
 
     def _emit(self, level: str, message: str) -> None:
-        line = f"{self.context}: {level}: {_one_line(message)}"
+        # The context quotes a job id, which may be garbage too: it must not hide the level.
+        line = _one_line(f"{_one_line(self.context)[:200]}: {level}: {message}")
         if "syslog" in self.destinations and level != "debug":
             if not self._syslog_open:
                 syslog.openlog("mjf", syslog.LOG_PID, syslog.LOG_DAEMON)
@@ -60,6 +61,17 @@ class Log:
                 pass  # a closed stderr must not turn a log line into a failure
 
 
+# A line quotes what was wrong, which may be a megabyte of garbage: enough to recognise it.
+MAX_LINE_CHARS = 1000
+
+
 def _one_line(message: str) -> str:
-    """Multi-line messages break batch-system log parsers: fold them."""
-    return " | ".join(part for part in message.splitlines() if part.strip()) or message
+    """One short printable line: multi-line messages break batch-system log parsers,
+    control characters a terminal, and bytes that are not UTF-8 syslog (they come from
+    the environment or files a message quotes)."""
+    line = " | ".join(part for part in message.splitlines() if part.strip()) or message
+    if len(line) > MAX_LINE_CHARS:
+        line = f"{line[:MAX_LINE_CHARS]}... ({len(line) - MAX_LINE_CHARS} more characters)"
+    if not line.isascii() or not line.isprintable():
+        line = "".join(char if " " <= char <= "~" else ascii(char)[1:-1] for char in line)
+    return line

@@ -52,10 +52,13 @@ def run(context: HookContext) -> int:
     return _exit_like(status)
 
 
+_OPTION_KEYS = (("cpus", "allocated_cpu"), ("wall_limit", "wall_limit_secs"),
+                ("memory", "max_rss_bytes"), ("job_id", "job_id"))
+
+
 def _job_options(options: dict) -> dict:
     parsed: dict = {}
-    for name, key in (("cpus", "allocated_cpu"), ("wall_limit", "wall_limit_secs"),
-                      ("memory", "max_rss_bytes")):
+    for name, key in _OPTION_KEYS[:3]:
         if name in options:
             parsed[key] = positive_int(name.replace("_", "-"), str(options[name]))
     if "job_id" in options:
@@ -71,16 +74,17 @@ def _set_up(context: HookContext, options: dict) -> tuple[Store, str, dict[str, 
                                                                 context.dry_run)
     now = int(time.time())
     job_id = options.get("job_id") or f"{os.uname().nodename}.{os.getpid()}.{now}"
-    source = "mjf run option"
+    source = {key: f"mjf run --{name.replace('_', '-')}" for name, key in _OPTION_KEYS}
     batch = {
-        "job_id": (job_id, source if "job_id" in options else "generated"),
+        "job_id": (job_id, source["job_id"] if "job_id" in options else "generated"),
         "jobstart_secs": (now, "time of `mjf run`"),
-        "allocated_cpu": (options["allocated_cpu"], source) if "allocated_cpu" in options
+        "allocated_cpu": (options["allocated_cpu"], source["allocated_cpu"])
+        if "allocated_cpu" in options
         else (cpu.affinity_cpus(), "CPU affinity of the process"),
     }
     for key in ("wall_limit_secs", "max_rss_bytes"):
         if key in options:
-            batch[key] = (options[key], source)
+            batch[key] = (options[key], source[key])
     # EGI's $TMPDIR policy: where TMPDIR is set, it is the job's scratch space.
     scratch_dir = context.environ.get("TMPDIR") or os.getcwd()
     job_dir = lifecycle.start_job(config, store, log, machine, batch, "self", scratch_dir,

@@ -25,6 +25,7 @@ from .command import CommandError, run_command
 from .config import Config
 from .log import Log
 from .probe import process
+from .spec import digits_value
 from .store import JOBS_DIR, RUNNER_MARKER, STATE_DIR, Store
 
 # Beside machinefeatures/shutdowntime: which batch-system drain set it (a hidden
@@ -127,8 +128,8 @@ def _condor_drain(config: Config, condor_status: str, log: Log) -> list[tuple[in
     for line in output.splitlines():
         fields = [field.strip() for field in line.split(",")]
         if len(fields) == 3 and fields[0].split(".")[0] == node and fields[1] == "true" \
-                and fields[2].isdigit():
-            return [(int(fields[2]), "HTCondor graceful drain")]
+                and digits_value(fields[2]) is not None:
+            return [(digits_value(fields[2]), "HTCondor graceful drain")]
     return []
 
 

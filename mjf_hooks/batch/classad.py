@@ -113,7 +113,8 @@ def _parse_number(text: str) -> int | float | None:
     if not body or not body.isascii():
         return None
     if body.isdigit():
-        return int(text)
+        # More digits than any 64-bit integer: a real (callers reject it); int() would raise.
+        return int(text) if len(body) <= 19 else float(text)
     mantissa, _, exponent = body.lower().partition("e")
     whole, dot, fraction = mantissa.partition(".")
     digits_ok = (whole + fraction).isdigit() and (whole or fraction)

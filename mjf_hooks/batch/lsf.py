@@ -18,6 +18,7 @@ README). Pure functions; :mod:`mjf_hooks.cli.lsf` does the I/O. Facts used:
 from __future__ import annotations
 
 from ..errors import SiteInputError
+from ..spec import MAX_JOB_ID_LENGTH, digits_value
 
 
 def job_id(environ: dict[str, str]) -> str:
@@ -26,12 +27,13 @@ def job_id(environ: dict[str, str]) -> str:
     if not value:
         raise SiteInputError("LSB_JOBID is missing or empty: not run by LSF? "
                              "(use --env-file to replay a recorded environment)")
-    if not (value.isascii() and value.isdigit()):
+    if not (value.isascii() and value.isdigit()) or len(value) > MAX_JOB_ID_LENGTH:
         raise SiteInputError(f"LSB_JOBID={value!r} is not an LSF job id (digits)")
-    index = environ.get("LSB_JOBINDEX", "0") or "0"
-    if not (index.isascii() and index.isdigit()):
-        raise SiteInputError(f"LSB_JOBINDEX={index!r} is not an array index (digits)")
-    return value if int(index) == 0 else f"{value}[{int(index)}]"
+    raw_index = environ.get("LSB_JOBINDEX", "0") or "0"
+    index = digits_value(raw_index)
+    if index is None:
+        raise SiteInputError(f"LSB_JOBINDEX={raw_index!r} is not an array index (digits)")
+    return value if index == 0 else f"{value}[{index}]"
 
 
 def _short(host: str) -> str:
@@ -46,12 +48,11 @@ def cpus_on_host(environ: dict[str, str], host_names: list[str]) -> tuple[int, s
     pairs_text = environ.get("LSB_MCPU_HOSTS", "").strip()
     if not pairs_text:
         total = environ.get("LSB_DJOB_NUMPROC", "")
-        if total.isascii() and total.isdigit() and int(total) > 0:
-            return int(total), f"LSB_DJOB_NUMPROC={total}"
+        if digits_value(total):
+            return digits_value(total), f"LSB_DJOB_NUMPROC={total}"
         raise SiteInputError("neither LSB_MCPU_HOSTS nor LSB_DJOB_NUMPROC gives the job's CPUs")
     words = pairs_text.split()
-    if len(words) % 2 or not all(count.isascii() and count.isdigit() and int(count) > 0
-                                 for count in words[1::2]):
+    if len(words) % 2 or not all(digits_value(count) for count in words[1::2]):
         raise SiteInputError(f"LSB_MCPU_HOSTS={pairs_text!r} is not pairs of host and count "
                              "such as 'hostA 4 hostB 2'")
     mine = {_short(name) for name in host_names}
@@ -69,18 +70,21 @@ def parse_run_limit_secs(text: str) -> int | None:
         return None
     if ":" in value:
         parts = value.split(":")
-        if len(parts) > 3 or not all(part.isascii() and part.isdigit() for part in parts):
-            raise ValueError(f"{text.strip()!r} is not a run limit such as 01:30:00")
+        numbers = [digits_value(part) for part in parts]
+        if len(parts) > 3 or None in numbers:
+            raise ValueError(f"bjobs runtimelimit {text.strip()!r} is not a run limit such as "
+                             "01:30:00")
         seconds = 0
-        for part in parts:
-            seconds = seconds * 60 + int(part)
+        for number in numbers:
+            seconds = seconds * 60 + number
         return seconds * (60 if len(parts) == 2 else 1)  # hh:mm or hh:mm:ss
     try:
         minutes = float(value)
     except ValueError:
-        raise ValueError(f"{text.strip()!r} is not a run limit in minutes") from None
+        raise ValueError(f"bjobs runtimelimit {text.strip()!r} is not a run limit in "
+                         "minutes") from None
     if not 0 < minutes < 1e12:
-        raise ValueError(f"{text.strip()!r} is not a positive run limit")
+        raise ValueError(f"bjobs runtimelimit {text.strip()!r} is not a positive run limit")
     return round(minutes * 60)
 
 

@@ -21,6 +21,7 @@ import os
 import time
 
 from ..errors import SiteInputError
+from ..spec import MAX_JOB_ID_LENGTH, digits_value
 
 MIB = 1024**2
 # Slurm memory sizes: a number of MiB, or with a K/M/G/T suffix (powers of 1024).
@@ -46,7 +47,7 @@ def job_id(environ: dict[str, str]) -> str:
     if not value:
         raise SiteInputError("SLURM_JOB_ID is missing or empty: not run by Slurm? "
                              "(use --env-file to replay a recorded environment)")
-    if not (value.isascii() and value.isdigit()):
+    if not (value.isascii() and value.isdigit()) or len(value) > MAX_JOB_ID_LENGTH:
         raise SiteInputError(f"SLURM_JOB_ID={value!r} is not a Slurm job id (digits)")
     return value
 
@@ -90,13 +91,10 @@ def _expand_host(item: str) -> list[str]:
     names = []
     for part in ranges.split(","):
         first, dash, last = part.partition("-")
-        if not first.isdigit() or (dash and not last.isdigit()):
+        start, stop = digits_value(first), digits_value(last if dash else first)
+        if start is None or stop is None or stop < start or stop - start > 100000:
             raise ValueError(f"bad range {part!r} in {item!r}")
-        width = len(first)
-        stop = int(last) if dash else int(first)
-        if stop < int(first) or stop - int(first) > 100000:
-            raise ValueError(f"bad range {part!r} in {item!r}")
-        names.extend(f"{prefix}{number:0{width}d}" for number in range(int(first), stop + 1))
+        names.extend(f"{prefix}{number:0{len(first)}d}" for number in range(start, stop + 1))
     return [name + tail for name in names for tail in _expand_host(rest)]
 
 
@@ -106,15 +104,16 @@ def parse_cpus_per_node(text: str) -> list[int]:
     for part in text.strip().split(","):
         number, marker, repeat = part.partition("(x")
         if marker:
-            if not repeat.endswith(")") or not repeat[:-1].isdigit():
+            if not repeat.endswith(")") or digits_value(repeat[:-1]) is None:
                 raise ValueError(f"bad repeat in {part!r}")
             repeat = repeat[:-1]
-        if not number.isdigit() or int(number) == 0:
+        cpus = digits_value(number)
+        if not cpus:
             raise ValueError(f"{part!r} is not a CPU count such as 4 or 4(x2)")
-        count = int(repeat) if marker else 1
+        count = digits_value(repeat) if marker else 1
         if not 0 < count <= 100000:
             raise ValueError(f"bad repeat count in {part!r}")
-        counts.extend([int(number)] * count)
+        counts.extend([cpus] * count)
     return counts
 
 
@@ -122,7 +121,8 @@ def cpus_on_node(environ: dict[str, str]) -> tuple[int, str]:
     """This node's CPUs of the job and a description of where that came from."""
     raw_counts = environ.get("SLURM_JOB_CPUS_PER_NODE", "")
     node = environ.get("SLURMD_NODENAME", "")
-    nodelist = environ.get("SLURM_JOB_NODELIST") or environ.get("SLURM_NODELIST") or ""
+    list_name = "SLURM_JOB_NODELIST" if environ.get("SLURM_JOB_NODELIST") else "SLURM_NODELIST"
+    nodelist = environ.get(list_name, "")
     try:
         counts = parse_cpus_per_node(raw_counts)
     except ValueError as error:
@@ -132,15 +132,15 @@ def cpus_on_node(environ: dict[str, str]) -> tuple[int, str]:
     try:
         nodes = expand_hostlist(nodelist)
     except ValueError as error:
-        raise SiteInputError(f"SLURM_JOB_NODELIST={nodelist!r}: {error}") from None
+        raise SiteInputError(f"{list_name}={nodelist!r}: {error}") from None
     if len(nodes) != len(counts):
         raise SiteInputError(
             f"SLURM_JOB_CPUS_PER_NODE={raw_counts!r} has {len(counts)} entries for "
-            f"{len(nodes)} nodes in {nodelist!r}"
+            f"{len(nodes)} nodes in {list_name}={nodelist!r}"
         )
     if node not in nodes:
         raise SiteInputError(f"this node (SLURMD_NODENAME={node!r}) is not in the job's "
-                             f"node list {nodelist!r}")
+                             f"node list {list_name}={nodelist!r}")
     index = nodes.index(node)
     return counts[index], (f"SLURM_JOB_CPUS_PER_NODE={raw_counts} "
                            f"(node {index + 1} of {len(nodes)})")
@@ -173,9 +173,10 @@ def parse_duration_secs(text: str) -> int | None:
     if not dash:
         days, clock = "0", text
     parts = clock.split(":")
-    if not days.isdigit() or not all(part.isdigit() for part in parts) or len(parts) > 3:
+    numbers = [digits_value(part) for part in [days, *parts]]
+    if None in numbers or len(parts) > 3:
         raise ValueError(f"{text!r} is not a Slurm time such as 1-00:00:00")
-    numbers = [int(part) for part in parts]
+    days, *numbers = numbers
     if dash:  # days-hours[:minutes[:seconds]]
         hours, minutes, seconds = ([*numbers, 0, 0])[:3]
     elif len(numbers) == 3:  # hours:minutes:seconds
@@ -183,7 +184,7 @@ def parse_duration_secs(text: str) -> int | None:
     else:  # minutes[:seconds]
         hours, (minutes, seconds) = 0, ([*numbers, 0])[:2]
     seconds += hours * 3600 + minutes * 60
-    return int(days) * 86400 + seconds
+    return days * 86400 + seconds
 
 
 def parse_memory_bytes(text: str) -> int | None:
@@ -195,19 +196,23 @@ def parse_memory_bytes(text: str) -> int | None:
     if text and text[-1].upper() in _MEMORY_UNITS:
         unit = _MEMORY_UNITS[text[-1].upper()]
         text = text[:-1]
-    if not text.isascii() or not text.isdigit():
+    number = digits_value(text)
+    if number is None:
         raise ValueError("is not a memory size such as 200M or 4G")
-    return int(text) * unit or None
+    return number * unit or None
 
 
 def parse_local_time(text: str) -> int | None:
     """``2026-11-22T05:11:42`` (scontrol's local time) -> UNIX seconds."""
     date, _, clock = text.partition("T")
     fields = date.split("-") + clock.split(":")
-    if len(fields) != 6 or not all(field.isdigit() for field in fields):
+    numbers = [digits_value(field) for field in fields]
+    if len(numbers) != 6 or None in numbers:
         return None
-    year, month, day, hour, minute, second = (int(field) for field in fields)
-    return int(time.mktime((year, month, day, hour, minute, second, 0, 0, -1)))
+    try:
+        return int(time.mktime((*numbers, 0, 0, -1)))
+    except (OverflowError, ValueError):  # a year such as 9999999999
+        return None
 
 
 def needs_scontrol(environ: dict[str, str]) -> bool:
@@ -250,23 +255,23 @@ def prolog_facts(environ: dict[str, str], job: dict[str, str] | None,
 
 
 def _env_seconds(environ: dict[str, str], name: str) -> int | None:
-    value = environ.get(name, "")
-    return int(value) if value.isascii() and value.isdigit() and int(value) > 0 else None
+    return digits_value(environ.get(name, "")) or None
 
 
 def _time_limit(job: dict[str, str], partition: dict[str, str] | None, facts: dict,
                 warnings: list[str]) -> None:
     raw = job.get("TimeLimit", "")
-    source = f"scontrol TimeLimit={raw}"
+    field = "scontrol TimeLimit"
     if raw == "Partition_Limit" and partition is not None:
-        for field in ("DefaultTime", "MaxTime"):
-            if partition.get(field, "NONE").upper() not in _NO_LIMIT:
-                raw, source = partition[field], f"scontrol partition {field}={partition[field]}"
+        for name in ("DefaultTime", "MaxTime"):
+            if partition.get(name, "NONE").upper() not in _NO_LIMIT:
+                raw, field = partition[name], f"scontrol partition {name}"
                 break
+    source = f"{field}={raw}"
     try:
         limit = parse_duration_secs(raw)
     except ValueError as error:
-        warnings.append(f"wall_limit_secs not written: {error}")
+        warnings.append(f"wall_limit_secs not written: {field} {error}")
         return
     if limit:
         facts["wall_limit_secs"] = (limit, source)
@@ -298,10 +303,10 @@ def task_memory_facts(environ: dict[str, str]) -> dict[str, tuple]:
     per_node = environ.get("SLURM_MEM_PER_NODE", "")
     per_cpu = environ.get("SLURM_MEM_PER_CPU", "")
     cpus = environ.get("SLURM_CPUS_ON_NODE", "")
-    if per_node.isascii() and per_node.isdigit() and int(per_node) > 0:
-        return {"max_rss_bytes": (int(per_node) * MIB, f"SLURM_MEM_PER_NODE={per_node}")}
-    if all(value.isascii() and value.isdigit() and int(value) > 0 for value in (per_cpu, cpus)):
-        return {"max_rss_bytes": (int(per_cpu) * int(cpus) * MIB,
+    if digits_value(per_node):
+        return {"max_rss_bytes": (digits_value(per_node) * MIB, f"SLURM_MEM_PER_NODE={per_node}")}
+    if digits_value(per_cpu) and digits_value(cpus):
+        return {"max_rss_bytes": (digits_value(per_cpu) * digits_value(cpus) * MIB,
                                   f"SLURM_MEM_PER_CPU={per_cpu} x SLURM_CPUS_ON_NODE={cpus}")}
     return {}
 

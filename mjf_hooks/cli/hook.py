@@ -166,9 +166,11 @@ def read_env_file(path: str) -> dict[str, str]:
     except OSError as error:
         raise MJFError(f"--env-file {path}: {error.strerror}") from None
     environ = {}
-    for line in lines:
+    for number, line in enumerate(lines, 1):
         name, equals, value = line.partition("=")
         if equals and _is_variable_name(name):
+            if "\0" in value:  # no environment can hold one: exec would fail on it
+                raise MJFError(f"--env-file {path}, line {number}: {name} contains a NUL byte")
             environ[name] = value
     return environ
 

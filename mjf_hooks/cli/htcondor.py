@@ -117,6 +117,9 @@ def _set_up(context: HookContext) -> dict[str, str]:
     )
     for warning in warnings:
         log.warning(warning)
+    if "job_id" not in facts:
+        raise SiteInputError("the job ad ($_CONDOR_JOB_AD) has no GlobalJobId, nor ClusterId "
+                             "and ProcId: cannot tell the job's id")
     site = lifecycle.store_for(config)
     store = lifecycle.store_for(config, os.path.join(scratch, SCRATCH_STORE))
     machine_store, machine = lifecycle.machine_features_for_job(config, site, store, log,

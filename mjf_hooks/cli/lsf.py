@@ -176,7 +176,7 @@ def _job_user(environ: dict[str, str]) -> tuple[int | None, int | None]:
     name = environ.get("LSB_JOB_EXECUSER") or environ.get("USER") or ""
     try:
         entry = pwd.getpwnam(name)
-    except KeyError:
-        raise SiteInputError(f"the job's user {name!r} (LSB_JOB_EXECUSER/USER) is unknown "
+    except (KeyError, ValueError):  # ValueError: a name with a NUL byte
+        raise SiteInputError(f"LSB_JOB_EXECUSER/USER: the job's user {name!r} is unknown "
                              "here") from None
     return entry.pw_uid, entry.pw_gid

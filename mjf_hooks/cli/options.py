@@ -7,6 +7,8 @@ flags, and ``--`` before a command.
 
 from __future__ import annotations
 
+from ..spec import digits_value
+
 
 class UsageError(Exception):
     """The command line is wrong; the message says how."""
@@ -53,6 +55,7 @@ def parse(argv: list[str], flags: tuple[str, ...], valued: tuple[str, ...],
 
 def positive_int(name: str, text: str) -> int:
     """An option value that must be a positive whole number."""
-    if not text.isascii() or not text.isdigit() or int(text) <= 0:
+    number = digits_value(text)
+    if not number:
         raise UsageError(f"--{name} must be a positive whole number, not {text!r}")
-    return int(text)
+    return number

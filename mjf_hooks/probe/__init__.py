@@ -12,7 +12,7 @@ def read_text(path: str) -> str | None:
     try:
         with open(path, "rb") as handle:
             data = handle.read()
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a path with a NUL byte (from the environment)
         return None
     # As text mode would read it, without the codec lookup that imports encodings.ascii.
     return data.decode("ascii", "replace").replace("\r\n", "\n").replace("\r", "\n")

@@ -9,6 +9,7 @@ are the minimum over the cgroup and all its ancestors.
 
 from __future__ import annotations
 
+from ..spec import digits_value
 from . import read_text
 from .mounts import Mount, parse_mountinfo
 
@@ -63,11 +64,8 @@ def parse_limit(text: str | None) -> int | None:
     """A memory limit file's value in bytes; None for ``max``, v1's unlimited, or junk."""
     if text is None:
         return None
-    value = text.strip()
-    if not value.isascii() or not value.isdigit():
-        return None
-    number = int(value)
-    return None if number >= _V1_UNLIMITED_FROM else number
+    number = digits_value(text.strip())
+    return None if number is None or number >= _V1_UNLIMITED_FROM else number
 
 
 def parse_cpu_list(text: str | None) -> int | None:
@@ -77,12 +75,10 @@ def parse_cpu_list(text: str | None) -> int | None:
     count = 0
     for part in text.strip().split(","):
         first, dash, last = part.partition("-")
-        last = last if dash else first
-        if not (first + last).isascii() or not first.isdigit() or not last.isdigit():
+        start, stop = digits_value(first), digits_value(last if dash else first)
+        if start is None or stop is None or stop < start:
             return None
-        if int(last) < int(first):
-            return None
-        count += int(last) - int(first) + 1
+        count += stop - start + 1
     return count
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..spec import digits_value
 from . import read_text
 
 
@@ -12,7 +13,7 @@ def start_ticks(pid: int) -> int | None:
         return None
     fields = text.rsplit(")", 1)[1].split()
     # After "pid (comm)", field 3 (state) is fields[0]: starttime (22) is fields[19].
-    return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
+    return digits_value(fields[19]) if len(fields) > 19 else None
 
 
 def identity(pid: int) -> str | None:
@@ -24,6 +25,6 @@ def identity(pid: int) -> str | None:
 def still_running(recorded: str) -> bool | None:
     """True/False for a recorded identity; None if the record is unreadable."""
     pid, _, ticks = recorded.strip().partition(" ")
-    if not pid.isdigit() or not ticks.isdigit():
+    if digits_value(pid) is None or digits_value(ticks) is None:
         return None
-    return start_ticks(int(pid)) == int(ticks)
+    return start_ticks(digits_value(pid)) == digits_value(ticks)

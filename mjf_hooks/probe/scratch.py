@@ -14,6 +14,6 @@ def filesystem_size_bytes(path: str) -> int | None:
     """
     try:
         stat = os.statvfs(path)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a path with a NUL byte ($TMPDIR in an env file)
         return None
     return stat.f_blocks * stat.f_frsize or None

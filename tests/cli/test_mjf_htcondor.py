@@ -157,7 +157,7 @@ def test_no_job_ad_means_no_job_id_and_no_mjf_but_the_job_runs(starter):
     (starter.scratch / ".job.ad").unlink()
     result, seen = starter.show()
     assert result.returncode == 0 and seen["env"]["JOBFEATURES"] is None
-    assert "did not give the job's job_id" in result.stderr
+    assert "cannot tell the job's id" in result.stderr
 
 
 @pytest.mark.parametrize("scratch", [None, "relative/dir", "/nonexistent/dir"])

@@ -104,7 +104,7 @@ def test_dry_run_prints_the_plan_and_touches_nothing(write_config):
 def test_verbose_says_where_each_value_came_from(write_config):
     conf, _ = write_config()
     result = mjf("run", "--verbose", "--cpus", "2", "--", "true", config=conf)
-    assert "allocated_cpu = 2  (mjf run option)" in result.stderr
+    assert "allocated_cpu = 2  (mjf run --cpus)" in result.stderr
     assert "total_cpu" in result.stderr and "/proc/cpuinfo" in result.stderr
 
 

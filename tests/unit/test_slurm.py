@@ -206,7 +206,7 @@ def test_node_not_in_list_leaves_allocated_cpu_out_with_a_warning():
     facts, warnings = slurm.prolog_facts(environ, SCONTROL_JOB, None, now=1)
     assert "allocated_cpu" not in facts
     assert warnings == ["allocated_cpu not written: this node (SLURMD_NODENAME='other') is not "
-                        "in the job's node list 'vm[1-2]'"]
+                        "in the job's node list SLURM_NODELIST='vm[1-2]'"]
 
 
 def test_task_memory_from_a_recorded_taskprolog_environment():
