@@ -1,0 +1,340 @@
+"""Runs one corpus case in-process and checks what the fail-safe rule promises.
+
+Each case gets its own directory ``D`` holding everything the hook may read:
+the config, the ad files, a fake ``/proc`` and ``/sys/fs/cgroup`` (the probes
+read below ``D/root``), fake batch-system commands, and ``base_dir``. The hook's
+``os.execve``, its job spawn, syslog and external commands are replaced by
+recorders, so hundreds of cases run in seconds.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import sys
+
+from mjf_hooks import command, probe, spec, sync
+from mjf_hooks.command import CommandError
+from mjf_hooks.config import parse as parse_config
+from mjf_hooks.probe import cgroup, cpu
+from mjf_hooks.store import job_dir_name
+from tests.corpus.mutations import CGROUP_TREE, DIRECTORY, SCONTROL_JOB, SCONTROL_PARTITION
+
+READ_TEXT = probe.read_text
+MAX_LINE = 1200  # a clear line, not a megabyte of echoed input
+# Lines that follow from a failure already named, and say what happens next.
+CONSEQUENCES = ("running the command without MJF",)
+# Where the hooks look for the batch system's environment: what a case may replace.
+ENV_PREFIXES = ("SLURM", "_CONDOR", "LSB_", "LSF_", "MJF_", "TMPDIR", "XDG_RUNTIME_DIR", "USER")
+
+
+class Outcome:
+    """What one run did: exit status, log lines, the jobs it started."""
+
+    def __init__(self, status, stdout, stderr, syslog_lines, execs):
+        self.status = status
+        self.stdout = stdout
+        self.stderr_lines = stderr.splitlines()
+        self.syslog_lines = syslog_lines
+        self.execs = execs  # (argv, environ, problems with the JOBFEATURES it was given)
+
+    @property
+    def errors(self):
+        return [line for line in self.stderr_lines if ": error: " in line]
+
+
+class Sandbox:
+    """One case's directory and the recorders standing in for the outside world."""
+
+    def __init__(self, directory, monkeypatch, capsys):
+        self.d = str(directory)
+        self.monkeypatch = monkeypatch
+        self.capsys = capsys
+        self.outputs = {}
+        self.execs = []
+        self.syslog_lines = []
+        self._patch()
+
+    def path(self, relative: str) -> str:
+        return os.path.join(self.d, relative)
+
+    def expand(self, text):
+        return None if text is None else text.replace("@D@", self.d)
+
+    # -- the world the hook sees ---------------------------------------------------------------
+
+    def _patch(self):
+        patch = self.monkeypatch.setattr
+        root = self.path("root")
+
+        def read_text(path):
+            if path.startswith(("/proc/", "/sys/")):
+                path = root + path
+            return READ_TEXT(path)
+
+        for module in (cgroup, cpu):
+            patch(module, "read_text", read_text)
+        for module in [command, sync, *self._hook_modules()]:
+            if hasattr(module, "run_command"):
+                patch(module, "run_command", self._run_command)
+        patch(sync, "_CONDOR_STATUS", self.path("bin/condor_status"))
+        patch(os, "execve", self._execve)
+        import syslog
+
+        patch(syslog, "openlog", lambda *args, **kwargs: None)
+        patch(syslog, "syslog", self._syslog)
+        from mjf_hooks import standalone
+
+        patch(standalone, "_spawn_and_wait", self._spawn)
+        self.monkeypatch.chdir(self.d)
+
+    @staticmethod
+    def _hook_modules():
+        from mjf_hooks.cli import htcondor, lsf, slurm
+
+        return [slurm, lsf, htcondor]
+
+    def _run_command(self, argv, timeout_secs, env=None):
+        if not os.access(argv[0], os.X_OK):
+            raise CommandError(f"cannot run {argv[0]}: No such file or directory")
+        name = os.path.basename(argv[0])
+        if name == "scontrol":
+            default = SCONTROL_JOB if argv[2] == "job" else SCONTROL_PARTITION
+            name = "scontrol" if argv[2] == "job" else "scontrol-partition"
+        else:
+            default = {"bjobs": "00:30:00\n", "condor_status": ""}[name]
+        output = self.outputs.get(name, default)
+        if isinstance(output, Exception):
+            raise output
+        return output
+
+    def _syslog(self, priority, message=None):
+        message = priority if message is None else message
+        message.encode("utf-8")  # as the real one: a lone surrogate raises UnicodeEncodeError
+        self.syslog_lines.append(message)
+
+    def _check_exec(self, argv, environ):
+        for text in [*argv, *environ, *environ.values()]:
+            if "\0" in text:
+                raise ValueError("embedded null byte")  # as os.execve / posix_spawn
+        problems = []
+        if environ.get("JOBFEATURES"):
+            problems = job_dir_problems(environ["JOBFEATURES"])
+        self.execs.append((list(argv), dict(environ), problems))
+
+    def _execve(self, path, argv, environ):
+        self._check_exec(argv, environ)
+        if not os.access(path, os.X_OK):
+            self.execs.pop()
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", path)
+
+    def _spawn(self, argv, environ):
+        self._check_exec(argv, environ)
+        return 0
+
+    # -- running -------------------------------------------------------------------------------
+
+    def write_files(self, files):
+        for relative, content in files.items():
+            target = self.path(relative)
+            if os.path.isdir(target) and not os.path.islink(target):
+                _remove_tree(target)
+            elif os.path.lexists(target):
+                os.unlink(target)
+            if content is None:
+                continue
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            if content is DIRECTORY:
+                os.mkdir(target)
+            elif isinstance(content, tuple):  # ("symlink", target)
+                os.symlink(self.expand(content[1]), target)
+            else:
+                with open(target, "wb") as handle:
+                    handle.write(content.replace(b"@D@", os.fsencode(self.d)))
+
+    def set_environ(self, environ):
+        for name in list(os.environ):
+            if name.startswith(ENV_PREFIXES):
+                self.monkeypatch.delenv(name)
+        for name, value in environ.items():
+            self.monkeypatch.setenv(name, value)
+
+    def run(self, call, environ, outputs=None, argv0=None) -> Outcome:
+        """Call an entry point's main with ``environ`` as the process environment."""
+        self.outputs = outputs or {}
+        self.execs, self.syslog_lines = [], []
+        self.set_environ({name: self.expand(value) for name, value in environ.items()})
+        if argv0 is not None:
+            self.monkeypatch.setattr(sys, "argv", argv0)
+        self.capsys.readouterr()
+        try:
+            status = call()
+        except SystemExit as exit_:
+            status = exit_.code
+        captured = self.capsys.readouterr()
+        return Outcome(status, captured.out, captured.err, self.syslog_lines, self.execs)
+
+
+def _remove_tree(path):
+    for top, dirs, files in os.walk(path, topdown=False):
+        for name in files:
+            os.unlink(os.path.join(top, name))
+        for name in dirs:
+            full = os.path.join(top, name)
+            os.unlink(full) if os.path.islink(full) else os.rmdir(full)
+    os.rmdir(path)
+
+
+# -- the checks ------------------------------------------------------------------------------
+
+
+def snapshot(directory: str) -> dict[str, tuple]:
+    """Every entry below ``directory``: kind, mode, owner, and for files their identity
+    (inode, size, modification time in ns: a write or a replacement changes one)."""
+    entries = {}
+    prefix = len(directory) + 1
+    for top, dirs, files in os.walk(directory):
+        for name in dirs + files:
+            full = f"{top}/{name}"
+            info = os.lstat(full)
+            if stat.S_ISLNK(info.st_mode):
+                entry = ("link", os.readlink(full))
+            elif stat.S_ISDIR(info.st_mode):
+                entry = ("dir", info.st_mode, info.st_uid, info.st_gid)
+            else:
+                entry = ("file", info.st_mode, info.st_uid, info.st_gid, info.st_ino,
+                         info.st_size, info.st_mtime_ns)
+            entries[full[prefix:]] = entry
+    return entries
+
+
+def changed_paths(before: dict, after: dict) -> list[str]:
+    return sorted(path for path in before.keys() | after.keys()
+                  if before.get(path) != after.get(path))
+
+
+def job_dir_problems(jobfeatures: str, every_file: bool = True) -> list[str]:
+    """What is wrong with a job's features directory as a reader sees it (with
+    ``every_file`` false, only whether it is complete: files a case planted stay)."""
+    if not os.path.isdir(jobfeatures):
+        return [f"{jobfeatures} is not a directory"]
+    names = os.listdir(jobfeatures)
+    problems = key_file_problems(jobfeatures, names) if every_file else []
+    for required in ("job_id", "jobstart_secs"):
+        if required not in names:
+            problems.append(f"{jobfeatures} has no {required}")
+    if "job_id" in names:
+        with open(os.path.join(jobfeatures, "job_id"), "rb") as handle:
+            job_id = handle.read().decode("ascii", "replace")
+        top = os.path.basename(os.path.dirname(jobfeatures))
+        if spec.is_valid_job_id(job_id) and job_dir_name(job_id) != top:
+            problems.append(f"{jobfeatures}: job_id {job_id!r} is not the directory's job")
+    return problems
+
+
+def key_file_problems(directory: str, names) -> list[str]:
+    """Key files (of ``names`` in ``directory``) that are not complete valid values."""
+    problems = []
+    for name in names:
+        full = os.path.join(directory, name)
+        if name.startswith("."):
+            problems.append(f"{full}: a hidden (temporary) file was left behind")
+            continue
+        if not (spec.is_valid_key_name(name) or name in spec.LEGACY_NAMES):
+            problems.append(f"{full}: not a key name")
+            continue
+        if not stat.S_ISREG(os.lstat(full).st_mode):
+            problems.append(f"{full}: not a regular file")
+            continue
+        if name not in spec.KEYS and name not in spec.LEGACY_NAMES:
+            continue  # not ours to judge (`mjf check` warns about unknown files)
+        with open(full, "rb") as handle:
+            raw = handle.read()
+        try:
+            spec.parse_value(spec.typed_like(name), raw.decode("ascii"))
+        except (UnicodeDecodeError, ValueError) as error:
+            problems.append(f"{full}: {raw[:40]!r} is not a valid value: {error}")
+    return problems
+
+
+def configured_base_dir(sandbox: Sandbox) -> str:
+    """The base_dir of the case's config, or D/base where the config does not parse."""
+    try:
+        with open(sandbox.path("mjf.conf"), "rb") as handle:
+            return parse_config(handle.read().decode("utf-8")).base_dir
+    except Exception:
+        return sandbox.path("base")
+
+
+def allowed_roots(sandbox: Sandbox) -> list[str]:
+    """Where a hook may write: its stores (base_dir, the job's scratch store, the user's
+    private directory) and HTCondor's wrapper error file."""
+    return [configured_base_dir(sandbox), sandbox.path("base"), sandbox.path("scratch/.mjf"),
+            sandbox.path("xdg/mjf"), sandbox.path("scratch/.job_wrapper_failure")]
+
+
+def check_stores(sandbox: Sandbox, before: dict, after: dict) -> list[str]:
+    """(c) nothing changed outside the stores; (d) no partial or invalid files in them."""
+    problems = []
+    roots = allowed_roots(sandbox)
+    changed = changed_paths(before, after)
+    for relative in changed:
+        full = sandbox.path(relative)
+        inside = [root for root in roots if full == root or full.startswith(root + "/")]
+        if not inside:
+            problems.append(f"changed outside its directory: {relative} "
+                            f"{before.get(relative)} -> {after.get(relative)}")
+            continue
+        if relative not in after:
+            continue
+        parts = os.path.relpath(full, inside[0]).split("/")
+        if any(part.startswith(".") for part in parts if part not in (".", "..")):
+            problems.append(f"hidden entry left behind: {relative}")
+        elif after[relative][0] == "file" and (
+                (len(parts) == 2 and parts[0] == "machinefeatures")
+                or (len(parts) == 4 and parts[0] == "jobs" and parts[2] == "jobfeatures")):
+            problems += key_file_problems(os.path.dirname(full), [parts[-1]])
+        elif len(parts) == 2 and parts[0] == "jobs" and after[relative][0] == "dir":
+            problems += job_dir_problems(os.path.join(full, "jobfeatures"), every_file=False)
+    return problems
+
+
+def check_lines(outcome: Outcome, culprits, baseline) -> list[str]:
+    """(b) one clear line per failure: no tracebacks, no internal errors, and each line
+    that the unbroken run does not log names what was broken."""
+    problems = []
+    if len(outcome.errors) > 1:
+        problems.append(f"{len(outcome.errors)} error lines for one broken input")
+    for line in outcome.stderr_lines:
+        lowered = line.lower()
+        if not line.startswith("mjf[") or (": error: " not in line and ": warning: " not in line):
+            problems.append(f"not a log line: {line[:200]!r}")
+        elif "internal error" in lowered or "traceback" in lowered:
+            problems.append(f"a bug of ours: {line[:300]!r}")
+        elif len(line) > MAX_LINE:
+            problems.append(f"a line of {len(line)} characters: {line[:120]!r}...")
+        elif normalise(line) not in baseline and not any(
+                culprit.lower() in lowered for culprit in culprits + CONSEQUENCES):
+            problems.append(f"does not name {' or '.join(culprits)}: {line[:300]!r}")
+    for line in outcome.syslog_lines:
+        if "\n" in line:
+            problems.append(f"a multi-line syslog message: {line[:200]!r}")
+    return problems
+
+
+def normalise(line: str) -> str:
+    """A log line without what differs between runs (pid, the case directory)."""
+    text = line.split("]: ", 1)[-1]
+    marker = "/corpus-"
+    while marker in text:
+        start = text.index(marker)
+        end = text.find("/", start + len(marker))
+        text = text[:start] + "/D" + (text[end:] if end > 0 else "")
+    return text
+
+
+def default_tree() -> dict[str, bytes]:
+    """The fake /proc and cgroup tree of a Slurm-like job (below D/root)."""
+    return {f"root/{path}": data for path, data in CGROUP_TREE.items()}
+
