@@ -589,7 +589,15 @@ def _remove_entry(top: _Dir, parent_fd: int, name: str, path: str, device: int,
     if depth >= _MAX_OPEN_DEPTH:
         # Too deep to hold open: move it up beside the tree, remove it from there later.
         moved = f"{_TRASH_PREFIX}deep.{os.getpid()}.{os.urandom(4).hex()}"
-        os.rename(name, moved, src_dir_fd=parent_fd, dst_dir_fd=top.fd)
+        try:
+            os.rename(name, moved, src_dir_fd=parent_fd, dst_dir_fd=top.fd)
+        except PermissionError:
+            # Moving a directory rewrites its "..": one of ours locked by the job must be
+            # opened up first (root needs no permission).
+            if info.st_uid != os.geteuid():
+                raise
+            _unlock(parent_fd, name)
+            os.rename(name, moved, src_dir_fd=parent_fd, dst_dir_fd=top.fd)
         queue.append(moved)
         return
     fd = _open_for_removal(parent_fd, name, info)
@@ -612,13 +620,18 @@ def _open_for_removal(parent_fd: int, name: str, info: os.stat_result) -> int:
     except PermissionError:
         if info.st_uid != os.geteuid():
             raise
+    _unlock(parent_fd, name)
+    return os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+
+
+def _unlock(parent_fd: int, name: str) -> None:
+    """Give a directory of ours its owner's permissions back, without following a link."""
     fd = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
                  dir_fd=parent_fd)
     try:
         os.chmod(f"/proc/self/fd/{fd}", 0o700)
     finally:
         os.close(fd)
-    return os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
 
 
 def _owner_is_gone(name: str) -> bool:

@@ -309,10 +309,10 @@ def test_removal_survives_a_job_nesting_thousands_of_unreadable_directories(tmp_
         os.mkdir("d", dir_fd=fd)
         os.symlink(str(outside), "link", dir_fd=fd)
         child = os.open("d", os.O_RDONLY, dir_fd=fd)
+        if level % 500 == 499:
+            os.chmod(f"/proc/self/fd/{fd}", 0)  # locked behind us
         os.close(fd)
         fd = child
-        if level % 500 == 499:
-            os.chmod(f"/proc/self/fd/{fd}", 0)
     os.close(fd)
     assert store.remove_job("7")
     assert listing(tmp_path / "base/jobs") == []
