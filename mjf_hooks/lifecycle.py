@@ -55,14 +55,24 @@ def machine_features(config: Config, store: Store, log: Log, dry_run: bool = Fal
         changed = store.write_machine(rendered, _MANAGED_MACHINE_KEYS)
         if changed:
             log.info(f"{store.machine_dir}: updated {', '.join(changed)}")
-    shutdown = store.read_machine_key("shutdowntime")
+    shutdown = _machine_shutdown(store, log)
     if shutdown is not None:
-        try:
-            features["shutdowntime"] = (spec.parse_value("shutdowntime", shutdown),
-                                        f"{store.machine_dir}/shutdowntime")
-        except ValueError as error:
-            log.warning(f"{store.machine_dir}/shutdowntime {shutdown!r} ignored: {error}")
+        features["shutdowntime"] = (shutdown, f"{store.machine_dir}/shutdowntime")
     return features
+
+
+def _machine_shutdown(store: Store, log: Log | None = None) -> int | None:
+    """The shutdowntime a drain set, or None; one that is not a valid value is ignored
+    (and logged, given a log)."""
+    written = store.read_machine_key("shutdowntime")
+    if written is None:
+        return None
+    try:
+        return int(spec.parse_value("shutdowntime", written))
+    except ValueError as error:
+        if log is not None:
+            log.warning(f"{store.machine_dir}/shutdowntime {written[:40]!r} ignored: {error}")
+        return None
 
 
 def user_job_store(config: Config, environ: Mapping[str, str], log: Log,
@@ -187,8 +197,7 @@ def _follow_drains(store: Store, machine_store: Store, job_id: str, own: tuple |
     after the job appeared, until it stays put, leaves no window.
     """
     for _ in range(10):
-        written = machine_store.read_machine_key("shutdowntime")
-        current = int(written) if written and written.isdigit() else None
+        current = _machine_shutdown(machine_store)
         if current == used:
             return
         bounds = [value for value in (own[0] if own else None, current) if value is not None]
@@ -207,19 +216,24 @@ def complete_job(config: Config, store: Store, log: Log, machine: Features, job_
     """
     written, pending = store.read_job(job_id)
     facts: dict[str, tuple] = {}
+    invalid = set()
     for name, raw in written.items():
         if name in spec.KEYS and name not in ("hs06_job", "grace_secs_job", "cpu_limit_secs"):
             try:
                 facts[name] = (spec.parse_value(name, raw), "written at job start")
             except ValueError as error:
-                log.warning(f"{store.job_features_dir(job_id)}/{name}: {error}; recomputing")
+                invalid.add(name)
+                log.warning(f"{store.job_features_dir(job_id)}/{name} {raw[:40]!r}: {error}; "
+                            "recomputing it, or removing it if it cannot be")
     for name, fact in batch.items():
         known = facts.get(name)
         facts[name] = fact if known is None or fact[0] < known[0] else known
     limits = cgroup.limits("self")
     job = features_module.job_features(config, machine, facts, limits)
     rendered = features_module.render(job)
-    changed = {name: value for name, value in rendered.items() if written.get(name) != value}
+    changed: dict[str, str | None] = {
+        name: value for name, value in rendered.items() if written.get(name) != value}
+    changed.update({name: None for name in invalid - rendered.keys()})
     report(log, store.job_features_dir(job_id), job, rendered, dry_run)
     if not dry_run and (changed or pending):
         store.set_job_keys(job_id, changed)

@@ -373,16 +373,9 @@ def harness_host():
     return os.uname().nodename.split(".")[0]
 
 
-# Bugs the corpus found in modules another engineer is changing: left for them.
-KNOWN_BUGS = {
-    ("state:shutdowntime-huge", ("slurm-prolog", "htcondor-wrapper", "lsf-starter",
-                                 "lsf-pre-exec", "mjf-run")):
-    "lifecycle._follow_drains: a machinefeatures/shutdowntime of thousands of digits escapes "
-    "spec.format_value as ValueError (an internal error after the job directory was created)",
-    ("state:key-nul", ("lsf-starter-after-pre-exec",)):
-    "lifecycle.complete_job: a key file it finds invalid and cannot recompute "
-    "(wall_limit_secs '3\\x006') is logged ('recomputing') but left for the job to read",
-}
+# (case label, entry points) -> why it fails: a known bug, the case kept as a strict xfail
+# until it is fixed. Empty: none is known.
+KNOWN_BUGS: dict[tuple[str, tuple[str, ...]], str] = {}
 
 
 def _marked(case: Case):
