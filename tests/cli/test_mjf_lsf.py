@@ -46,7 +46,11 @@ class Site:
     def environ(self, name="single-host.env", **changes):
         text = (FIXTURES / "lsf-10.1" / name).read_text().replace("@HOST@", HOST)
         environ = dict(line.split("=", 1) for line in text.splitlines())
-        environ.update({"MJF_CONFIG": str(self.conf), "TMPDIR": str(self.tmp_path)})
+        # An unprivileged test run's fallback directory: this test's own, not /tmp/mjf-<uid>.
+        runtime = self.tmp_path / "runtime"
+        runtime.mkdir(mode=0o700, exist_ok=True)
+        environ.update({"MJF_CONFIG": str(self.conf), "TMPDIR": str(self.tmp_path),
+                        "XDG_RUNTIME_DIR": str(runtime)})
         for key, value in changes.items():
             if value is None:
                 environ.pop(key, None)
@@ -193,8 +197,12 @@ def test_bad_cpu_variables_leave_allocated_cpu_out(site, changes, message):
 def test_pre_exec_never_fails_unless_configured(site, tmp_path):
     (tmp_path / "file").write_text("")
     site.configure(base_dir=tmp_path / "file/base")
+    site.environ()  # makes the private fallback directory's parent (unprivileged runs)
+    (tmp_path / "runtime/mjf").write_text("")  # and breaks the fallback too
     result = site.run("pre-exec")
-    assert result.returncode == 0 and "Not a directory" in result.stderr
+    assert result.returncode == 0
+    assert ("Not a directory" if os.geteuid() == 0 else "is not a directory of uid") \
+        in result.stderr
     site.conf.write_text("[mjf]\non_error = sometimes\n")
     assert site.run("pre-exec").returncode == 0
     site.conf.write_text(f"[mjf]\nbase_dir = {tmp_path}/file/base\non_error = fail\n")

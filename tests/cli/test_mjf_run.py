@@ -129,13 +129,20 @@ def test_a_broken_config_still_runs_the_job(tmp_path):
 
 def test_a_store_error_still_runs_the_job_unless_on_error_is_fail(tmp_path):
     (tmp_path / "file").write_text("")
+    # Unprivileged, the unwritable base_dir sends the job to its private directory: make
+    # that one fail too.
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    (runtime / "mjf").write_text("")
+    env = {"XDG_RUNTIME_DIR": str(runtime)}
     conf = tmp_path / "mjf.conf"
     conf.write_text(f"[mjf]\nbase_dir = {tmp_path}/file/base\nlog = stderr\n")
-    result = mjf("run", "--", "sh", "-c", "echo ran", config=conf)
+    result = mjf("run", "--", "sh", "-c", "echo ran", config=conf, env=env)
     assert (result.returncode, result.stdout) == (0, "ran\n")
-    assert "Not a directory" in result.stderr
+    assert ("Not a directory" if os.geteuid() == 0 else "is not a directory of uid") \
+        in result.stderr
     conf.write_text(f"[mjf]\nbase_dir = {tmp_path}/file/base\nlog = stderr\non_error = fail\n")
-    result = mjf("run", "--", "sh", "-c", "echo ran", config=conf)
+    result = mjf("run", "--", "sh", "-c", "echo ran", config=conf, env=env)
     assert (result.returncode, result.stdout) == (1, "")
 
 
