@@ -10,20 +10,20 @@ from __future__ import annotations
 import os
 import sys
 
-from . import features as features_module
 from . import spec
 from .config import Config
 from .errors import StoreError
-from .features import Features
 from .log import Log
-from .probe import cgroup, cpu
-from .probe.scratch import filesystem_size_bytes
 from .store import OWN_PREFIX, RUNNER_MARKER, Store
 
 # Type names only: importing collections.abc at run time costs every job start ~2 ms.
+# The value computation and the probes load where a job starts (or machine features
+# are written), not in an Epilog or post-exec, which only remove a directory.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+    from .features import Features
 
 # Static machine keys this suite writes; removed again when no longer configured.
 _MANAGED_MACHINE_KEYS = frozenset(
@@ -46,6 +46,9 @@ def machine_features(config: Config, store: Store, log: Log, dry_run: bool = Fal
     Returns the machine features, including a dynamic ``shutdowntime`` already
     set by a drain, which job features derive from.
     """
+    from . import features as features_module
+    from .probe import cpu
+
     total = None if "total_cpu" in config.machine else cpu.total_cpu()
     physical = cpu.physical_cores() if config.legacy_keys else None
     features = features_module.machine_features(config, total, physical)
@@ -161,6 +164,10 @@ def start_job(
     lives in, where no batch system will say when it ended (standalone).
     ``machine_store``: where ``machine`` was read, if not ``store``.
     """
+    from . import features as features_module
+    from .probe import cgroup
+    from .probe.scratch import filesystem_size_bytes
+
     limits = cgroup.limits(cgroup_pid) if cgroup_pid is not None else None
     if limits is not None:
         log.debug(f"cgroup: {limits!r}")
@@ -228,6 +235,9 @@ def complete_job(config: Config, store: Store, log: Log, machine: Features, job_
     for name, fact in batch.items():
         known = facts.get(name)
         facts[name] = fact if known is None or fact[0] < known[0] else known
+    from . import features as features_module
+    from .probe import cgroup
+
     limits = cgroup.limits("self")
     job = features_module.job_features(config, machine, facts, limits)
     rendered = features_module.render(job)

@@ -110,13 +110,18 @@ def test_log_lines_are_single_lines(capsys):
     assert capsys.readouterr().err.endswith("x: error: first | second | third\n")
 
 
+# What removing a job's directory needs: not the value computation nor the probes.
+_COMPUTING = {"mjf_hooks.features", "mjf_hooks.probe.cgroup", "mjf_hooks.probe.cpu",
+              "mjf_hooks.probe.scratch"}
+
+
 @pytest.mark.parametrize(("module", "function", "argv", "needs"), [
-    ("mjf_hooks.cli.mjf", "main", ["run", "--dry-run", "--", "true"], set()),
-    ("mjf_hooks.cli.mjf", "main", ["machine", "--dry-run"], set()),
-    ("mjf_hooks.cli.slurm", "main", ["prolog", "--dry-run"], set()),
+    ("mjf_hooks.cli.mjf", "main", ["run", "--dry-run", "--", "true"], _COMPUTING),
+    ("mjf_hooks.cli.mjf", "main", ["machine", "--dry-run"], _COMPUTING),
+    ("mjf_hooks.cli.slurm", "main", ["prolog", "--dry-run"], _COMPUTING),
     ("mjf_hooks.cli.slurm", "main", ["epilog", "--dry-run"], set()),
-    ("mjf_hooks.cli.htcondor", "wrapper_command", ["--dry-run", "--", "true"], set()),
-    ("mjf_hooks.cli.lsf", "main", ["--dry-run", "starter", "true"], {"resource"}),
+    ("mjf_hooks.cli.htcondor", "wrapper_command", ["--dry-run", "--", "true"], _COMPUTING),
+    ("mjf_hooks.cli.lsf", "main", ["--dry-run", "starter", "true"], _COMPUTING | {"resource"}),
     ("mjf_hooks.cli.lsf", "main", ["--dry-run", "post-exec"], set()),
 ])
 def test_hook_paths_import_neither_click_nor_heavy_modules(module, function, argv, needs,
@@ -140,7 +145,7 @@ def test_hook_paths_import_neither_click_nor_heavy_modules(module, function, arg
     heavy = {"click", "argparse", "logging", "re", "dataclasses", "typing", "subprocess",
              "configparser", "enum", "collections", "datetime", "urllib", "json", "socket",
              "email", "traceback", "pwd", "resource", "select",
-             "mjf_hooks.command", "encodings.ascii"}
+             "mjf_hooks.command", "encodings.ascii", *_COMPUTING}
     assert not modules & (heavy - needs)
 
 
