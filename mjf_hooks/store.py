@@ -96,6 +96,9 @@ class Store:
         # a drain: its directories may belong to that user, and base_dir itself must
         # not be a symlink (the user controls it).
         self.owner = owner
+        # The path to base_dir was found trusted once: nobody else can change it since
+        # (see _check_trusted_path), so a hook opening the store again does not walk it again.
+        self._path_trusted = False
 
     # Paths, for exporting to jobs and for messages.
     @property
@@ -256,6 +259,17 @@ class Store:
                     features.replace(key, wanted, self.file_mode)
                 return 1
 
+    def read_job_state(self, dir_name: str, entry: str) -> str | None:
+        """A bookkeeping file of the job whose directory in ``jobs/`` is ``dir_name`` (as
+        listed there), or None. The job's user may own that directory: a symlink or a FIFO
+        planted there is neither followed nor waited on."""
+        try:
+            with _Dir(self._open_base(create=False), self.base_dir) as base, \
+                    base.subdir(JOBS_DIR, self) as jobs, jobs.open_subdir(dir_name) as top:
+                return _read_state(top, entry)
+        except (FileNotFoundError, StoreError):
+            return None
+
     def read_job(self, job_id: str) -> tuple[dict[str, str], bool]:
         """A job's key values and whether completion is pending (StoreError if no job)."""
         name = job_dir_name(job_id)
@@ -305,15 +319,16 @@ class Store:
     def _open_base(self, create: bool) -> int:
         try:
             flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
-            if self.owner is None:
-                # The site's base_dir may be reached through the site's symlinks (/var/run),
-                # never through one another user could have planted (in /tmp, say).
+            # The site's base_dir may be reached through the site's symlinks (/var/run),
+            # never through one another user could have planted (in /tmp, say).
+            walk = self.owner is None and not self._path_trusted
+            if walk:
                 _check_trusted_path(self.base_dir)
-            else:
+            if self.owner is not None:
                 flags |= os.O_NOFOLLOW
             if create:
                 os.makedirs(self.base_dir, mode=self.dir_mode, exist_ok=True)
-                if self.owner is None:
+                if walk:
                     _check_trusted_path(self.base_dir)  # what it found is what exists now
             fd = os.open(self.base_dir, flags)
         except OSError as error:
@@ -325,6 +340,7 @@ class Store:
                 f"{self.base_dir} is owned by uid {info.st_uid} with mode "
                 f"{stat.S_IMODE(info.st_mode):04o}: refusing a base_dir others can write"
             )
+        self._path_trusted = self.owner is None
         return fd
 
 

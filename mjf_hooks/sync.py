@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import os
-import stat
 import time
 
 from . import drain, lifecycle
@@ -26,7 +25,7 @@ from .config import Config
 from .log import Log
 from .probe import process
 from .spec import digits_value
-from .store import JOBS_DIR, RUNNER_MARKER, STATE_DIR, Store
+from .store import JOBS_DIR, RUNNER_MARKER, Store
 
 # Beside machinefeatures/shutdowntime: which batch-system drain set it (a hidden
 # file, so readers never see it). Absent: an admin's `mjf drain` (or none).
@@ -143,7 +142,7 @@ def _remove_stale_jobs(config: Config, store: Store, log: Log,
     on_node = None  # Slurm job ids on this node, asked only if needed
     done = []
     for name in sorted(names):
-        runner = _read(os.path.join(jobs_dir, name, STATE_DIR, RUNNER_MARKER))
+        runner = store.read_job_state(name, RUNNER_MARKER)
         if runner is not None:
             stale = process.still_running(runner) is False
             why = "its process has ended"
@@ -158,21 +157,6 @@ def _remove_stale_jobs(config: Config, store: Store, log: Log,
             done.append(f"removed job {name}: {why}")
             log.info(f"sync removed job {name}: {why}")
     return done
-
-
-def _read(path: str) -> str | None:
-    """A job's bookkeeping file: the job's user owns its directory, so a symlink or a
-    FIFO planted there is neither followed nor waited on."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return os.read(fd, 256).decode("ascii", "replace")
-    finally:
-        os.close(fd)
 
 
 def _slurm_jobs_on_node(config: Config, log: Log, environ: dict[str, str]) -> set[str] | bool:

@@ -23,6 +23,15 @@ def listing(path):
     return sorted(os.listdir(path))
 
 
+@pytest.fixture
+def victim(tmp_path):
+    """A directory outside base_dir holding one file, `precious`, that must stay as it is."""
+    path = tmp_path / "victim"
+    path.mkdir()
+    (path / "precious").write_text("keep")
+    return path
+
+
 def test_job_directory_holds_exact_files_with_contract_modes(tmp_path):
     store = Store(str(tmp_path / "base"))
     path = store.create_job("7", VALUES)
@@ -69,10 +78,7 @@ def test_other_jobs_are_untouched(tmp_path):
     assert (tmp_path / "base/jobs/6/jobfeatures/job_id").read_text() == "6"
 
 
-def test_planted_symlink_at_the_job_directory_is_moved_aside_not_followed(tmp_path):
-    victim = tmp_path / "victim"
-    victim.mkdir()
-    (victim / "precious").write_text("keep")
+def test_planted_symlink_at_the_job_directory_is_moved_aside_not_followed(tmp_path, victim):
     store = Store(str(tmp_path / "base"))
     store.create_job("1", {"job_id": "1"})
     os.symlink(victim, tmp_path / "base/jobs/8")
@@ -121,10 +127,7 @@ def test_a_jobs_directory_others_can_write_is_refused(tmp_path):
         Store(str(tmp_path / "base")).create_job("7", VALUES)
 
 
-def test_removal_never_follows_symlinks_inside_a_job(tmp_path):
-    victim = tmp_path / "victim"
-    victim.mkdir()
-    (victim / "precious").write_text("keep")
+def test_removal_never_follows_symlinks_inside_a_job(tmp_path, victim):
     store = Store(str(tmp_path / "base"))
     path = store.create_job("7", VALUES)
     os.symlink(victim, f"{path}/link")
@@ -297,17 +300,14 @@ def test_leftovers_of_a_killed_hook_are_removed_by_the_next_one(tmp_path):
     assert listing(store.machine_dir) == ["total_cpu"]
 
 
-def test_removal_survives_a_job_nesting_thousands_of_unreadable_directories(tmp_path):
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "precious").write_text("keep")
+def test_removal_survives_a_job_nesting_thousands_of_unreadable_directories(tmp_path, victim):
     store = Store(str(tmp_path / "base"))
     features = store.create_job("7", VALUES)
     # Deeper than the open-file limit and Python's recursion limit, locked on the way.
     fd = os.open(features, os.O_RDONLY)
     for level in range(3000):
         os.mkdir("d", dir_fd=fd)
-        os.symlink(str(outside), "link", dir_fd=fd)
+        os.symlink(str(victim), "link", dir_fd=fd)
         child = os.open("d", os.O_RDONLY, dir_fd=fd)
         if level % 500 == 499:
             os.chmod(f"/proc/self/fd/{fd}", 0)  # locked behind us
@@ -317,7 +317,7 @@ def test_removal_survives_a_job_nesting_thousands_of_unreadable_directories(tmp_
     try:
         assert store.remove_job("7")
         assert listing(tmp_path / "base/jobs") == []
-        assert (outside / "precious").read_text() == "keep"
+        assert (victim / "precious").read_text() == "keep"
     finally:  # whatever is left would break pytest's own clean-up of old runs (recursion)
         subprocess.run(["chmod", "-R", "u+rwx", str(tmp_path / "base")], check=False)
         subprocess.run(["rm", "-rf", str(tmp_path / "base")], check=False)
