@@ -13,13 +13,17 @@ How the invariants are kept:
 * a key file is written to a temporary name in its own directory and renamed
   over the key: a reader sees the old value or the new, never a partial one;
 * a job directory is built completely under a hidden temporary name and
-  renamed into place, and removed by first renaming it out of sight;
-* removal never follows symlinks and never descends into a mount point, and
-  holds a bounded number of directories open however deep a job nests;
+  renamed into place, and removed by first renaming it into the trash
+  (``jobs/.trash/``, constant time whatever it holds);
+* removal never follows symlinks and never descends into a mount point, holds
+  a bounded number of directories open however deep a job nests, and a hook
+  spends at most ``REMOVAL_BUDGET_SECS`` on it: what a job's user made bigger
+  waits in the trash for ``mjf sync`` (:meth:`Store.empty_trash`);
 * a hook killed mid-operation leaves only hidden entries named after its pid:
-  the next hook working in that directory removes them;
+  the next hook working in that directory moves them into the trash (a
+  temporary file, which only we write, it removes at once);
 * ``base_dir`` itself must be ours or root's, writable by nobody else, and not
-  reachable through a symlink or directory another user planted.
+  reachable through a symlink or a directory another user owns or planted.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import time
 
 from . import spec
 from .errors import StoreError
@@ -49,7 +54,14 @@ OWN_PREFIX = "own_"
 # The process a standalone job runs under (`mjf sync` removes the job once it is gone).
 RUNNER_MARKER = "runner"
 _TEMP_PREFIX = ".new-"
-_TRASH_PREFIX = ".old-"
+# Entries of jobs/ being removed: moved here first (one rename, whatever they hold), then
+# removed; what a hook has no time for waits here for `mjf sync`. Never served or read.
+TRASH_DIR = ".trash"
+# Leftovers of an earlier version, which removed job directories under this prefix.
+_OLD_TRASH_PREFIX = ".old-"
+# The most a job start or end spends removing: a job's user can fill its own directory
+# with millions of entries, and Slurm drains a node whose Epilog overruns.
+REMOVAL_BUDGET_SECS = 0.5
 _MAX_NAME_BYTES = 240
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -179,7 +191,7 @@ class Store:
                 jobs.rename_into_place(temp, name)
             except BaseException:
                 try:
-                    jobs.remove_tree(temp)
+                    jobs.discard(temp)
                 except (OSError, StoreError):
                     pass  # the original error is the one worth reporting
                 raise
@@ -297,7 +309,12 @@ class Store:
                 bookkeeping.unlink_file(PENDING_MARKER)
 
     def remove_job(self, job_id: str) -> bool:
-        """Remove a job's directory; False if there was none (removal is idempotent)."""
+        """Remove a job's directory (idempotent); False if there was none.
+
+        Bounded whatever the job's user put there: the directory goes to the trash
+        at once, and what is not removed within ``REMOVAL_BUDGET_SECS`` waits there
+        for :meth:`empty_trash`.
+        """
         name = job_dir_name(job_id)
         try:
             base_fd = self._open_base(create=False)
@@ -310,11 +327,24 @@ class Store:
                 return False
             with jobs:
                 jobs.sweep_leftovers()
-                trash = jobs.move_out_of_sight(name)
-                if trash is None:
-                    return False
-                jobs.remove_tree(trash)
-        return True
+                return jobs.discard(name) is not None
+
+    def empty_trash(self) -> bool:
+        """Remove what waits in the trash (job directories a hook had no time to remove,
+        leftovers of killed hooks), with no time limit: for ``mjf sync``, which blocks
+        no job. True if the trash is empty now."""
+        try:
+            base_fd = self._open_base(create=False)
+        except StoreError:
+            return True
+        with _Dir(base_fd, self.base_dir) as base:
+            try:
+                jobs = base.subdir(JOBS_DIR, self)
+            except FileNotFoundError:
+                return True
+            with jobs:
+                jobs.sweep_leftovers()
+                return jobs.empty_trash()
 
     def _open_base(self, create: bool) -> int:
         try:
@@ -347,11 +377,12 @@ class Store:
 def _check_trusted_path(path: str) -> None:
     """Refuse a path that a user other than us or root could redirect.
 
-    Walks it from ``/``: in a directory others may write (``/tmp``), the next
-    component - a directory or a symlink - must belong to us or root, or that
-    user could have planted it to point our writes elsewhere. Symlinks that
-    pass are followed. A component that does not exist yet ends the walk
-    (whoever creates it is us).
+    Walks it from ``/``: every component - a directory or a symlink - must belong
+    to us or root (another user owning a directory on the way could replace what
+    lies below it, even with mode 0755); in a directory others may write
+    (``/tmp``), only with the sticky bit, so nobody else can replace our entry.
+    Symlinks that pass are followed. A component that does not exist yet ends
+    the walk (whoever creates it is us).
     """
     trusted = (0, os.geteuid())
     current = "/"
@@ -369,13 +400,17 @@ def _check_trusted_path(path: str) -> None:
             info = os.lstat(entry)
         except FileNotFoundError:
             return
+        if info.st_uid not in trusted:
+            raise StoreError(
+                f"{entry} belongs to uid {info.st_uid}, who could replace what lies below "
+                "it: refusing a base_dir that another user could redirect"
+            )
         parent = os.stat(current)
-        if parent.st_mode & 0o022 and (info.st_uid not in trusted
-                                       or not parent.st_mode & stat.S_ISVTX):
+        if parent.st_mode & 0o022 and not parent.st_mode & stat.S_ISVTX:
             # Without the sticky bit anyone may replace even our own entry there.
             raise StoreError(
-                f"{entry} belongs to uid {info.st_uid} inside {current}, which others can "
-                "write: refusing a base_dir that another user could redirect"
+                f"{entry} lies in {current}, which others can write: refusing a base_dir "
+                "that another user could redirect"
             )
         if stat.S_ISLNK(info.st_mode):
             hops += 1
@@ -530,7 +565,7 @@ class _Dir:
             pass
 
     def rename_into_place(self, temp: str, name: str) -> None:
-        """Rename a finished directory to ``name``, moving any existing entry aside."""
+        """Rename a finished directory to ``name``, discarding any existing entry."""
         for _ in range(3):
             try:
                 os.rename(temp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
@@ -539,93 +574,199 @@ class _Dir:
                 if error.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR,
                                        errno.EISDIR):
                     raise self._fail(error, name) from None
-            trash = self.move_out_of_sight(name)
-            if trash is not None:
-                self.remove_tree(trash)
+            self.discard(name)
         raise StoreError(f"{self.path}/{name} keeps reappearing: another process is racing us")
 
-    def move_out_of_sight(self, name: str) -> str | None:
-        """Rename an entry to a hidden trash name (never following it); None if absent."""
-        trash = f"{_TRASH_PREFIX}{name[:64]}.{os.getpid()}.{os.urandom(4).hex()}"
-        try:
-            os.rename(name, trash, src_dir_fd=self.fd, dst_dir_fd=self.fd)
-        except FileNotFoundError:
+    def discard(self, name: str) -> bool | None:
+        """Move an entry into the trash at once, then remove it there for at most
+        ``REMOVAL_BUDGET_SECS``: True if it is gone, False if the rest waits in the trash
+        (for :meth:`Store.empty_trash`), None if there was no such entry."""
+        entry = self.move_to_trash(name)
+        if entry is None:
             return None
-        except OSError as error:
-            raise self._fail(error, name) from None
+        return self.empty_trash(entry, time.monotonic() + REMOVAL_BUDGET_SECS)
+
+    def move_to_trash(self, name: str) -> str | None:
+        """Rename an entry (never following it) into this directory's trash, in constant
+        time whatever it holds; its name there, or None if it is absent."""
+        entry = f"{name.lstrip('.')[:64]}.{os.getpid()}.{os.urandom(4).hex()}"
+        for _ in range(3):
+            with self._open_trash() as trash:
+                try:
+                    os.rename(name, entry, src_dir_fd=self.fd, dst_dir_fd=trash.fd)
+                    return entry
+                except FileNotFoundError:
+                    pass
+                except OSError as error:
+                    raise self._fail(error, name) from None
+            try:
+                os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+            except FileNotFoundError:
+                return None
+            # Still there: the trash was emptied and removed meanwhile. Again.
+        raise StoreError(f"{self.path}/{TRASH_DIR} keeps disappearing: another process is "
+                         "racing us")
+
+    def _open_trash(self, create: bool = True) -> _Dir:
+        """This directory's trash: ours alone (mode 0700), never a planted entry."""
+        if create:
+            try:
+                os.mkdir(TRASH_DIR, 0o700, dir_fd=self.fd)
+            except FileExistsError:
+                pass
+            except OSError as error:
+                raise self._fail(error, TRASH_DIR) from None
+        trash = self.open_subdir(TRASH_DIR)
+        info = os.fstat(trash.fd)
+        if info.st_uid != os.geteuid() or info.st_mode & 0o077:
+            trash.close()
+            raise StoreError(f"{trash.path} is owned by uid {info.st_uid} with mode "
+                             f"{stat.S_IMODE(info.st_mode):04o}: not our trash, not used")
         return trash
 
-    def remove_tree(self, name: str) -> None:
-        """Remove ``name`` and everything below it, without following symlinks or
-        crossing into another filesystem or a mount point.
+    def empty_trash(self, only: str | None = None, deadline: float | None = None) -> bool:
+        """Remove ``only`` (ours) or every trash entry whose remover is gone, until
+        ``deadline`` (``time.monotonic()``; None: no limit); True if nothing of that is
+        left. An empty trash is removed too, so it only exists while something waits."""
+        try:
+            trash = self._open_trash(create=False)
+        except FileNotFoundError:
+            return True
+        with trash:
+            remover = _Remover(trash, deadline)
+            names = [only] if only else [
+                claimed for claimed in map(trash.claim, os.listdir(trash.fd)) if claimed]
+            done = True
+            for name in names:
+                done = remover.remove(name) and done
+        if done:
+            try:
+                os.rmdir(TRASH_DIR, dir_fd=self.fd)
+            except OSError:
+                pass  # something else waits there, or another process just removed it
+        return done
 
-        A job's user may have built anything below its directory: however deep a
-        tree is, at most ``_MAX_OPEN_DEPTH`` directories are held open at once -
-        deeper ones are moved up beside ``name`` (hidden) and removed in turn.
-        """
-        device = os.fstat(self.fd).st_dev
-        mount_points = _mount_points_under(os.path.realpath(f"/proc/self/fd/{self.fd}"))
-        queue = [name]
-        while queue:
-            entry = queue.pop()
-            _remove_entry(self, self.fd, entry, f"{self.path}/{entry}", device, mount_points,
-                          queue, 0)
+    def claim(self, name: str) -> str | None:
+        """Take over an entry whose owner (the pid in its name) is gone: renamed to carry
+        our pid, so two removers never work on one tree. Its new name, or None."""
+        stem, pid, _ = [*name.rsplit(".", 2), "", ""][:3]
+        if pid == str(os.getpid()):
+            return name  # moved here by this very process
+        if pid.isdigit() and not _owner_is_gone(name):
+            return None
+        claimed = f"{stem}.{os.getpid()}.{os.urandom(4).hex()}"
+        try:
+            os.rename(name, claimed, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+        except OSError:
+            return None  # another remover got there first
+        return claimed
 
     def sweep_leftovers(self) -> None:
-        """Remove what a hook killed mid-operation left here: hidden temporary and trash
-        entries whose process is gone (their names carry its pid)."""
+        """What a hook killed mid-operation left here: hidden temporary and trash entries
+        whose process is gone (their names carry its pid), and that belong to us (in a
+        job's own directory, its user may have made any number of look-alikes). A file
+        is removed; a directory, which a job's user may have filled, goes to the trash."""
         try:
-            names = os.listdir(self.fd)
+            names = [name for name in os.listdir(self.fd)
+                     if name.startswith(".") and name != TRASH_DIR and _owner_is_gone(name)]
         except OSError:
             return
         for name in names:
-            if name.startswith(".") and _owner_is_gone(name):
-                try:
-                    self.remove_tree(name)
-                except (OSError, StoreError):
-                    pass  # another process finished it, or it is not ours to judge
+            try:
+                info = os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+                if info.st_uid != os.geteuid():
+                    continue
+                if stat.S_ISDIR(info.st_mode):
+                    self.move_to_trash(name)
+                else:
+                    os.unlink(name, dir_fd=self.fd)
+            except (OSError, StoreError):
+                pass  # another process finished it, or it is not ours to judge
 
 
 # Directories held open at once while removing a tree (a job may nest thousands).
 _MAX_OPEN_DEPTH = 16
 
 
-def _remove_entry(top: _Dir, parent_fd: int, name: str, path: str, device: int,
-                  mount_points: frozenset[str], queue: list[str], depth: int) -> None:
-    try:
-        info = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return
-    if not stat.S_ISDIR(info.st_mode):
-        os.unlink(name, dir_fd=parent_fd)
-        return
-    real = os.path.realpath(f"/proc/self/fd/{parent_fd}") + "/" + name
-    if info.st_dev != device or real in mount_points:
-        raise StoreError(f"{path} is a mount point: not removing anything below it")
-    if depth >= _MAX_OPEN_DEPTH:
-        # Too deep to hold open: move it up beside the tree, remove it from there later.
-        moved = f"{_TRASH_PREFIX}deep.{os.getpid()}.{os.urandom(4).hex()}"
+class _OutOfTime(Exception):
+    """The removal's deadline passed: what is left stays in the trash."""
+
+
+class _Remover:
+    """Removes trees inside a trash directory: never following a symlink, never below a
+    mount point, with at most ``_MAX_OPEN_DEPTH`` directories open (deeper ones are
+    moved up into the trash and removed in turn) and never past its deadline."""
+
+    __slots__ = ("deadline", "device", "mount_points", "queue", "trash")
+
+    def __init__(self, trash: _Dir, deadline: float | None) -> None:
+        self.trash = trash
+        self.deadline = deadline
+        self.device = os.fstat(trash.fd).st_dev
+        self.mount_points = _mount_points_under(os.path.realpath(f"/proc/self/fd/{trash.fd}"))
+        self.queue: list[str] = []
+
+    def remove(self, name: str) -> bool:
+        """Remove the trash entry ``name``; False if the deadline came first."""
+        self.queue.append(name)
         try:
-            os.rename(name, moved, src_dir_fd=parent_fd, dst_dir_fd=top.fd)
-        except PermissionError:
-            # Moving a directory rewrites its "..": one of ours locked by the job must be
-            # opened up first (root needs no permission).
-            if info.st_uid != os.geteuid():
-                raise
-            _unlock(parent_fd, name)
-            os.rename(name, moved, src_dir_fd=parent_fd, dst_dir_fd=top.fd)
-        queue.append(moved)
-        return
-    fd = _open_for_removal(parent_fd, name, info)
-    try:
-        if (os.fstat(fd).st_ino, os.fstat(fd).st_dev) != (info.st_ino, info.st_dev):
-            raise StoreError(f"{path} was swapped while being removed: stopping")
-        for child in os.listdir(fd):
-            _remove_entry(top, fd, child, f"{path}/{child}", device, mount_points, queue,
-                          depth + 1)
-    finally:
-        os.close(fd)
-    os.rmdir(name, dir_fd=parent_fd)
+            while self.queue:
+                entry = self.queue.pop()
+                self._remove(self.trash.fd, entry, f"{self.trash.path}/{entry}", 0, None)
+        except _OutOfTime:
+            return False
+        return True
+
+    def _remove(self, parent_fd: int, name: str, path: str, depth: int,
+                is_dir: bool | None) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise _OutOfTime
+        if is_dir is False:  # the directory listing says so: one call, no stat
+            try:
+                os.unlink(name, dir_fd=parent_fd)
+                return
+            except FileNotFoundError:
+                return
+            except IsADirectoryError:
+                pass  # replaced by a directory since it was listed
+        try:
+            info = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(info.st_mode):
+            os.unlink(name, dir_fd=parent_fd)
+            return
+        # A mount point on the same device (a bind mount) shows only in the mount table;
+        # resolving the path costs a readlink, paid only where such mounts exist.
+        if info.st_dev != self.device or (self.mount_points and (
+                os.path.realpath(f"/proc/self/fd/{parent_fd}") + "/" + name
+                in self.mount_points)):
+            raise StoreError(f"{path} is a mount point: not removing anything below it")
+        if depth >= _MAX_OPEN_DEPTH:
+            # Too deep to hold open: move it up into the trash, remove it from there later.
+            moved = f"deep.{os.getpid()}.{os.urandom(4).hex()}"
+            try:
+                os.rename(name, moved, src_dir_fd=parent_fd, dst_dir_fd=self.trash.fd)
+            except PermissionError:
+                # Moving a directory rewrites its "..": one of ours locked by the job must
+                # be opened up first (root needs no permission).
+                if info.st_uid != os.geteuid():
+                    raise
+                _unlock(parent_fd, name)
+                os.rename(name, moved, src_dir_fd=parent_fd, dst_dir_fd=self.trash.fd)
+            self.queue.append(moved)
+            return
+        fd = _open_for_removal(parent_fd, name, info)
+        try:
+            if (os.fstat(fd).st_ino, os.fstat(fd).st_dev) != (info.st_ino, info.st_dev):
+                raise StoreError(f"{path} was swapped while being removed: stopping")
+            with os.scandir(fd) as children:
+                for child in children:
+                    self._remove(fd, child.name, f"{path}/{child.name}", depth + 1,
+                                 child.is_dir(follow_symlinks=False))
+        finally:
+            os.close(fd)
+        os.rmdir(name, dir_fd=parent_fd)
 
 
 def _open_for_removal(parent_fd: int, name: str, info: os.stat_result) -> int:

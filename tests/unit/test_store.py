@@ -4,6 +4,7 @@ import os
 import stat
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from pyfakefs.helpers import set_uid
 
 from mjf_hooks import spec
+from mjf_hooks import store as store_module
 from mjf_hooks.errors import StoreError
 from mjf_hooks.store import Store, job_dir_name
 from tests.conftest import require
@@ -158,15 +160,15 @@ def test_removal_never_crosses_a_mount_point(tmp_path):
             handle.write("keep")
         with pytest.raises(StoreError, match="mount point"):
             store.remove_job("7")
-        hidden = [name for name in listing(tmp_path / "base/jobs") if name.startswith(".old-")]
-        (trash,) = hidden
-        moved = f"{tmp_path}/base/jobs/{trash}/jobfeatures/mounted/precious"
+        (trash,) = listing(tmp_path / "base/jobs/.trash")
+        moved = f"{tmp_path}/base/jobs/.trash/{trash}/jobfeatures/mounted/precious"
         assert Path(moved).read_text() == "keep"
-        assert listing(tmp_path / "base/jobs") == hidden  # gone from readers' view all the same
+        assert listing(tmp_path / "base/jobs") == [".trash"]  # gone from readers' view all the same
     finally:
         subprocess.run(["umount", "-l", mount_point], check=False)
-        for name in listing(tmp_path / "base/jobs"):
-            subprocess.run(["umount", "-l", f"{tmp_path}/base/jobs/{name}/jobfeatures/mounted"],
+        for name in listing(tmp_path / "base/jobs/.trash"):
+            subprocess.run(["umount", "-l",
+                            f"{tmp_path}/base/jobs/.trash/{name}/jobfeatures/mounted"],
                            check=False, capture_output=True)
 
 
@@ -291,6 +293,10 @@ def test_leftovers_of_a_killed_hook_are_removed_by_the_next_one(tmp_path):
     (jobs / f".new-9.{alive}.0badcafe").mkdir()  # still at work: left alone
     (features / f".shutdowntime_job.{dead}.0badcafe").write_text("17")
     store.create_job("10", VALUES)
+    # Directories (a job's user may have filled them) go to the trash, for `mjf sync`.
+    assert listing(jobs) == sorted(["7", "10", f".new-9.{alive}.0badcafe", ".trash"])
+    assert len(listing(jobs / ".trash")) == 2
+    assert store.empty_trash()
     assert listing(jobs) == sorted(["7", "10", f".new-9.{alive}.0badcafe"])
     store.set_job_keys("7", {"shutdowntime_job": "1795400000"})
     assert listing(features) == sorted([*VALUES, "shutdowntime_job"])
@@ -316,6 +322,8 @@ def test_removal_survives_a_job_nesting_thousands_of_unreadable_directories(tmp_
     os.close(fd)
     try:
         assert store.remove_job("7")
+        assert listing(tmp_path / "base/jobs") in ([], [".trash"])  # the rest, if any, waits
+        assert store.empty_trash()
         assert listing(tmp_path / "base/jobs") == []
         assert (victim / "precious").read_text() == "keep"
     finally:  # whatever is left would break pytest's own clean-up of old runs (recursion)
@@ -341,13 +349,73 @@ def test_a_base_dir_another_user_planted_in_a_public_directory_is_refused(tmp_pa
     target.mkdir()
     os.symlink(target, public / "mjf")
     os.lchown(public / "mjf", 4321, 4321)
-    with pytest.raises(StoreError, match=r"tmp/mjf belongs to uid 4321 .* could redirect"):
+    with pytest.raises(StoreError, match=r"tmp/mjf belongs to uid 4321\b.* could redirect"):
         Store(str(public / "mjf" / "base")).create_job("7", VALUES)
     assert listing(target) == []
     # The same symlink made by root (the site's own) is followed.
     os.lchown(public / "mjf", 0, 0)
     Store(str(public / "mjf" / "base")).create_job("7", VALUES)
     assert listing(target / "base/jobs") == ["7"]
+
+
+def test_a_base_dir_below_a_directory_another_user_owns_is_refused(tmp_path):
+    require(os.geteuid() == 0, "needs root to own a directory as another user")
+    home = tmp_path / "home"
+    home.mkdir(mode=0o755)
+    os.chown(home, 4321, 4321)  # mode 0755: nobody else may write, but its owner may
+    target = tmp_path / "etc"
+    target.mkdir()
+    # Its owner swaps the base_dir the site meant for a symlink to anywhere.
+    os.symlink(target, home / "mjf")
+    with pytest.raises(StoreError, match=r"home belongs to uid 4321\b.* could redirect"):
+        Store(str(home / "mjf")).write_machine({"total_cpu": "4"}, frozenset({"total_cpu"}))
+    assert listing(target) == []
+    (home / "mjf").unlink()
+    (home / "mjf").mkdir()  # even a real directory of root's: its parent's owner can swap it
+    with pytest.raises(StoreError, match="could redirect"):
+        Store(str(home / "mjf")).create_job("7", VALUES)
+    assert listing(home / "mjf") == []
+
+
+def test_removing_what_a_job_made_takes_bounded_time_the_rest_waits_in_the_trash(
+        tmp_path, monkeypatch):
+    budget = 0.01  # small, so that this tree surely outlasts it on any filesystem
+    monkeypatch.setattr(store_module, "REMOVAL_BUDGET_SECS", budget)
+    store = Store(str(tmp_path / "base"))
+    features = store.create_job("7", VALUES)
+    # Long names, deep, then a wide directory: what the job's user may make in a minute.
+    fd = os.open(features, os.O_RDONLY)
+    for _ in range(14):
+        os.mkdir("n" * 250, dir_fd=fd)
+        child = os.open("n" * 250, os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    for index in range(5000):
+        os.mkdir(str(index), dir_fd=fd)
+    os.close(fd)
+    started = time.monotonic()
+    assert store.remove_job("7")
+    took = time.monotonic() - started
+    assert took < budget + 0.5, took
+    assert listing(tmp_path / "base/jobs") == [".trash"]  # out of sight at once
+    store.create_job("8", VALUES)  # the next job start does not sweep it either
+    assert listing(tmp_path / "base/jobs") == [".trash", "8"]
+    assert store.empty_trash()  # `mjf sync`: no time limit
+    assert listing(tmp_path / "base/jobs") == ["8"]
+
+
+def test_a_user_look_alike_of_our_temporary_files_is_not_swept_by_root(tmp_path):
+    require(os.geteuid() == 0, "needs root to own files as another user")
+    store = Store(str(tmp_path / "base"))
+    features = Path(store.create_job("7", VALUES, uid=4321, pending=True))
+    dead = _dead_pid()
+    planted = features / f".max_rss_bytes.{dead}.0badcafe"
+    planted.write_text("1")
+    os.chown(planted, 4321, 4321)
+    ours = features / f".job_id.{dead}.0badcafe"
+    ours.write_text("7")
+    store.set_job_keys("7", {"shutdowntime_job": "1795400000"})
+    assert planted.exists() and not ours.exists()
 
 
 def test_a_fifo_planted_in_place_of_a_key_neither_hangs_a_drain_nor_a_reader(tmp_path):
