@@ -2,11 +2,16 @@
 
 HSF-TN-2016-02: a shutdown time, once announced, is at least ``grace_secs``
 after the moment it is set (``grace_secs_job`` for a job). A drain sooner than
-that is refused with the earliest allowed time, unless forced. The machine's
-``shutdowntime`` is written first, then every job's ``shutdowntime_job``
-becomes the earlier of its own and the machine's; jobs that start meanwhile
-get it at start (or from the pass that follows the listing). Cancelling
-removes ``shutdowntime`` and gives each job back its own value (or none).
+that is refused with the earliest allowed time, unless forced.
+
+Two parties may drain a node, and withdrawing one's drain never withdraws the
+other's: the admin (``mjf drain``) and the batch system (a maintenance
+reservation, an HTCondor graceful drain, which ``mjf sync`` follows). Each one's
+time is kept in ``<base_dir>/state/`` (root's bookkeeping, never served:
+``machinefeatures/`` holds key files only); ``machinefeatures/shutdowntime`` is
+the earlier of the two. It is written first, then every job's
+``shutdowntime_job`` becomes the earlier of its own and the machine's; jobs that
+start meanwhile get it at start (or from the pass that follows the listing).
 """
 
 from __future__ import annotations
@@ -24,40 +29,71 @@ from .store import SCRATCH_STORE, Store
 
 DEFAULT_CONDOR_EXECUTE = "/var/lib/condor/execute"
 
+# <base_dir>/state/ entries: the admin's drain (UNIX seconds), and the batch system's
+# ("<UNIX seconds> <what it is>").
+ADMIN_DRAIN = "shutdowntime_admin"
+BATCH_DRAIN = "shutdowntime_batch"
+# Where an earlier version marked a batch-system drain (read once, then removed).
+_LEGACY_SOURCE_MARKER = ".shutdowntime_source"
+
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 def parse_duration_secs(text: str) -> int:
     """``90``, ``90s``, ``90m``, ``2h``, ``1d``, ``1h30m`` -> seconds."""
     text = text.strip().lower()
-    if text.isdigit():
-        return int(text)
+    problem = SiteInputError(f"{text[:40]!r} is not a duration such as 90m, 2h or 1h30m")
     total, number = 0, ""
     for char in text:
-        if char.isdigit():
+        if char in "0123456789":
             number += char
         elif char in _UNITS and number:
-            total += int(number) * _UNITS[char]
+            total += _bounded(number, problem) * _UNITS[char]
             number = ""
         else:
-            raise SiteInputError(f"{text!r} is not a duration such as 90m, 2h or 1h30m")
-    if number or not text:
-        raise SiteInputError(f"{text!r} is not a duration such as 90m, 2h or 1h30m")
+            raise problem
+    if number:
+        total += _bounded(number, problem)
+    if not text:
+        raise problem
+    if total > spec.LATEST_TIME:
+        raise SiteInputError(f"{text[:40]!r} is longer than this century")
     return total
+
+
+def _bounded(digits: str, problem: SiteInputError) -> int:
+    value = spec.digits_value(digits)
+    if value is None:
+        raise problem
+    return value
 
 
 def parse_time(text: str) -> int:
     """UNIX seconds, or ISO-8601 (``2026-12-01T08:00``, ``...Z``, ``...+01:00``; local if
     no zone) -> UNIX seconds."""
     text = text.strip()
-    if text.isdigit():
-        return int(text)
+    problem = SiteInputError(f"{text[:40]!r} is not a UNIX time or an ISO-8601 time such as "
+                             "2026-12-01T08:00 or 2026-12-01T08:00:00+01:00")
+    if text.isascii() and text.isdigit():
+        return _bounded(text, problem)
     try:
         moment = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
-    except ValueError:
-        raise SiteInputError(f"{text!r} is not a UNIX time or an ISO-8601 time such as "
-                             "2026-12-01T08:00 or 2026-12-01T08:00:00+01:00") from None
-    return int(moment.timestamp())
+        return int(moment.timestamp())
+    except (ValueError, OverflowError, OSError):
+        raise problem from None
+
+
+def check_plausible(shutdown: int) -> None:
+    """Refuse a time no reader would take for a shutdown (``mjf check`` calls it an
+    error): before 2000 or after 2100 - milliseconds, or a duration given as a time."""
+    if not spec.EARLIEST_TIME <= shutdown <= spec.LATEST_TIME:
+        raise SiteInputError(
+            f"{shutdown} is not a plausible shutdown time in UNIX seconds (2000 to 2100): "
+            "milliseconds, or a duration? (use --in for a duration)")
+
+
+def _describe(moment: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(moment))
 
 
 def _grace(config: Config, store: Store) -> tuple[int, str]:
@@ -65,7 +101,7 @@ def _grace(config: Config, store: Store) -> tuple[int, str]:
     grace = config.machine.get("grace_secs")
     if grace is None:
         written = store.read_machine_key("grace_secs")
-        grace = int(written) if written and written.isdigit() else None
+        grace = spec.digits_value(written) if written else None
     promises = [(grace, "grace_secs")] if grace is not None else []
     job_grace = config.job.get("grace_secs_job")
     if job_grace is not None:
@@ -73,33 +109,158 @@ def _grace(config: Config, store: Store) -> tuple[int, str]:
     return max(promises) if promises else (0, "")
 
 
-def drain(config: Config, store: Store, log: Log, shutdown: int, force: bool = False,
-          now: float | None = None) -> str:
-    """Announce a shutdown at UNIX time ``shutdown``; return a one-line summary."""
-    now = int(time.time() if now is None else now)
+def _notice_problem(config: Config, store: Store, shutdown: int, now: int) -> str | None:
+    """Why a shutdown at ``shutdown`` breaks the notice promised to jobs, or None."""
     grace, promise = _grace(config, store)
     earliest = now + grace
-    when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(shutdown))
-    if shutdown < earliest:
-        allowed = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(earliest))
-        message = (f"a shutdown at {shutdown} ({when}) gives jobs less than the {promise} = "
-                   f"{grace} s of notice the spec promises: the earliest allowed is {earliest} "
-                   f"({allowed})")
-        if not force:
-            raise SiteInputError(message + "; --force overrides")
-        log.warning("FORCED: " + message)
+    if shutdown >= earliest:
+        return None
     if not promise:
+        return f"a shutdown at {shutdown} ({_describe(shutdown)}) is in the past"
+    return (f"a shutdown at {shutdown} ({_describe(shutdown)}) gives jobs less than the "
+            f"{promise} = {grace} s of notice the spec promises: the earliest allowed is "
+            f"{earliest} ({_describe(earliest)})")
+
+
+def drain(config: Config, store: Store, log: Log, shutdown: int, force: bool = False,
+          now: float | None = None) -> str:
+    """The admin announces a shutdown at UNIX time ``shutdown``; a one-line summary."""
+    check_plausible(shutdown)
+    problem = _notice_problem(config, store, shutdown, int(time.time() if now is None else now))
+    if problem:
+        if not force:
+            raise SiteInputError(problem + "; --force overrides")
+        log.warning("FORCED: " + problem)
+    if not _grace(config, store)[1]:
         log.warning("grace_secs is not configured: jobs are promised no notice")
-    value = spec.format_value("shutdowntime", shutdown)
-    store.set_machine_key("shutdowntime", value)
-
-    def earlier(own: str | None) -> str:
-        return own if own is not None and own.isdigit() and int(own) < shutdown else value
-
-    jobs = _update_jobs(config, store, log, earlier)
-    summary = f"shutdowntime = {shutdown} ({when}); shutdowntime_job updated in {jobs} job(s)"
+    drains = Drains.load(store)
+    drains.admin = shutdown
+    drains.save(store)
+    summary, _ = apply(config, store, log, drains)
     log.info("drain: " + summary)
     return summary
+
+
+def cancel(config: Config, store: Store, log: Log) -> str:
+    """Withdraw the admin's drain; a batch system's drain, if any, stands."""
+    drains = Drains.load(store)
+    drains.admin = None
+    drains.save(store)
+    summary, _ = apply(config, store, log, drains)
+    log.info("drain cancelled: " + summary)
+    return summary
+
+
+def follow_batch_system(config: Config, store: Store, log: Log, found: tuple[int, str] | None,
+                        now: float) -> str | None:
+    """Make the batch system's drain (``(time, what)``, or None when it has none) this
+    machine's; a summary when that changed something. The admin's drain stays."""
+    drains = Drains.load(store)
+    before = drains.batch
+    if found is None:
+        drains.batch = None
+    elif before is None or before[1] != found[1] or found[0] < before[0]:
+        # The same drain whose expected end drifts later keeps the time first announced.
+        drains.batch = found
+        problem = _notice_problem(config, store, found[0], int(now))
+        if problem:  # announced all the same: hiding it would be worse
+            log.warning(f"{found[1]}: {problem}")
+    if drains.batch != before:
+        drains.save(store)
+    # Applied every time: a run that died half-way (or a job that started meanwhile) is
+    # caught up with; only what changed is written.
+    summary, changed = apply(config, store, log, drains)
+    if not changed and drains.batch == before:
+        return None
+    shutdown = drains.shutdown()
+    if drains.batch is None and before is not None:
+        summary = f"shutdowntime withdrawn: {before[1]} is gone"
+        if shutdown is not None:
+            summary = f"{before[1]} is gone: shutdowntime = {shutdown}, the admin's drain"
+    elif drains.batch is not None and drains.batch != before:
+        summary = (f"shutdowntime = {shutdown} from {drains.batch[1]}"
+                   if shutdown == drains.batch[0] else
+                   f"{drains.batch[1]} at {drains.batch[0]}: shutdowntime stays {shutdown}, "
+                   "the admin's drain")
+    log.info(f"sync: {summary}")
+    return summary
+
+
+class Drains:
+    """Who drains this machine: the admin's time, and the batch system's with what it is."""
+
+    __slots__ = ("admin", "batch")
+
+    def __init__(self, admin: int | None, batch: tuple[int, str] | None) -> None:
+        self.admin = admin
+        self.batch = batch
+
+    @classmethod
+    def load(cls, store: Store) -> Drains:
+        """As kept in ``state/`` (a value that is not one counts as none); a drain an
+        earlier version wrote only to ``machinefeatures/`` is taken over once."""
+        admin = _time(store.read_machine_state(ADMIN_DRAIN))
+        batch_text = store.read_machine_state(BATCH_DRAIN) or ""
+        seconds, _, what = batch_text.partition(" ")
+        batch = (_time(seconds), what) if _time(seconds) is not None and what else None
+        legacy = store.read_machine_key(_LEGACY_SOURCE_MARKER)
+        if admin is None and batch is None:
+            current = _time(store.read_machine_key("shutdowntime"))
+            if current is not None:
+                drains = cls(None, (current, legacy)) if legacy else cls(current, None)
+                drains.save(store)
+                return drains
+        if legacy is not None:
+            store.set_machine_key(_LEGACY_SOURCE_MARKER, None)
+        return cls(admin, batch)
+
+    def save(self, store: Store) -> None:
+        store.set_machine_state(ADMIN_DRAIN, None if self.admin is None else str(self.admin))
+        store.set_machine_state(BATCH_DRAIN, None if self.batch is None
+                                else f"{self.batch[0]} {_printable(self.batch[1])}")
+        if store.read_machine_key(_LEGACY_SOURCE_MARKER) is not None:
+            store.set_machine_key(_LEGACY_SOURCE_MARKER, None)
+
+    def shutdown(self) -> int | None:
+        """The machine's shutdowntime: the earlier drain."""
+        times = [moment for moment in (self.admin, self.batch and self.batch[0])
+                 if moment is not None]
+        return min(times) if times else None
+
+
+def _time(text: str | None) -> int | None:
+    value = spec.digits_value(text) if text else None
+    return value if value is not None and spec.EARLIEST_TIME <= value <= spec.LATEST_TIME \
+        else None
+
+
+def _printable(text: str) -> str:
+    return "".join(char if " " <= char <= "~" else "?" for char in text)[:200]
+
+
+def apply(config: Config, store: Store, log: Log, drains: Drains) -> tuple[str, bool]:
+    """Write the machine's shutdowntime from ``drains``, then every job's; a summary and
+    whether anything changed."""
+    shutdown = drains.shutdown()
+    value = None if shutdown is None else spec.format_value("shutdowntime", shutdown)
+    changed = store.read_machine_key("shutdowntime") != value
+    if changed:
+        store.set_machine_key("shutdowntime", value)
+    if shutdown is None:
+        jobs = _update_jobs(config, store, log, lambda own: own)
+        return f"shutdowntime removed; shutdowntime_job restored in {jobs} job(s)", \
+            changed or jobs > 0
+
+    def earlier(own: int | None) -> int:
+        return own if own is not None and own < shutdown else shutdown
+
+    jobs = _update_jobs(config, store, log, earlier)
+    why = [f"{what} at {moment}" for what, moment in (
+        ("the admin's drain", drains.admin),
+        (drains.batch[1] if drains.batch else "", drains.batch[0] if drains.batch else None))
+        if moment is not None]
+    return (f"shutdowntime = {shutdown} ({_describe(shutdown)}; {', '.join(why)}); "
+            f"shutdowntime_job updated in {jobs} job(s)"), changed or jobs > 0
 
 
 def _update_jobs(config: Config, store: Store, log: Log, compute) -> int:
@@ -140,10 +301,3 @@ def htcondor_job_stores(config: Config) -> list[Store]:
     return stores
 
 
-def cancel(config: Config, store: Store, log: Log) -> str:
-    """Withdraw the announced shutdown; each job gets its own shutdowntime_job back."""
-    store.set_machine_key("shutdowntime", None)
-    jobs = _update_jobs(config, store, log, lambda own: own)
-    summary = f"shutdowntime removed; shutdowntime_job restored in {jobs} job(s)"
-    log.info("drain cancelled: " + summary)
-    return summary

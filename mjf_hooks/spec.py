@@ -20,6 +20,9 @@ STRING = "string"
 # Larger values would overflow the signed 64-bit integers many readers use.
 MAX_INTEGER = 2**63 - 1
 MAX_JOB_ID_LENGTH = 200
+# UNIX times outside 2000..2100 are unit mistakes (milliseconds, a duration given as a
+# time): `mjf check` calls them errors, and `mjf drain` refuses them.
+EARLIEST_TIME, LATEST_TIME = 946684800, 4102444800
 
 
 class Key:

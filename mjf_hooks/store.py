@@ -159,6 +159,27 @@ class Store:
             else:
                 machine.replace(name, content, self.file_mode)
 
+    def read_machine_state(self, name: str) -> str | None:
+        """A file of the machine's bookkeeping (``<base_dir>/state/``), or None."""
+        try:
+            with _Dir(self._open_base(create=False), self.base_dir) as base, \
+                    base.subdir(STATE_DIR, self) as bookkeeping:
+                return bookkeeping.read(name)
+        except (FileNotFoundError, StoreError):
+            return None
+
+    def set_machine_state(self, name: str, content: str | None) -> None:
+        """Replace (or with None remove) a file of the machine's bookkeeping atomically."""
+        if content is None and self.read_machine_state(name) is None:
+            return
+        with _Dir(self._open_base(create=True), self.base_dir) as base, \
+                base.subdir(STATE_DIR, self, create=True) as bookkeeping:
+            bookkeeping.sweep_leftovers()
+            if content is None:
+                bookkeeping.unlink_file(name)
+            else:
+                bookkeeping.replace(name, content, self.file_mode)
+
     # Job features.
     def create_job(self, job_id: str, values: dict[str, str], gid: int | None = None,
                    uid: int | None = None, pending: bool = False,
@@ -216,7 +237,8 @@ class Store:
 
     def update_every_job(self, key: str, compute, on_error=None) -> int:
         """Set ``key`` of every job to ``compute(own)`` (None removes it); return how many
-        jobs changed. ``own`` is the value the job started with (its ``OWN_PREFIX`` file).
+        jobs changed. ``own`` is the value the job started with (its ``OWN_PREFIX`` file,
+        parsed; None if absent or not a valid value - the job's user may have written it).
 
         Jobs that appear while this runs are picked up too: the directory is listed
         again until a pass finds nothing new. A job whose directory cannot be updated
@@ -244,13 +266,14 @@ class Store:
                     for name in sorted(names):
                         seen.add(name)
                         try:
-                            changed += self._update_job(jobs, name, key, compute)
-                        except StoreError as error:
+                            changed += self._update_job(jobs, name, key, compute, on_error)
+                        except (StoreError, OSError, ValueError) as error:
                             if on_error is None:
                                 raise
-                            on_error(name, error)
+                            on_error(name, error if isinstance(error, StoreError)
+                                     else StoreError(f"{jobs.path}/{name}: {error}"))
 
-    def _update_job(self, jobs: _Dir, name: str, key: str, compute) -> int:
+    def _update_job(self, jobs: _Dir, name: str, key: str, compute, on_error) -> int:
         try:
             top = jobs.open_subdir(name)
         except (FileNotFoundError, StoreError):
@@ -262,7 +285,19 @@ class Store:
                 return 0
             with features:
                 features.sweep_leftovers()
-                wanted = compute(_read_state(top, OWN_PREFIX + key))
+                own_text = _read_state(top, OWN_PREFIX + key)
+                own = None
+                if own_text is not None:
+                    try:
+                        own = spec.parse_value(key, own_text)
+                    except ValueError as error:
+                        if on_error is not None:
+                            on_error(name, StoreError(
+                                f"{top.path}/{STATE_DIR}/{OWN_PREFIX}{key} {own_text[:40]!r} "
+                                f"ignored: {error}"))
+                wanted = compute(own)
+                if wanted is not None:
+                    wanted = spec.format_value(key, wanted)
                 if features.read(key) == wanted:
                     return 0
                 if wanted is None:
@@ -519,11 +554,15 @@ class _Dir:
         """Write a new file that must not exist yet (inside a directory only we can see)."""
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
+            data = content.encode("ascii")
+        except UnicodeEncodeError:
+            raise StoreError(f"{self.path}/{name}: {content[:40]!r} is not ASCII: not written"
+                             ) from None
+        try:
             fd = os.open(name, flags, 0o600, dir_fd=self.fd)
         except OSError as error:
             raise self._fail(error, name) from None
         try:
-            data = content.encode("ascii")
             while data:
                 data = data[os.write(fd, data):]
             _set_owner_and_mode(fd, mode, gid)

@@ -27,9 +27,6 @@ from .probe import process
 from .spec import digits_value
 from .store import JOBS_DIR, RUNNER_MARKER, Store
 
-# Beside machinefeatures/shutdowntime: which batch-system drain set it (a hidden
-# file, so readers never see it). Absent: an admin's `mjf drain` (or none).
-SOURCE_MARKER = ".shutdowntime_source"
 _CONDOR_STATUS = "/usr/bin/condor_status"
 
 
@@ -40,6 +37,10 @@ def sync(config: Config, log: Log, environ: dict[str, str], now: float | None = 
     lifecycle.machine_features(config, store, log)
     done = _batch_drains(config, store, log, environ, now)
     done += _remove_stale_jobs(config, store, log, environ)
+    # Last, and with no time limit: what job ends had no time to remove (a job's user
+    # may have filled its directory) blocks no job here.
+    if not store.empty_trash():
+        log.warning(f"{store.base_dir}/jobs/.trash could not be emptied this time")
     return done
 
 
@@ -60,23 +61,8 @@ def _batch_drains(config: Config, store: Store, log: Log, environ: dict[str, str
         found += _condor_drain(config, _CONDOR_STATUS, log)
     if not asked:
         return []
-    source = store.read_machine_key(SOURCE_MARKER)
-    current = store.read_machine_key("shutdowntime")
-    if found:
-        shutdown, why = min(found)
-        if current is not None and current.isdigit() and int(current) <= shutdown \
-                and source in (None, why):
-            # An admin's earlier drain stands; and the same batch-system drain, whose
-            # expected end may drift later as it is re-estimated, is not announced anew.
-            return []
-        drain.drain(config, store, log, shutdown, force=True, now=now)
-        store.set_machine_key(SOURCE_MARKER, why)
-        return [f"shutdowntime = {shutdown} from {why}"]
-    if current is not None and source is not None:
-        drain.cancel(config, store, log)
-        store.set_machine_key(SOURCE_MARKER, None)
-        return [f"shutdowntime withdrawn: {source} is gone"]
-    return []
+    summary = drain.follow_batch_system(config, store, log, min(found) if found else None, now)
+    return [summary] if summary else []
 
 
 def _slurm_reservations(config: Config, scontrol: str, log: Log, environ: dict[str, str],

@@ -97,6 +97,98 @@ def test_an_admins_drain_is_never_withdrawn_or_overridden_by_a_later_one(node):
     assert node.machine("shutdowntime") == str(admin)
 
 
+def admin_drain(node, *args):
+    result = subprocess.run([installed_command("mjf"), "drain", *args], capture_output=True,
+                            text=True, env={"MJF_CONFIG": str(node.conf)})
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_an_admins_later_drain_returns_when_the_batch_systems_earlier_one_goes(node):
+    node.store.create_job("5", {"job_id": "5"})
+    node.squeue("5\n")
+    admin = int(time.time()) + 7 * 86400
+    admin_drain(node, "--at", str(admin))
+    maintenance = int(time.time()) + 86400
+    node.reservations(reservation(maintenance))
+    assert "from Slurm maintenance reservation maint1" in node.sync().stdout
+    assert node.machine("shutdowntime") == str(maintenance)
+    node.reservations("")  # the reservation is deleted
+    node.sync()
+    assert node.machine("shutdowntime") == str(admin)
+    assert (node.base / "jobs/5/jobfeatures/shutdowntime_job").read_text() == str(admin)
+
+
+def test_an_admins_drain_set_during_a_batch_drain_outlives_it(node):
+    node.reservations(reservation(int(time.time()) + 86400))
+    node.sync()
+    admin = int(time.time()) + 3600
+    admin_drain(node, "--at", str(admin))
+    node.reservations("")
+    node.sync()
+    assert node.machine("shutdowntime") == str(admin)
+
+
+def test_cancelling_leaves_no_mark_that_withdraws_a_later_admin_drain(node):
+    maintenance = int(time.time()) + 86400
+    node.reservations(reservation(maintenance))
+    node.sync()
+    # The admin's cancel withdraws the admin's drain only: the batch system's stands.
+    assert "Slurm maintenance reservation maint1" in admin_drain(node, "--cancel").stdout
+    assert node.machine("shutdowntime") == str(maintenance)
+    node.reservations("")
+    node.sync()
+    assert node.machine("shutdowntime") is None
+    admin_drain(node, "--in", "3h")  # weeks later
+    admin = node.machine("shutdowntime")
+    node.sync()
+    assert node.machine("shutdowntime") == admin
+    # The bookkeeping is root's, beside machinefeatures/, which holds key files only.
+    assert sorted(os.listdir(node.base / "machinefeatures")) == sorted(
+        name for name in os.listdir(node.base / "machinefeatures") if not name.startswith("."))
+    assert sorted(os.listdir(node.base / "state")) == ["shutdowntime_admin"]
+
+
+def test_a_drain_an_earlier_version_announced_is_taken_over(node):
+    node.store.write_machine({"total_cpu": "4"}, frozenset())
+    admin = int(time.time()) + 3600
+    (node.base / "machinefeatures/shutdowntime").write_text(str(admin))
+    node.sync()  # no batch-system drain: the admin's stands
+    assert node.machine("shutdowntime") == str(admin)
+    batch = int(time.time()) + 1800
+    node.store.set_machine_key("shutdowntime", str(batch))
+    (node.base / "state/shutdowntime_admin").unlink()
+    (node.base / "machinefeatures/.shutdowntime_source").write_text("Slurm reservation x")
+    node.sync()  # that one was the batch system's, and it is gone
+    assert node.machine("shutdowntime") is None
+    assert not (node.base / "machinefeatures/.shutdowntime_source").exists()
+
+
+@pytest.mark.parametrize("planted", [b"\xff", "١٧٩٥٠٠٠٠٠٠".encode(), b"12 34", b"-5",
+                                     b"9" * 40])
+def test_a_users_garbled_own_value_stops_no_other_jobs_cancel(node, planted):
+    for job in ("1", "2", "3"):
+        node.store.create_job(job, {"job_id": job})
+    node.squeue("1\n2\n3\n")
+    own = node.base / "jobs/2/state/own_shutdowntime_job"
+    own.parent.mkdir(exist_ok=True)
+    own.write_bytes(planted)  # what the job's user wrote while it owned state/
+    node.reservations(reservation(int(time.time()) + 7200))
+    node.sync()
+    admin_drain(node, "--in", "2h")
+    result = admin_drain(node, "--cancel")
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr
+    assert "own_shutdowntime_job" in result.stderr  # named, and ignored
+    node.reservations("")
+    result = node.sync()
+    assert result.returncode == 0 and "internal error" not in result.stderr
+    assert node.machine("shutdowntime") is None
+    for job in ("1", "2", "3"):
+        assert not (node.base / f"jobs/{job}/jobfeatures/shutdowntime_job").exists(), job
+    hidden = [path for path in node.base.rglob(".*")]
+    assert hidden == []
+
+
 def test_stale_jobs_are_removed_only_when_proven(node):
     node.store.create_job("7", {"job_id": "7"})           # Slurm still runs it
     node.store.create_job("8", {"job_id": "8"})           # Slurm no longer does

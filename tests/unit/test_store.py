@@ -426,7 +426,7 @@ def test_a_fifo_planted_in_place_of_a_key_neither_hangs_a_drain_nor_a_reader(tmp
     os.mkfifo(f"{path}/shutdowntime_job")
     os.mkfifo(f"{path}/max_rss_bytes")
     assert Features(path).get("max_rss_bytes") is None  # not waited on
-    assert store.update_every_job("shutdowntime_job", lambda own: "1795400000") == 1
+    assert store.update_every_job("shutdowntime_job", lambda own: 1795400000) == 1
     assert Path(f"{path}/shutdowntime_job").read_text() == "1795400000"
 
 
@@ -435,10 +435,10 @@ def test_a_job_that_planted_a_directory_at_a_key_keeps_no_other_job_from_its_upd
     os.mkdir(f"{store.create_job('1', VALUES)}/shutdowntime_job")
     other = store.create_job("2", VALUES)
     skipped = []
-    assert store.update_every_job("shutdowntime_job", lambda own: "1795400000",
+    assert store.update_every_job("shutdowntime_job", lambda own: 1795400000,
                                   lambda name, error: skipped.append((name, str(error)))) == 1
     assert Path(f"{other}/shutdowntime_job").read_text() == "1795400000"
     assert skipped == [("1", f"{tmp_path}/base/jobs/1/jobfeatures/shutdowntime_job: "
                               "Is a directory")]
     with pytest.raises(StoreError, match="Is a directory"):
-        store.update_every_job("shutdowntime_job", lambda own: "1795400001")
+        store.update_every_job("shutdowntime_job", lambda own: 1795400001)
