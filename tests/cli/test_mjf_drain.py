@@ -96,6 +96,33 @@ def test_usage_errors(node, args):
     assert result.returncode in (1, 2) and result.stderr
 
 
+@pytest.mark.parametrize(("args", "reason"), [
+    (("--at", "99999999999999999999"), "is not a UNIX time"),
+    (("--in", "99999999999999d"), "longer than this century"),
+    (("--in", "9" * 5000), "is not a duration"),
+    (("--at", "1795393251000"), "not a plausible shutdown time in UNIX seconds"),
+    (("--at", "9999-12-31T23:59"), "not a plausible shutdown time in UNIX seconds"),
+    (("--at", "0001-01-01T00:00"), "0001-01-01T00:00"),
+    (("--at", "1795393251000", "--force"), "not a plausible shutdown time"),
+    (("--at", "١٧٩٥٣٩٣٢٥١"), "is not a UNIX time"),
+])
+def test_implausible_times_are_refused_and_reach_no_job(node, args, reason):
+    conf, base, _ = node
+    result = drain(conf, *args)
+    assert result.returncode == 1 and reason in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
+    assert not (base / "machinefeatures/shutdowntime").exists()
+    assert "shutdowntime_job" not in values(base, "1")
+
+
+def test_a_past_time_without_a_grace_promise_says_it_is_past(write_config):
+    conf, base = write_config()
+    result = drain(conf, "--at", str(int(time.time()) - 60))
+    assert result.returncode == 1
+    assert "is in the past; --force overrides" in result.stderr
+    assert " = 0 s" not in result.stderr
+
+
 def test_drain_over_many_jobs_is_fast(write_config):
     conf, base = write_config("[machinefeatures]\ngrace_secs = 60\n")
     store = Store(str(base))
