@@ -129,11 +129,28 @@ def _spawn_and_wait(argv: list[str], environ: dict[str, str]) -> int:
 
 
 def _exit_like(status: int) -> int:
-    """Exit with the command's status; if a signal killed it, die of the same signal."""
+    """Exit with the command's status; if a signal killed it, die of the same signal, so
+    that a calling shell sees what it would have seen without us (137 for SIGKILL)."""
     if os.WIFSIGNALED(status):
         number = os.WTERMSIG(status)
         sys.stdout.flush()
-        signal.signal(number, signal.SIG_DFL)
+        sys.stderr.flush()
+        if number not in (signal.SIGKILL, signal.SIGSTOP):  # their action cannot be changed
+            signal.signal(number, signal.SIG_DFL)
+        if _dumps_core(number):
+            # The job's core, if any, is the job's: ours would only overwrite it.
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [number])
         os.kill(os.getpid(), number)
-        return 128 + number
+        return 128 + number  # a signal whose default is to be ignored
     return os.waitstatus_to_exitcode(status)
+
+
+_CORE_SIGNALS = ("SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE", "SIGSEGV",
+                 "SIGXCPU", "SIGXFSZ", "SIGSYS")
+
+
+def _dumps_core(number: int) -> bool:
+    return any(getattr(signal, name, None) == number for name in _CORE_SIGNALS)

@@ -182,3 +182,25 @@ def test_stale_machine_features_are_brought_up_to_date(write_config):
     (base / "machinefeatures/total_cpu").write_text("999")
     result = mjf("run", "--", "sh", "-c", 'cat "$MACHINEFEATURES/total_cpu"', config=conf)
     assert result.stdout == str(os.cpu_count())
+
+
+# Signals that stop rather than end a process: a shell would wait for the job too.
+_STOPPING = {signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU}
+
+
+@pytest.mark.parametrize("number", [number for number in range(1, 32)
+                                    if number not in _STOPPING] + [signal.SIGRTMIN])
+def test_a_job_killed_by_any_signal_ends_mjf_run_as_it_ended(write_config, tmp_path, number):
+    conf, base = write_config()
+    mjf_command = installed_command("mjf")
+    # What a calling shell reports: the job run bare, then run by mjf run.
+    job = f"kill -{number} $$"
+    bare = subprocess.run(["sh", "-c", f"sh -c '{job}'; echo $?"], capture_output=True,
+                          text=True, timeout=60, cwd=tmp_path)
+    wrapped = subprocess.run(["sh", "-c", f"{mjf_command} run -- sh -c '{job}'; echo $?"],
+                             capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                             env={**os.environ, "MJF_CONFIG": str(conf)})
+    assert wrapped.stdout == bare.stdout, (number, wrapped.stderr)
+    assert "internal error" not in wrapped.stderr and "Traceback" not in wrapped.stderr
+    assert os.listdir(base / "jobs") == []
+    assert not list(tmp_path.glob("core*"))
