@@ -121,6 +121,7 @@ def test_a_past_time_without_a_grace_promise_says_it_is_past(write_config):
     assert result.returncode == 1
     assert "is in the past; --force overrides" in result.stderr
     assert " = 0 s" not in result.stderr
+    assert not (base / "machinefeatures/shutdowntime").exists()
 
 
 def test_drain_over_many_jobs_is_fast(write_config):
