@@ -2,7 +2,8 @@
 
 Not ``subprocess``: its import alone costs a good part of a hook's start-up
 budget. The command gets no stdin, its own process group (so a timeout kills
-whatever it started too), and at most ``MAX_OUTPUT_BYTES`` of output are kept.
+whatever it started too), and may print at most ``MAX_OUTPUT_BYTES``: more is an
+error naming the command, never silently cut (what we look for may come last).
 """
 
 from __future__ import annotations
@@ -49,6 +50,10 @@ def run_command(argv: list[str], timeout_secs: float,
     except TimeoutError:
         _kill(pid)
         raise CommandError(f"{name} did not finish within {timeout_secs:g} s; killed") from None
+    except _TooMuchOutput:
+        _kill(pid)
+        raise CommandError(f"{' '.join(argv)[:200]} printed more than {MAX_OUTPUT_BYTES} bytes; "
+                           "killed, its output not used") from None
     finally:
         os.close(out_read)
         os.close(err_read)
@@ -58,6 +63,10 @@ def run_command(argv: list[str], timeout_secs: float,
         reason = f": {detail[-1]}" if detail else ""
         raise CommandError(f"{' '.join(argv)} exited with status {status}{reason}")
     return text
+
+
+class _TooMuchOutput(Exception):
+    pass
 
 
 def _collect(out_fd: int, err_fd: int, deadline: float) -> tuple[bytes, bytes]:
@@ -75,8 +84,10 @@ def _collect(out_fd: int, err_fd: int, deadline: float) -> tuple[bytes, bytes]:
             if not data:
                 poller.unregister(fd)
                 open_fds.discard(fd)
+            elif fd == out_fd and len(buffers[fd]) + len(data) > MAX_OUTPUT_BYTES:
+                raise _TooMuchOutput
             elif len(buffers[fd]) < MAX_OUTPUT_BYTES:
-                buffers[fd] += data
+                buffers[fd] += data  # stderr: only its last line is shown, the rest dropped
     return bytes(buffers[out_fd]), bytes(buffers[err_fd])
 
 

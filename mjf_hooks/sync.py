@@ -102,8 +102,9 @@ def condor_drain_shutdown(config: Config, log: Log) -> int | None:
 
 
 def _condor_drain(config: Config, condor_status: str, log: Log) -> list[tuple[int, str]]:
-    argv = [condor_status, "-startd", "-af:,", "Machine", "Draining",
-            "ExpectedMachineGracefulDrainingCompletion"]
+    # This machine's slots only: a pool has tens of thousands, and every node asks.
+    argv = [condor_status, "-startd", "-constraint", condor_machine_constraint(os.uname().nodename),
+            "-af:,", "Machine", "Draining", "ExpectedMachineGracefulDrainingCompletion"]
     try:
         output = run_command(argv, config.command_timeout_secs, {"PATH": "/usr/bin:/bin"})
     except CommandError as error:
@@ -116,6 +117,18 @@ def _condor_drain(config: Config, condor_status: str, log: Log) -> list[tuple[in
                 and digits_value(fields[2]) is not None:
             return [(digits_value(fields[2]), "HTCondor graceful drain")]
     return []
+
+
+def condor_machine_constraint(nodename: str) -> str:
+    """A ClassAd constraint for the StartD ads of this machine: its ``Machine`` is this
+    host's name, short or fully qualified (either may be what ``uname`` says)."""
+    short = nodename.split(".")[0]
+    quoted = [f'"{name}"' for name in (nodename, short)
+              if name and all(char.isalnum() or char in "-." for char in name)]
+    if not quoted:
+        return "false"
+    return (f"Machine == {quoted[0]} || Machine == {quoted[-1]} || "
+            f"substr(Machine, 0, {len(short) + 1}) == {quoted[-1][:-1]}.\"")
 
 
 def _remove_stale_jobs(config: Config, store: Store, log: Log,
