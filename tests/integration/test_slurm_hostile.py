@@ -100,12 +100,41 @@ os.unlink(fill)
 '''
 
 
+# Runs in mjfuser1's job: what its user can make in its own jobfeatures/ in a few seconds -
+# 14 levels of 250-character names, then a wide directory - before the job ends.
+BURY = r'''
+import os, sys, time
+out, count = sys.argv[1], int(sys.argv[2])
+fd = os.open(os.environ["JOBFEATURES"], os.O_RDONLY)
+for _ in range(14):
+    os.mkdir("n" * 250, dir_fd=fd)
+    child = os.open("n" * 250, os.O_RDONLY, dir_fd=fd)
+    os.close(fd)
+    fd = child
+for index in range(count):
+    os.mkdir(str(index), dir_fd=fd)
+open(os.path.join(out, "bury.done"), "w").write(str(time.time()))
+'''
+
+# Runs in mjfuser1's job: a byte no valid value holds, in the bookkeeping it owns.
+GARBLE = r'''
+import os, sys, time
+out = sys.argv[1]
+state = os.path.join(os.path.dirname(os.environ["JOBFEATURES"]), "state")
+with open(os.path.join(state, "own_shutdowntime_job"), "wb") as handle:
+    handle.write(b"\xff")
+open(os.path.join(out, "garble.ready"), "w").close()
+time.sleep(120)
+'''
+
+
 @pytest.fixture(scope="module")
 def cluster():
     # With memory constrained, a job's values are completed by its first task, so its
     # jobfeatures/ belongs to the job's user: the most a user can reach.
     with mjf_cluster(cgroups=True) as slurm:
-        for name, text in (("traps.py", TRAPS), ("fill.py", FILL)):
+        for name, text in (("traps.py", TRAPS), ("fill.py", FILL), ("bury.py", BURY),
+                           ("garble.py", GARBLE)):
             (slurm.job_root / name).write_text(text)
             (slurm.job_root / name).chmod(0o644)
         yield slurm
@@ -274,3 +303,90 @@ def test_a_base_dir_a_user_planted_under_a_public_directory_is_refused(cluster, 
         assert_node_up(cluster)
     finally:
         SITE_CONFIG.write_text(cluster.good_config)
+
+
+def job_states(cluster, job_id: str) -> str:
+    return subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True,
+                          text=True, env=cluster.env, check=False).stdout.strip()
+
+
+def test_what_a_job_buries_in_its_directory_cannot_make_its_epilog_overrun(cluster):
+    out = cluster.job_root / "out"
+    big = cluster.job_root / "big"
+    big.mkdir()
+    # base_dir on a tmpfs, as /run/mjf is: there a user makes entries fastest.
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2g,nr_inodes=2m,mode=755", "mjf-big",
+                    big], check=True)
+    base = big / "mjf"
+    try:
+        SITE_CONFIG.write_text(cluster.good_config.replace(str(cluster.mjf_base), str(base)))
+        attacker = submit(cluster, ATTACKER, f"/usr/bin/python3 {cluster.job_root}/bury.py "
+                          f"{out} 750000", f"{out}/bury.log")
+        wait_for(out / "bury.done", timeout=120, log=out / "bury.log")
+        ended = float((out / "bury.done").read_text())
+        # Slurm holds the job COMPLETING while its Epilog runs (and drains the node if
+        # it overruns PrologEpilogTimeout).
+        while job_states(cluster, attacker) and time.time() - ended < 90:
+            time.sleep(0.1)
+        epilog_secs = time.time() - ended
+        assert epilog_secs < 10, epilog_secs
+        assert not (base / "jobs" / attacker).exists()
+        # The next, innocent job starts at once: nothing of it is swept in its Prolog.
+        started = time.monotonic()
+        sbatch(cluster, VICTIM, "after-bury", "--time=2", "--mem=100M")
+        assert time.monotonic() - started < 20
+        assert seen(cluster, "after-bury")["JOBFEATURES"]["job_id"]
+        assert_node_up(cluster)
+        # The rest waited in the trash; `mjf sync` (a timer: it blocks no job) removes it.
+        synced = mjf(cluster, "sync")
+        assert synced.returncode == 0, synced.stderr
+        assert sorted(os.listdir(base / "jobs")) == []
+        assert sorted(path.name for path in base.rglob(".*")) == []
+    finally:
+        SITE_CONFIG.write_text(cluster.good_config)
+        cluster.wait_until_no_jobs()
+        subprocess.run(["umount", big], check=False)
+
+
+def test_one_users_garbled_bookkeeping_breaks_no_drain_or_cancel_for_the_others(cluster):
+    out = cluster.job_root / "out"
+    jobs = cluster.mjf_base / "jobs"
+    victim = submit(cluster, VICTIM, "sleep 60")
+    attacker = submit(cluster, ATTACKER, f"/usr/bin/python3 {cluster.job_root}/garble.py {out}",
+                      f"{out}/garble.log")
+    wait_for(out / "garble.ready", log=out / "garble.log")
+    wait_for(jobs / victim / "jobfeatures")
+    machine = cluster.mjf_base / "machinefeatures"
+    try:
+        for command in (["drain", "--in", "2h"], ["drain", "--cancel"]):
+            result = mjf(cluster, *command)
+            assert result.returncode == 0, result.stderr
+            assert "Traceback" not in result.stderr and "internal error" not in result.stderr
+        assert "own_shutdowntime_job" in result.stderr  # named, ignored
+        assert not (machine / "shutdowntime").exists()
+        for job in (victim, attacker):
+            assert not (jobs / job / "jobfeatures/shutdowntime_job").exists(), job
+        # The same through `mjf sync` following a maintenance reservation that goes away.
+        start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() + 7200))
+        subprocess.run(["scontrol", "create", "reservation", "ReservationName=mjfgarble",
+                        f"StartTime={start}", "Duration=10", f"Nodes={cluster.node}",
+                        "Flags=MAINT,IGNORE_JOBS", "Users=root"], check=True, env=cluster.env,
+                       capture_output=True)
+        try:
+            synced = mjf(cluster, "sync")
+            assert "from Slurm maintenance reservation mjfgarble" in synced.stdout, synced.stderr
+            assert (jobs / victim / "jobfeatures/shutdowntime_job").exists()
+        finally:
+            subprocess.run(["scontrol", "delete", "reservation=mjfgarble"], env=cluster.env,
+                           capture_output=True)
+        synced = mjf(cluster, "sync")
+        assert synced.returncode == 0 and "internal error" not in synced.stderr, synced.stderr
+        assert "withdrawn" in synced.stdout
+        assert not (machine / "shutdowntime").exists()
+        for job in (victim, attacker):
+            assert not (jobs / job / "jobfeatures/shutdowntime_job").exists(), job
+        assert [path for path in cluster.mjf_base.rglob(".*")] == []  # no temporary file
+    finally:
+        subprocess.run(["scancel", victim, attacker], env=cluster.env, check=False)
+    assert_node_up(cluster)
+    assert_no_job_directories_left(cluster)
