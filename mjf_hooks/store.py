@@ -630,6 +630,8 @@ class _Dir:
         time whatever it holds; its name there, or None if it is absent."""
         entry = f"{name.lstrip('.')[:64]}.{os.getpid()}.{os.urandom(4).hex()}"
         for _ in range(3):
+            if not self._has(name):
+                return None
             with self._open_trash() as trash:
                 try:
                     os.rename(name, entry, src_dir_fd=self.fd, dst_dir_fd=trash.fd)
@@ -638,13 +640,17 @@ class _Dir:
                     pass
                 except OSError as error:
                     raise self._fail(error, name) from None
-            try:
-                os.stat(name, dir_fd=self.fd, follow_symlinks=False)
-            except FileNotFoundError:
-                return None
-            # Still there: the trash was emptied and removed meanwhile. Again.
+            # Gone meanwhile (the next round says so), or the trash was removed: again.
+            self._drop_empty_trash()
         raise StoreError(f"{self.path}/{TRASH_DIR} keeps disappearing: another process is "
                          "racing us")
+
+    def _has(self, name: str) -> bool:
+        try:
+            os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        return True
 
     def _open_trash(self, create: bool = True) -> _Dir:
         """This directory's trash: ours alone (mode 0700), never a planted entry."""
@@ -679,11 +685,15 @@ class _Dir:
             for name in names:
                 done = remover.remove(name) and done
         if done:
-            try:
-                os.rmdir(TRASH_DIR, dir_fd=self.fd)
-            except OSError:
-                pass  # something else waits there, or another process just removed it
+            self._drop_empty_trash()
         return done
+
+    def _drop_empty_trash(self) -> None:
+        """The trash exists only while something waits in it."""
+        try:
+            os.rmdir(TRASH_DIR, dir_fd=self.fd)
+        except OSError:
+            pass  # something else waits there, or another process just removed it
 
     def claim(self, name: str) -> str | None:
         """Take over an entry whose owner (the pid in its name) is gone: renamed to carry

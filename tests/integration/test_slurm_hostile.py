@@ -284,6 +284,7 @@ def test_a_user_filling_the_disk_stops_no_job_and_drains_no_node(cluster):
         assert os.listdir(base / "jobs") == []
         assert sorted(path.name for path in base.rglob(".*")) == []
     finally:
+        (out / "fill.stop").touch()  # the filler ends (and frees the disk) even after a failure
         SITE_CONFIG.write_text(cluster.good_config)
         cluster.wait_until_no_jobs()
         subprocess.run(["umount", small], check=False)
