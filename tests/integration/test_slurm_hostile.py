@@ -160,8 +160,8 @@ def wait_for(path: Path, timeout: float = 60, log: Path | None = None) -> None:
         time.sleep(0.1)
 
 
-def submit(cluster, user: str, script: str, log: str = "/dev/null") -> str:
-    result = cluster.as_user(user, ["sbatch", "--parsable", "-c", "1", "--mem=100M",
+def submit(cluster, user: str, script: str, log: str = "/dev/null", memory: str = "100M") -> str:
+    result = cluster.as_user(user, ["sbatch", "--parsable", "-c", "1", f"--mem={memory}",
                                     "--time=3", "-o", log, "--wrap", script])
     return result.stdout.strip()
 
@@ -321,8 +321,10 @@ def test_what_a_job_buries_in_its_directory_cannot_make_its_epilog_overrun(clust
     base = big / "mjf"
     try:
         SITE_CONFIG.write_text(cluster.good_config.replace(str(cluster.mjf_base), str(base)))
+        # What it makes on a tmpfs counts as its memory (the kernel charges the job's
+        # cgroup): 100 MiB would not hold it.
         attacker = submit(cluster, ATTACKER, f"/usr/bin/python3 {cluster.job_root}/bury.py "
-                          f"{out} 750000", f"{out}/bury.log")
+                          f"{out} 750000", f"{out}/bury.log", memory="3000M")
         wait_for(out / "bury.done", timeout=120, log=out / "bury.log")
         ended = float((out / "bury.done").read_text())
         # Slurm holds the job COMPLETING while its Epilog runs (and drains the node if
@@ -330,6 +332,7 @@ def test_what_a_job_buries_in_its_directory_cannot_make_its_epilog_overrun(clust
         while job_states(cluster, attacker) and time.time() - ended < 90:
             time.sleep(0.1)
         epilog_secs = time.time() - ended
+        print(f"750,000 entries: the job's end took {epilog_secs:.1f} s")  # shown with -s
         assert epilog_secs < 10, epilog_secs
         assert not (base / "jobs" / attacker).exists()
         # The next, innocent job starts at once: nothing of it is swept in its Prolog.
