@@ -8,6 +8,11 @@ The parser is our own, and deliberately small: configparser would pull ``re``
 into every job start and cannot say which line was wrong; the format here is
 plain ``[section]`` and ``key = value`` lines, ``#``/``;`` comments (also
 after a value, when preceded by whitespace).
+
+The sh TaskProlog (bin/mjf-slurm-taskprolog) reads ``[mjf] base_dir`` from the
+same file with ``read`` and ``[[:space:]]``: lines end at a newline only and only
+ASCII whitespace is stripped. So here too, and a line with any other control or
+space character is refused rather than read differently by the two.
 """
 
 from __future__ import annotations
@@ -21,6 +26,17 @@ DEFAULT_PATH = "/etc/mjf/mjf.conf"
 DEFAULT_BASE_DIR = "/run/mjf"
 DEFAULT_COMMAND_TIMEOUT_SECS = 5.0
 LOG_DESTINATIONS = ("syslog", "stderr")
+# What the sh TaskProlog's [[:space:]] strips (C locale); "\n" ends the line.
+_SPACE = " \t\r\v\f"
+
+# Numbers. A decimal with a fraction is a float: its two-decimal text is written
+# exactly only up to 15 significant digits, so 13 before the point.
+_MAX_WHOLE_DIGITS = 13
+MAX_FRACTIONAL = 10**_MAX_WHOLE_DIGITS  # a value with a fraction is below this
+# hs06_per_cpu x total_cpu (at most 100000 processors, the plausible count `mjf check`
+# allows) stays below MAX_FRACTIONAL, so hs06 and hs06_job are always written exactly.
+MAX_HS06_PER_CPU = 1000000
+MAX_COMMAND_TIMEOUT_SECS = 300
 
 # Config-only helpers that are not MJF keys themselves.
 _EXTRA_MACHINE_OPTIONS = {"hs06_per_cpu"}
@@ -110,12 +126,19 @@ def load(path: str | None = None) -> Config:
 def parse(text: str, path: str = DEFAULT_PATH) -> Config:
     """Validate config text; ``path`` is only used in messages."""
     config = Config(path)
+    lines: dict[str, tuple[str, int]] = {}  # [machinefeatures] key -> (where, line)
     for section, key, value, line in _entries(text, path):
         where = f"{path}, line {line}: [{section}] {key} = {value!r}"
+        if section == "machinefeatures":
+            lines[key] = (where, line)
         try:
             _apply(config, section, key, value)
         except ValueError as error:
             raise SiteInputError(f"{where}: {error}") from None
+    problem = _derived_hs06_problem(config)
+    if problem:
+        where, _ = lines["hs06_per_cpu"]
+        raise SiteInputError(f"{where}: {problem} (total_cpu on line {lines['total_cpu'][1]})")
     if config.export == "url" and not config.url_base:
         raise SiteInputError(f"{path}: [mjf] export = url needs [mjf] url_base, the URL that "
                              "serves base_dir")
@@ -126,12 +149,22 @@ def _entries(text: str, path: str):
     """Yield (section, key, value, line number) from INI text, strictly."""
     section = None
     seen: set[tuple[str, str]] = set()
-    for number, raw_line in enumerate(text.splitlines(), 1):
-        line = raw_line.strip()
+    # Not splitlines(): it also ends lines at \r, \v, \f, \x1c-\x1e, \x85, \u2028 and
+    # \u2029, where the sh TaskProlog's `read` does not.
+    for number, raw_line in enumerate(text.split("\n"), 1):
+        line = raw_line.strip(_SPACE)
         if not line or line[0] in "#;":
             continue
         if "\0" in line:
             raise SiteInputError(f"{path}, line {number}: contains a NUL byte")
+        content = _strip_inline_comment(line)  # a comment may hold anything
+        if not content.replace("\t", " ").isprintable():
+            char = next(c for c in content if c != "\t" and not c.isprintable())
+            raise SiteInputError(
+                f"{path}, line {number}: contains {char!r}, a control character or a space "
+                "other than ASCII space and tab (the sh TaskProlog would read the line "
+                "differently)"
+            )
         if line.startswith("["):
             if not line.endswith("]"):
                 raise SiteInputError(f"{path}, line {number}: {line!r} is not a [section] header")
@@ -172,11 +205,11 @@ def _apply(config: Config, section: str, key: str, value: str) -> None:
             raise ValueError(f"unknown option; [{section}] takes {', '.join(sorted(options))}")
         config.backend[section][key] = _backend_value(options[key], value)
     elif section == "machinefeatures" and key in _EXTRA_MACHINE_OPTIONS:
-        config.hs06_per_cpu = _positive_number(value)
+        config.hs06_per_cpu = _hs06_per_cpu(value)
     else:
         scope = spec.MACHINE if section == "machinefeatures" else spec.JOB
         spec.key_for_config(scope, key)
-        parsed = spec.parse_value(key, value)
+        parsed = _static_value(key, value)
         (config.machine if scope == spec.MACHINE else config.job)[key] = parsed
 
 
@@ -213,9 +246,11 @@ def _apply_mjf_option(config: Config, key: str, value: str) -> None:
             raise ValueError("must be an http:// or https:// URL that serves base_dir")
         config.url_base = value.rstrip("/")
     elif key == "command_timeout":
-        timeout = _positive_number(value)
-        if not 0 < timeout <= 300:
-            raise ValueError("must be between 0 and 300 seconds")
+        timeout = float(_plain_number(value))
+        if not timeout > 0:  # also 0.000...1 with more zeros than a float holds
+            raise ValueError("must be a positive number of seconds")
+        if timeout > MAX_COMMAND_TIMEOUT_SECS:
+            raise ValueError(f"must be between 0 and {MAX_COMMAND_TIMEOUT_SECS} seconds")
         config.command_timeout_secs = timeout
     else:
         raise ValueError(
@@ -242,11 +277,18 @@ _MAX_PATH_CHARS = 4095
 
 
 def _absolute_path(value: str) -> str:
+    """The path, with ``.`` and ``//`` normalised away; ``..`` is refused, not resolved:
+    normpath's ``/a/link/..`` is ``/a`` where the kernel's is the link target's parent, and
+    the sh TaskProlog uses base_dir as written (``/x/absent/../base`` does not exist)."""
     if not value.startswith("/"):
         raise ValueError("must be an absolute path")
     if len(value) > _MAX_PATH_CHARS:
         raise ValueError(f"is longer than {_MAX_PATH_CHARS} characters, the longest path "
                          "Linux opens")
+    if ".." in value.split("/"):
+        raise ValueError("must not contain `..`: the sh TaskProlog reads the path literally "
+                         "(and `..` after a symlink is not the parent it seems); write the "
+                         "path it resolves to")
     return os.path.normpath(value)
 
 
@@ -265,11 +307,71 @@ def _octal_mode(value: str) -> int:
     return int(value, 8)
 
 
-def _positive_number(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise ValueError("must be a number") from None
-    if not number > 0 or number == float("inf"):
-        raise ValueError("must be a positive number")
+def _plain_number(value: str) -> str:
+    """The canonical text (``007.50`` -> ``7.5``) of plain ASCII digits with at most one
+    ``.`` and digits after it; ValueError for anything else.
+
+    Not float(): it also takes signs, exponents, ``_``, ``inf``/``nan``, spaces and
+    non-ASCII digits (``\\u0661``), values no reader of the files expects.
+    """
+    whole, dot, fraction = value.partition(".")
+    if not _is_digits(whole) or (dot and not _is_digits(fraction)):
+        raise ValueError("must be a plain number such as 5 or 2.5 (ASCII digits, at most "
+                         "one `.`)")
+    whole, fraction = whole.lstrip("0") or "0", fraction.rstrip("0")
+    return f"{whole}.{fraction}" if fraction else whole
+
+
+def _is_digits(text: str) -> bool:
+    return bool(text) and text.isascii() and text.isdigit()
+
+
+def _static_value(name: str, value: str) -> int | float | str:
+    """A configured key value, parsed; refused unless its file would say the same.
+
+    Integers are exact up to spec.MAX_INTEGER (spec.parse_value checks that). A decimal
+    (hs06, hs06_job) is written with at most two fraction digits: ``0.001`` would become
+    ``0``, and beyond 15 significant digits a float no longer holds the value.
+    """
+    parsed = spec.parse_value(name, value)  # strict syntax; the reasons admins know
+    if spec.KEYS[name].kind != spec.DECIMAL or isinstance(parsed, int):
+        return parsed
+    canonical = _plain_number(value)
+    whole, _, fraction = canonical.partition(".")
+    if not fraction:  # 2400.0: a whole number, exact up to MAX_INTEGER
+        return spec.parse_value(name, whole)
+    if len(whole) > _MAX_WHOLE_DIGITS:
+        raise ValueError(f"is too large to write with its fraction: {name} may have a "
+                         f"fraction below {MAX_FRACTIONAL}, and be a whole number up to "
+                         f"{spec.MAX_INTEGER}")
+    number = float(canonical)
+    written = spec.format_value(name, number)
+    if written != canonical:
+        raise ValueError(f"has more than two decimals: {name} files are written with at "
+                         f"most two, so it would be written as {written}")
     return number
+
+
+def _hs06_per_cpu(value: str) -> float:
+    """HS06 per processor: positive, two decimals at most, at most MAX_HS06_PER_CPU."""
+    canonical = _plain_number(value)
+    whole, _, fraction = canonical.partition(".")
+    if canonical == "0":
+        raise ValueError("must be a positive number")
+    if len(fraction) > 2:
+        raise ValueError("has more than two decimals: hs06 and hs06_job are written with "
+                         "at most two")
+    if len(whole) > len(str(MAX_HS06_PER_CPU)) or float(canonical) > MAX_HS06_PER_CPU:
+        raise ValueError(f"is larger than {MAX_HS06_PER_CPU} per processor")
+    return float(canonical)
+
+
+def _derived_hs06_problem(config: Config) -> str | None:
+    """Why hs06 = hs06_per_cpu x the configured total_cpu could not be written, if so."""
+    per_cpu, cpus = config.hs06_per_cpu, config.machine.get("total_cpu")
+    if per_cpu is None or cpus is None or "hs06" in config.machine:
+        return None
+    if per_cpu * cpus < MAX_FRACTIONAL:
+        return None
+    return (f"hs06 = hs06_per_cpu x total_cpu = {spec.format_value('hs06', per_cpu)} x {cpus} "
+            f"would be {MAX_FRACTIONAL} or more, too large to write exactly")

@@ -52,13 +52,31 @@ def job_id(environ: dict[str, str]) -> str:
     return value
 
 
+# Bounds of an expanded host list, checked before any name is made: far more hosts
+# than a Slurm cluster has, and longer names than a host has (Linux: 64 characters).
+MAX_HOSTS = 100000
+MAX_HOST_NAME = 255
+
+
 def expand_hostlist(text: str) -> list[str]:
-    """Expand a Slurm host list: ``vm[01-03,7],gpu[1-2]x`` -> every host name, in order."""
-    hosts: list[str] = []
+    """Expand a Slurm host list: ``vm[01-03,7],gpu[1-2]x`` -> every host name, in order.
+
+    ValueError for a malformed list, or one that names more than MAX_HOSTS hosts or a
+    name longer than MAX_HOST_NAME: nested ranges multiply (``a[0-99999]b[0-99999]`` is
+    10^10 names), so the count is taken before anything is expanded.
+    """
+    patterns, total = [], 0
     for item in _split_outside_brackets(text.strip()):
         if not item:
             raise ValueError(f"empty host name in {text!r}")
-        hosts.extend(_expand_host(item))
+        parts, count = _parse_host(item)
+        total += count
+        if total > MAX_HOSTS:
+            raise ValueError(f"{text!r} names more than {MAX_HOSTS} hosts")
+        patterns.append(parts)
+    hosts: list[str] = []
+    for parts in patterns:
+        hosts.extend(_expand_host(parts))
     return hosts
 
 
@@ -82,20 +100,56 @@ def _split_outside_brackets(text: str) -> list[str]:
     return items
 
 
-def _expand_host(item: str) -> list[str]:
-    start = item.find("[")
-    if start < 0:
-        return [item]
-    end = item.index("]", start)
-    prefix, ranges, rest = item[:start], item[start + 1:end], item[end + 1:]
-    names = []
-    for part in ranges.split(","):
-        first, dash, last = part.partition("-")
-        start, stop = digits_value(first), digits_value(last if dash else first)
-        if start is None or stop is None or stop < start or stop - start > 100000:
-            raise ValueError(f"bad range {part!r} in {item!r}")
-        names.extend(f"{prefix}{number:0{len(first)}d}" for number in range(start, stop + 1))
-    return [name + tail for name in names for tail in _expand_host(rest)]
+def _parse_host(item: str) -> tuple[list, int]:
+    """One host pattern -> (its parts, how many names it makes).
+
+    A part is a literal string or a bracket's ranges, a list of (first, last, width).
+    The count stops growing past MAX_HOSTS: it only has to show that it is too many.
+    """
+    parts: list = []
+    count, length, position = 1, 0, 0
+    while position < len(item):
+        start = item.find("[", position)
+        if start < 0:
+            start = end = len(item)
+        else:
+            end = item.find("]", start)
+            if end < 0:
+                raise ValueError(f"unbalanced '[' in {item!r}")
+        if start > position:
+            parts.append(item[position:start])
+            length += start - position
+        if end > start:
+            ranges, numbers, width = [], 0, 0
+            for part in item[start + 1:end].split(","):
+                first, dash, last = part.partition("-")
+                low, high = digits_value(first), digits_value(last if dash else first)
+                if low is None or high is None or high < low:
+                    raise ValueError(f"bad range {part!r} in {item!r}")
+                ranges.append((low, high, len(first)))
+                numbers = min(numbers + high - low + 1, MAX_HOSTS + 1)
+                width = max(width, len(first), len(str(high)))
+            parts.append(ranges)
+            count = min(count * numbers, MAX_HOSTS + 1)
+            length += width
+        if length > MAX_HOST_NAME:
+            raise ValueError(f"{item!r} makes host names longer than {MAX_HOST_NAME} "
+                             "characters")
+        position = end + 1
+    return parts, count
+
+
+def _expand_host(parts: list) -> list[str]:
+    """Every name of a parsed host pattern, in order (its count was checked)."""
+    names = [""]
+    for part in parts:
+        if isinstance(part, str):
+            names = [name + part for name in names]
+        else:
+            numbers = [f"{number:0{width}d}" for low, high, width in part
+                       for number in range(low, high + 1)]
+            names = [name + number for name in names for number in numbers]
+    return names
 
 
 def parse_cpus_per_node(text: str) -> list[int]:
@@ -111,8 +165,10 @@ def parse_cpus_per_node(text: str) -> list[int]:
         if not cpus:
             raise ValueError(f"{part!r} is not a CPU count such as 4 or 4(x2)")
         count = digits_value(repeat) if marker else 1
-        if not 0 < count <= 100000:
+        if not 0 < count <= MAX_HOSTS:
             raise ValueError(f"bad repeat count in {part!r}")
+        if len(counts) + count > MAX_HOSTS:  # one entry per node, as in the node list
+            raise ValueError(f"names more than {MAX_HOSTS} nodes")
         counts.extend([cpus] * count)
     return counts
 

@@ -1,11 +1,16 @@
 """Site configuration: defaults, every option, and the errors an admin sees."""
 
+import os
+import subprocess
+import tempfile
+
 import pytest
-from hypothesis import given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from mjf_hooks import config
+from mjf_hooks import config, spec
 from mjf_hooks.errors import SiteInputError
+from tests.conftest import CHECKOUT_ROOT
 
 
 def test_missing_file_means_all_defaults(tmp_path):
@@ -87,7 +92,54 @@ def test_hs06_per_cpu_and_log_none():
     ("[mjf]\ndir_mode = 0644\n", "must leave the owner able"),
     ("[mjf]\ndir_mode = rwx\n", "must be an octal mode"),
     ("[mjf]\ncommand_timeout = 0\n", "must be a positive number"),
+    ("[mjf]\ncommand_timeout = 0.000\n", "must be a positive number"),
+    ("[mjf]\ncommand_timeout = 0." + "0" * 400 + "1\n", "must be a positive number"),
     ("[mjf]\ncommand_timeout = 3600\n", "between 0 and 300"),
+    ("[mjf]\ncommand_timeout = 300.01\n", "between 0 and 300"),
+    ("[mjf]\ncommand_timeout = 1_0\n", r"command_timeout = '1_0': must be a plain number"),
+    ("[mjf]\ncommand_timeout = \u0661\n", "must be a plain number"),
+    ("[mjf]\ncommand_timeout = 1e2\n", "must be a plain number"),
+    ("[mjf]\ncommand_timeout = nan\n", "must be a plain number"),
+    ("[mjf]\ncommand_timeout = +5\n", "must be a plain number"),
+    ("[machinefeatures]\nhs06_per_cpu = 1e300\n",
+     r"line 2: \[machinefeatures\] hs06_per_cpu = '1e300': must be a plain number"),
+    ("[machinefeatures]\nhs06_per_cpu = inf\n", "must be a plain number"),
+    ("[machinefeatures]\nhs06_per_cpu = 1_0\n", "must be a plain number"),
+    ("[machinefeatures]\nhs06_per_cpu = 0\n", "must be a positive number"),
+    ("[machinefeatures]\nhs06_per_cpu = 0.00\n", "must be a positive number"),
+    ("[machinefeatures]\nhs06_per_cpu = 10.125\n", "has more than two decimals"),
+    ("[machinefeatures]\nhs06_per_cpu = 1000000.01\n", "is larger than 1000000 per processor"),
+    ("[machinefeatures]\nhs06_per_cpu = 99999999999999999999.5\n", "is larger than 1000000"),
+    ("[machinefeatures]\nhs06_per_cpu = 1000000\ntotal_cpu = 10000000\n",
+     r"line 2: \[machinefeatures\] hs06_per_cpu = '1000000': hs06 = hs06_per_cpu x total_cpu = "
+     r"1000000 x 10000000 would be 10000000000000 or more, too large to write exactly "
+     r"\(total_cpu on line 3\)"),
+    ("[machinefeatures]\nhs06 = 0.001\n",
+     r"line 2: \[machinefeatures\] hs06 = '0.001': has more than two decimals: hs06 files are "
+     r"written with at most two, so it would be written as 0$"),
+    ("[jobfeatures]\nhs06_job = 12.345\n", "would be written as 12.35$"),
+    ("[machinefeatures]\nhs06 = 99999999999999999999.5\n",
+     r"hs06 = '99999999999999999999.5': is too large to write with its fraction: hs06 may have "
+     r"a fraction below 10000000000000, and be a whole number up to 9223372036854775807"),
+    ("[machinefeatures]\nhs06 = 10000000000000.5\n", "is too large to write with its fraction"),
+    ("[machinefeatures]\nhs06 = 99999999999999999999.0\n", "is larger than 9223372036854775807"),
+    ("[machinefeatures]\nhs06 = 99999999999999999999\n", "is larger than 9223372036854775807"),
+    ("[machinefeatures]\nhs06 = 1_0\n", "must be a non-negative whole number"),
+    ("[machinefeatures]\nhs06 = 1e3\n", "must be a non-negative"),
+    ("[machinefeatures]\nhs06 = \u0661.5\n", "must be a non-negative number"),
+    ("[machinefeatures]\ntotal_cpu = \u0661\n", "must be a non-negative whole number"),
+    ("[mjf]\nbase_dir = /x/nonexistent/../base\n",
+     r"line 2: \[mjf\] base_dir = '/x/nonexistent/../base': must not contain `..`: the sh "
+     r"TaskProlog reads the path literally"),
+    ("[mjf]\nbase_dir = /..\n", "must not contain `..`"),
+    ("[mjf]\nbase_dir = /run/mjf/..\n", "must not contain `..`"),
+    ("[slurm]\nscratch_dir = /scratch/../tmp\n", r"\[slurm\] scratch_dir = .*must not contain"),
+    ("[mjf]\nbase_dir = /run/mjf\u2000\n", r"line 2: contains '\\u2000', a control character"),
+    ("[mjf]\nbase_dir = /run/mjf\xa0# x\n", r"line 2: contains '\\xa0'"),
+    ("[mjf]\x1cbase_dir = /run/mjf\n", r"line 1: contains '\\x1c'"),
+    ("[mjf]\rbase_dir = /x\n", r"line 1: contains '\\r'"),
+    ("[mjf]\nbase_dir = /x\u2028\n", r"line 2: contains '\\u2028'"),
+    ("\u3000[mjf]\nbase_dir = /x\n", r"line 1: contains '\\u3000'"),
     ("[mjf]\nbase_dir = /a\nbase_dir = /b\n", r"line 3: \[mjf\] base_dir is set twice"),
     ("[mjf]\nfrobnicate = 1\n", "unknown option"),
 ])
@@ -127,3 +179,159 @@ def test_shipped_example_parses_and_its_commented_values_are_valid():
     )
     loaded = config.parse(uncommented)
     assert loaded.machine["hs06"] == 1024.5 and loaded.job["max_swap_bytes"] == 0
+
+
+# -- numbers: plain ASCII digits, written exactly as configured ------------------------------
+
+NUMBER_OPTIONS = [("mjf", "command_timeout"), ("machinefeatures", "hs06_per_cpu"),
+                  ("machinefeatures", "hs06"), ("jobfeatures", "hs06_job"),
+                  ("machinefeatures", "total_cpu"), ("jobfeatures", "wall_limit_secs")]
+
+
+def is_plain_number(text):
+    whole, dot, fraction = text.partition(".")
+    digits = "0123456789"
+    return bool(whole) and all(c in digits for c in whole) and (
+        not dot or (bool(fraction) and all(c in digits for c in fraction)))
+
+
+def float_accepts(text):
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+# Texts float() takes: exponents, signs, `_`, inf/nan, inner spaces, non-ASCII digits.
+FLOAT_TEXTS = st.one_of(
+    st.floats().map(repr),
+    st.floats().map(lambda number: f"{number:e}"),
+    st.text(alphabet=st.sampled_from("0123456789._+-eE \tinfa\u0661\u06f5\u0967\uff11"),
+            min_size=1, max_size=14),
+    st.sampled_from(["1_0", "1e300", "1E3", "+5", "-0", "inf", "-Infinity", "NaN", "\u0661",
+                     "\u0661.5", "1 ", "0x10", ".5", "5.", "1__0", "1.5e-3", "\uff15"]),
+)
+
+
+@given(st.sampled_from(NUMBER_OPTIONS), FLOAT_TEXTS)
+def test_a_number_float_takes_but_not_plain_digits_is_refused_naming_the_line(option, text):
+    assume(float_accepts(text) and "\n" not in text)
+    assume(not is_plain_number(text.strip(" \t\r\v\f")))  # what the parser sees of the line
+    section, key = option
+    with pytest.raises(SiteInputError) as raised:
+        config.parse(f"# site\n[{section}]\n{key} = {text}\n", "/etc/mjf/mjf.conf")
+    assert str(raised.value).startswith("/etc/mjf/mjf.conf, line 3: ")
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("2400.50", 2400.5), ("2400.0", 2400), ("007.5", 7.5), ("0", 0), ("0.01", 0.01),
+    ("9999999999999.99", 9999999999999.99), ("9223372036854775807.00", spec.MAX_INTEGER),
+])
+def test_a_static_decimal_is_kept_when_its_file_says_the_same(text, expected):
+    loaded = config.parse(f"[machinefeatures]\nhs06 = {text}\n[jobfeatures]\nhs06_job = {text}\n")
+    assert loaded.machine["hs06"] == expected and loaded.job["hs06_job"] == expected
+    assert type(loaded.machine["hs06"]) is type(expected)
+
+
+@given(st.integers(0, 10**13 - 1), st.integers(0, 99), st.integers(0, 3))
+def test_decimals_with_two_places_and_13_digits_are_written_as_configured(whole, hundredths,
+                                                                         zeros):
+    text = f"{whole}.{hundredths:02d}" + "0" * zeros
+    value = config.parse(f"[machinefeatures]\nhs06 = {text}\n").machine["hs06"]
+    canonical = text.rstrip("0").rstrip(".")
+    assert spec.format_value("hs06", value) == canonical
+
+
+@given(st.integers(0, 10**13 - 1), st.integers(1, 10**6))
+def test_a_third_decimal_is_refused_not_rounded_away(whole, thousandths):
+    digits = f"{thousandths:06d}".rstrip("0")
+    assume(len(digits) > 2)
+    with pytest.raises(SiteInputError, match="has more than two decimals"):
+        config.parse(f"[jobfeatures]\nhs06_job = {whole}.{digits}\n")
+
+
+def test_plain_numbers_of_the_mjf_options_are_read():
+    loaded = config.parse("[mjf]\ncommand_timeout = 300.000\n"
+                          "[machinefeatures]\nhs06_per_cpu = 001000000.00\n")
+    assert loaded.command_timeout_secs == 300 and loaded.hs06_per_cpu == 1000000
+    assert config.parse("[mjf]\ncommand_timeout = 0.001\n").command_timeout_secs == 0.001
+
+
+@given(st.integers(1, config.MAX_HS06_PER_CPU * 100), st.integers(1, 100000))
+def test_hs06_per_cpu_times_any_plausible_cpu_count_is_written_exactly(hundredths, cpus):
+    text = f"{hundredths // 100}.{hundredths % 100:02d}"
+    loaded = config.parse(f"[machinefeatures]\nhs06_per_cpu = {text}\ntotal_cpu = {cpus}\n")
+    product = hundredths * cpus  # in hundredths, exactly
+    exact = f"{product // 100}.{product % 100:02d}".rstrip("0").rstrip(".")
+    assert spec.format_value("hs06", loaded.hs06_per_cpu * cpus) == exact
+    assert spec.format_value("hs06_job", loaded.hs06_per_cpu * cpus) == exact
+
+
+# -- paths, and what the sh TaskProlog reads of the same file -----------------------------------
+
+def test_paths_keep_dot_and_double_slash_normalisation_but_not_dot_dot():
+    assert config.parse("[mjf]\nbase_dir = /x/./base//\n").base_dir == "/x/base"
+    assert config.parse("[mjf]\nbase_dir = /x/..base/...\n").base_dir == "/x/..base/..."
+    with pytest.raises(SiteInputError, match=r"must not contain `\.\.`"):
+        config.parse("[htcondor]\nexecute_dir = /var/lib/condor/../execute\n")
+
+
+def test_crlf_tabs_and_odd_characters_in_comments_are_fine():
+    text = ("[mjf]\r\n\tbase_dir\t=\t/srv/mjf\t# \u2000 measured\xa02025\r\n"
+            "# \x1c\u2028 a comment holds anything\r\nlog = stderr ; \x85\r\n")
+    loaded = config.parse(text)
+    assert loaded.base_dir == "/srv/mjf" and loaded.log == ("stderr",)
+
+
+TASKPROLOG = str(CHECKOUT_ROOT / "bin/mjf-slurm-taskprolog")
+# Line separators Python knows and `read` does not, and spaces [[:space:]] may not strip.
+ODD = ["\r", "\v", "\f", "\x1c", "\x1e", "\x85", "\u2028", "\xa0", "\u2000", "\u3000", "\t", " "]
+
+
+@st.composite
+def config_texts(draw, base):
+    """Config files around [mjf] base_dir, with odd separators and spaces anywhere."""
+    paths = [f"{base}/a", f"{base}/b/", f"{base}//a", f"{base}/./b", f"{base}/x/../a"]
+    pieces = st.one_of(
+        st.sampled_from(["[mjf]", "[ MJF ]", "[slurm]", "[machinefeatures]", "# c", "; c"]),
+        st.builds(lambda key, path, tail: f"{key} = {path}{tail}",
+                  st.sampled_from(["base_dir", "BASE_DIR", "Base_Dir"]),
+                  st.sampled_from(paths), st.sampled_from(["", " # c", "\t; c", *ODD])),
+        st.sampled_from(ODD),
+    )
+    joins = st.sampled_from(["\n", "\n", "\r\n", *ODD])
+    parts = draw(st.lists(st.tuples(pieces, joins), min_size=1, max_size=6))
+    return "".join(piece + join for piece, join in parts)
+
+
+@pytest.mark.parametrize("shell", ["dash", "bash"])
+@pytest.mark.parametrize("locale", ["C", "C.UTF-8"])
+def test_the_sh_taskprolog_finds_the_base_dir_python_reads(shell, locale):
+    """Whenever Python accepts the config, the TaskProlog exports that base_dir's job."""
+    with tempfile.TemporaryDirectory() as base:
+        for name in ("a", "b"):
+            os.makedirs(f"{base}/{name}/jobs/7/jobfeatures")
+
+        @settings(max_examples=60, deadline=None)
+        @given(config_texts(base))
+        def check(text):
+            try:
+                python_base = config.parse(text).base_dir
+            except SiteInputError:
+                return  # no hook writes anything: the TaskProlog finds no job and exports nothing
+            with open(f"{base}/mjf.conf", "w", encoding="utf-8") as handle:
+                handle.write(text)
+            result = subprocess.run(
+                [shell, TASKPROLOG], capture_output=True, timeout=30, check=True,
+                env={"PATH": "/usr/bin:/bin", "LC_ALL": locale, "SLURM_JOB_ID": "7",
+                     "MJF_CONFIG": f"{base}/mjf.conf"})
+            exported = result.stdout.decode("utf-8", "replace").splitlines()
+            if python_base.startswith(base):
+                assert len(exported) == 2, (text, python_base, exported)
+                jobfeatures = exported[1].split("=", 1)[1]
+                assert os.path.samefile(jobfeatures, f"{python_base}/jobs/7/jobfeatures")
+            else:  # the default /run/mjf: the TaskProlog must not have read one of ours
+                assert not any(base in line for line in exported), (text, exported)
+
+        check()

@@ -1,6 +1,7 @@
 """Slurm parsers and facts, on environments and scontrol output recorded from Slurm 22.05."""
 
 import time
+import tracemalloc
 
 import pytest
 from hypothesis import given
@@ -67,6 +68,56 @@ def test_hostlists_expand(text, hosts):
 def test_bad_hostlists_raise_value_error(text):
     with pytest.raises(ValueError):
         slurm.expand_hostlist(text)
+
+
+@pytest.mark.parametrize("text", ["a[0-99999]b[0-99999]", "a[0-9999999999999999999]",
+                                  "a[0-99999],b", "a[0-50000],b[0-50000]", "a[1-2]" * 40000,
+                                  "a[0-99999]" + "[0-1]" * 60, "n[" + "1-99999," * 8 + "1]"])
+def test_a_host_list_of_more_than_100000_hosts_fails_fast_without_expanding(text):
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        with pytest.raises(ValueError, match=r"names more than 100000 hosts|longer than 255"):
+            slurm.expand_hostlist(text)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert time.perf_counter() - started < 0.5
+    assert peak < 10 * 2**20
+
+
+def test_a_host_list_names_the_limit_and_host_names_stay_host_sized():
+    with pytest.raises(ValueError, match=r"'a\[0-99999\]b\[0-99999\]' names more than 100000"):
+        slurm.expand_hostlist("a[0-99999]b[0-99999]")
+    assert len(slurm.expand_hostlist("n[000001-100000]")) == 100000
+    assert slurm.expand_hostlist("n" * 250 + "[1-2]") == ["n" * 250 + "1", "n" * 250 + "2"]
+    for text in ("n" * 256, "a[1]" * 1000, "n" * 200 + "[1-2]" + "m" * 60):
+        with pytest.raises(ValueError, match="longer than 255 characters"):
+            slurm.expand_hostlist(text)
+
+
+def test_a_huge_node_list_is_a_message_naming_the_variable():
+    environ = {"SLURM_JOB_CPUS_PER_NODE": "4(x2)", "SLURMD_NODENAME": "a1b1",
+               "SLURM_JOB_NODELIST": "a[0-99999]b[0-99999]"}
+    with pytest.raises(SiteInputError,
+                       match=r"SLURM_JOB_NODELIST='a\[0-99999\]b\[0-99999\]': .* 100000 hosts"):
+        slurm.cpus_on_node(environ)
+
+
+@given(st.lists(st.tuples(st.text("abx-", min_size=1, max_size=3),
+                          st.lists(st.tuples(st.integers(0, 120), st.integers(0, 5),
+                                             st.integers(1, 3)), min_size=1, max_size=3)),
+                min_size=1, max_size=3))
+def test_nested_ranges_expand_in_order(pattern):
+    """Each bracket multiplies: every prefix, then every number, left to right."""
+    text, expected = "", [""]
+    for literal, ranges in pattern:
+        group = ",".join(f"{low:0{width}d}-{low + span}" for low, span, width in ranges)
+        numbers = [f"{n:0{width}d}" for low, span, width in ranges
+                   for n in range(low, low + span + 1)]
+        text += f"{literal}[{group}]"
+        expected = [name + literal + number for name in expected for number in numbers]
+    assert slurm.expand_hostlist(text) == expected
 
 
 @given(st.sets(st.integers(0, 999), min_size=1, max_size=30))
@@ -221,3 +272,10 @@ def test_task_memory_from_a_recorded_taskprolog_environment():
 def test_settings_files():
     settings = slurm.parse_settings("ConstrainRAMSpace=yes # why\nTmpFS = /scratch\n#x=1\n")
     assert settings == {"constrainramspace": "yes", "tmpfs": "/scratch"}
+
+
+def test_cpus_per_node_naming_more_nodes_than_a_cluster_has_fails_fast():
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="more than 100000 nodes"):
+        slurm.parse_cpus_per_node(",".join(["1(x100000)"] * 11000))
+    assert time.monotonic() - started < 1
