@@ -8,10 +8,11 @@ Exit codes are Nagios-style: 0 ok (info only), 1 warning, 2 error.
 
 from __future__ import annotations
 
+import os
 import time
 
 from . import spec
-from .reader import Features, MalformedValue, ReadError
+from .reader import Features, ReadError
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 EXIT_CODES = {None: 0, INFO: 0, WARNING: 1, ERROR: 2}
@@ -26,8 +27,6 @@ REQUIRED = {
         "shutdowntime_job": INFO, "grace_secs_job": INFO,
     },
 }
-# UNIX times before 2000 or after 2100 are unit mistakes (milliseconds, durations).
-_EARLIEST_TIME, _LATEST_TIME = 946684800, 4102444800
 _TIME_KEYS = ("jobstart_secs", "shutdowntime", "shutdowntime_job")
 
 
@@ -49,19 +48,86 @@ class Finding:
         return f"{self.severity.upper():7} {where}: {self.message} [{self.rule}]"
 
 
-def check(machine: Features | None, jobs: list[Features],
-          now: float | None = None) -> list[Finding]:
-    """Every finding for a machine location and the job locations that go with it."""
+class Listing:
+    """The jobs found in a base_dir's ``jobs/``, as a probe of a live node sees them.
+
+    Unlike a location the user names, a listed job may end while it is read (its
+    Epilog removes its directory): no fault of the node. ``error`` is why ``jobs/``
+    could not be listed (a monitoring user, ``dir_mode = 0711``), None if it was.
+    """
+
+    __slots__ = ("error", "jobs", "jobs_dir")
+
+    def __init__(self, jobs_dir: str, jobs: list[Features],
+                 error: OSError | None = None) -> None:
+        self.jobs_dir = jobs_dir
+        self.jobs = jobs
+        self.error = error
+
+    def why_unlisted(self) -> str:
+        """The reason jobs/ could not be listed, as the system says it."""
+        return (self.error.strerror or str(self.error)) if self.error else ""
+
+
+def list_jobs(base_dir: str) -> Listing:
+    """The jobs in ``base_dir/jobs/``: none when it is empty or absent (an idle node)."""
+    jobs_dir = os.path.join(base_dir, "jobs")
+    try:
+        names = sorted(os.listdir(jobs_dir))
+    except FileNotFoundError:
+        names = []  # no job has started here yet
+    except OSError as error:
+        return Listing(jobs_dir, [], error)
+    return Listing(jobs_dir, [Features(os.path.join(jobs_dir, name, "jobfeatures"))
+                              for name in names if not name.startswith(".")])
+
+
+def has_ended(job: Features) -> bool:
+    """Whether a listed job's ``jobfeatures/`` is gone: its Epilog removed it.
+
+    Only "no such file" counts: a directory we may not look into is still there.
+    """
+    try:
+        os.lstat(job.location)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        pass  # there, but out of our reach: its findings say so
+    return False
+
+
+def check(machine: Features | None, jobs: list[Features], now: float | None = None,
+          listings: list[Listing] | None = None) -> list[Finding]:
+    """Every finding for a machine location and the job locations that go with it.
+
+    ``jobs`` were named: one that cannot be read is an error. ``listings`` are
+    base_dirs' jobs/ as listed: an empty one is an idle node, and a job that ends
+    while it is checked is no error.
+    """
     now = time.time() if now is None else now
+    listings = listings or []
     findings: list[Finding] = []
     machine_values = _check_location(machine, spec.MACHINE, now, findings) if machine else {}
     if machine is None:
         findings.append(Finding(ERROR, "$MACHINEFEATURES", "", "location",
                                 "no machine features location given or set"))
     for job in jobs:
-        job_values = _check_location(job, spec.JOB, now, findings)
-        _check_consistency(job.location, machine_values, job_values, now, findings)
-    if not jobs:
+        _check_job(job, machine_values, now, findings)
+    for listing in listings:
+        if listing.error is not None:
+            hint = " (run the check as root)" if isinstance(listing.error, PermissionError) \
+                else ""
+            findings.append(Finding(WARNING, listing.jobs_dir, "", "location",
+                                    f"cannot be listed ({listing.why_unlisted()}): job "
+                                    f"directories were not checked{hint}"))
+        for job in listing.jobs:
+            first = len(findings)
+            _check_job(job, machine_values, now, findings)
+            if has_ended(job):  # what it gave was read from a vanishing directory
+                del findings[first:]
+                findings.append(Finding(INFO, job.location, "", "location",
+                                        "gone: the job ended during the check"))
+    if not jobs and not listings:
         findings.append(Finding(ERROR, "$JOBFEATURES", "", "location",
                                 "no job features location given or set"))
     return findings
@@ -71,12 +137,18 @@ def worst(findings: list[Finding]) -> str | None:
     return max((finding.severity for finding in findings), key=_RANK.get, default=None)
 
 
+def _check_job(job: Features, machine_values: dict[str, object], now: float,
+               findings: list[Finding]) -> None:
+    job_values = _check_location(job, spec.JOB, now, findings)
+    _check_consistency(job.location, machine_values, job_values, now, findings)
+
+
 def _check_location(features: Features, scope: str, now: float,
                     findings: list[Finding]) -> dict[str, object]:
     where = features.location
     try:
         raw_values = features.read_all()
-    except ReadError as error:
+    except (ReadError, OSError) as error:  # OSError: in case one slips past the reader
         findings.append(Finding(ERROR, where, "", "location", str(error)))
         return {}
     values: dict[str, object] = {}
@@ -90,7 +162,7 @@ def _check_location(features: Features, scope: str, now: float,
                                     f"{name} is missing ({spec.KEYS[name].doc})"))
     for name in _TIME_KEYS:
         value = values.get(name)
-        if isinstance(value, int) and not _EARLIEST_TIME <= value <= _LATEST_TIME:
+        if isinstance(value, int) and not spec.EARLIEST_TIME <= value <= spec.LATEST_TIME:
             findings.append(Finding(ERROR, where, name, "units",
                                     f"{value} is not a plausible UNIX time in seconds"))
     _check_units(where, values, findings)
@@ -130,9 +202,11 @@ def _check_file(features: Features, scope: str, name: str, raw: str,
         return Finding(ERROR, where, name, "format",
                        f"{raw!r} has surrounding whitespace or a newline; strict readers fail")
     try:
-        values[name] = features.get(name)
-    except MalformedValue as error:
-        return Finding(ERROR, where, name, "format", str(error).split(": ", 1)[-1])
+        # The value already read, not read again: a second read (over HTTP) could fail
+        # or see another value.
+        values[name] = spec.parse_value(spec.typed_like(name), raw)
+    except ValueError as error:
+        return Finding(ERROR, where, name, "format", str(error))
     return None
 
 

@@ -52,17 +52,25 @@ def htcondor_wrapper(context: click.Context) -> None:
     sys.exit(hooks.htcondor_wrapper_command(context.args))
 
 
-def _classify(locations: tuple[str, ...]) -> tuple[Features | None, list[Features]]:
-    """Machine and job features to look at: from the environment, or the locations given.
+# What reading a location may raise: the reader's errors, and OSError as a safety net
+# (the reader turns those into ReadError): a message, never a traceback.
+_UNREADABLE = (MJFError, OSError)
+
+
+def _classify(locations: tuple[str, ...],
+              ) -> tuple[Features | None, list[Features], list[check.Listing]]:
+    """Machine features, named job features and listed base_dirs' jobs to look at:
+    from the environment, or the locations given.
 
     A location ending in ``machinefeatures`` or ``jobfeatures`` (a directory or
-    a URL) is that; a local base_dir means its machine features and every job;
-    a job's directory means its ``jobfeatures``.
+    a URL) is that; a local base_dir means its machine features and every job
+    in its ``jobs/`` (listed: they may end while being read); a job's directory
+    means its ``jobfeatures``.
     """
     if not locations:
         view = JobView.from_environ()
-        return view.machine, [view.job] if view.job else []
-    machine, jobs = None, []
+        return view.machine, [view.job] if view.job else [], []
+    machine, jobs, listings = None, [], []
     for location in locations:
         location = location.rstrip("/") or "/"
         last = location.rsplit("/", 1)[-1]
@@ -72,50 +80,82 @@ def _classify(locations: tuple[str, ...]) -> tuple[Features | None, list[Feature
             jobs.append(Features(location))
         elif not is_url(location) and os.path.isdir(os.path.join(location, "machinefeatures")):
             machine = Features(os.path.join(location, "machinefeatures"))
-            jobs_dir = os.path.join(location, "jobs")
-            names = sorted(os.listdir(jobs_dir)) if os.path.isdir(jobs_dir) else []
-            jobs += [Features(os.path.join(jobs_dir, name, "jobfeatures"))
-                     for name in names if not name.startswith(".")]
+            listings.append(check.list_jobs(location))
         elif not is_url(location) and os.path.isdir(os.path.join(location, "jobfeatures")):
             jobs.append(Features(os.path.join(location, "jobfeatures")))
         else:
             raise click.UsageError(
-                f"cannot tell whether {location} holds machine or job features: give a "
-                ".../machinefeatures or .../jobfeatures location, a job directory or a base_dir"
+                f"cannot tell whether {location} holds machine or job features"
+                f"{_why_unreadable(location)}: give a .../machinefeatures or .../jobfeatures "
+                "location, a job directory or a base_dir"
             )
-    return machine, jobs
+    return machine, jobs, listings
+
+
+def _why_unreadable(location: str) -> str:
+    """The system's reason a local location cannot be looked into (a typo, permissions)."""
+    if is_url(location):
+        return ""
+    try:
+        os.listdir(location)
+    except OSError as error:
+        return f" ({error.strerror or error})"
+    return ""
 
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON with typed values.")
 @click.argument("locations", nargs=-1)
 def show(as_json: bool, locations: tuple[str, ...]) -> None:
-    """Show the current job's features, or those of directories, URLs or a base_dir."""
-    machine, jobs = _classify(locations)
-    sections = [("MACHINEFEATURES", machine)] * bool(machine) + [("JOBFEATURES", job)
-                                                                  for job in jobs]
+    """Show the current job's features, or those of directories, URLs or a base_dir.
+
+    What cannot be read is one line on stderr and exit status 1; the rest is shown.
+    """
+    machine, jobs, listings = _classify(locations)
+    # (label, location, listed: a job found in a base_dir's jobs/, which may end meanwhile)
+    sections = [("MACHINEFEATURES", machine, False)] * bool(machine) + [
+        ("JOBFEATURES", job, False) for job in jobs] + [
+        ("JOBFEATURES", job, True) for listing in listings for job in listing.jobs]
     if not sections:
         raise click.UsageError("neither MACHINEFEATURES nor JOBFEATURES is set: give a location")
-    try:
-        if as_json:
-            document = {f"{label} {source.location}" if len(jobs) > 1 else label:
-                        source.as_dict() for label, source in sections}
-            click.echo(json.dumps(document, indent=2, sort_keys=True))
-            return
-        for label, source in sections:
-            values = source.read_all()
+    failed = False
+    for listing in listings:
+        if listing.error is not None:
+            click.echo(f"mjf show: {listing.jobs_dir}: cannot be listed "
+                       f"({listing.why_unlisted()}): its jobs are not shown", err=True)
+            failed = True
+    shown = []
+    for label, source, listed in sections:
+        try:
+            values = source.as_dict() if as_json else source.read_all()
+        except _UNREADABLE as error:
+            if not (listed and check.has_ended(source)):
+                click.echo(f"mjf show: {error}", err=True)
+                failed = True
+            continue
+        if listed and check.has_ended(source):
+            continue  # the job ended while it was read: gone, not broken
+        shown.append((label, source, values))
+    if as_json:
+        several = sum(label == "JOBFEATURES" for label, _, _ in sections) > 1
+        click.echo(json.dumps({f"{label} {source.location}" if several else label: values
+                               for label, source, values in shown}, indent=2, sort_keys=True))
+    else:
+        for label, source, values in shown:
             click.echo(f"{label}={source.location}")
             width = max((len(name) for name in values), default=0)
             for name, raw in values.items():
                 click.echo(f"  {name:<{width}}  {raw}")
-    except MJFError as error:
-        raise click.ClickException(str(error)) from None
+    sys.exit(1 if failed else 0)
 
 
 @cli.command()
 @click.argument("key")
 def get(key: str) -> None:
-    """Print one key's value from $JOBFEATURES or $MACHINEFEATURES (exit 1 if absent)."""
+    """Print one key's value from $JOBFEATURES or $MACHINEFEATURES.
+
+    Exit 1 if absent, 2 if the location cannot be read.
+    """
     view = JobView.from_environ()
     try:
         source = view.source_for(key)
@@ -129,8 +169,9 @@ def get(key: str) -> None:
         sys.exit(1)
     try:
         value = source.raw(key)
-    except MJFError as error:
-        raise click.ClickException(str(error)) from None
+    except _UNREADABLE as error:  # 2, not 1: "absent" would be a lie
+        click.echo(f"mjf get: {error}", err=True)
+        sys.exit(2)
     if value is None:
         click.echo(f"mjf get: {key} is not set in {source.location}", err=True)
         sys.exit(1)
@@ -146,7 +187,7 @@ def remaining() -> None:
     """
     try:
         seconds = JobView.from_environ().remaining_seconds()
-    except MJFError as error:
+    except _UNREADABLE as error:
         click.echo(f"mjf remaining: {error}", err=True)
         sys.exit(2)
     if seconds is None:
@@ -191,8 +232,8 @@ def check_command(as_json: bool, locations: tuple[str, ...]) -> None:
     LOCATIONS: .../machinefeatures and .../jobfeatures directories or URLs, job
     directories, or a base_dir; by default $MACHINEFEATURES and $JOBFEATURES.
     """
-    machine, jobs = _classify(locations)
-    findings = check.check(machine, jobs)
+    machine, jobs, listings = _classify(locations)
+    findings = check.check(machine, jobs, listings=listings)
     status = check.worst(findings)
     if as_json:
         click.echo(json.dumps({"status": status or "ok",
@@ -202,5 +243,7 @@ def check_command(as_json: bool, locations: tuple[str, ...]) -> None:
     else:
         for finding in findings:
             click.echo(str(finding))
-        click.echo(f"{(status or 'ok').upper()}: {len(findings)} finding(s)")
+        # The status line a monitoring system shows: OK whenever the exit status is 0.
+        label = "ok" if check.EXIT_CODES[status] == 0 else status
+        click.echo(f"{label.upper()}: {len(findings)} finding(s)")
     sys.exit(check.EXIT_CODES[status])

@@ -79,6 +79,25 @@ def test_show_a_base_dir_and_get_usage_errors(write_config):
     assert run("mjf", "show", env={"JOBFEATURES": "", "MACHINEFEATURES": ""}).returncode == 2
 
 
+def test_get_and_remaining_exit_2_when_the_location_cannot_be_read(tmp_path):
+    closed = {"JOBFEATURES": "http://127.0.0.1:1/jobfeatures", "MACHINEFEATURES": ""}
+    for args in (("get", "allocated_cpu"), ("remaining",)):  # 1 would mean "absent"
+        result = run("mjf", *args, env=closed)
+        assert result.returncode == 2 and result.stdout == "", result.stderr
+        assert result.stderr.startswith(f"mjf {args[0]}: http://127.0.0.1:1/jobfeatures/")
+        assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    jobfeatures = tmp_path / "jobfeatures"
+    jobfeatures.mkdir()
+    (jobfeatures / "allocated_cpu").symlink_to("allocated_cpu")  # a loop: ELOOP, not absent
+    local = {"JOBFEATURES": str(jobfeatures)}
+    result = run("mjf", "get", "allocated_cpu", env=local)
+    assert result.returncode == 2 and result.stderr == (
+        f"mjf get: {jobfeatures}/allocated_cpu: Too many levels of symbolic links\n")
+    result = run("mjf", "get", "job_id", env=local)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr == f"mjf get: job_id is not set in {jobfeatures}\n"
+
+
 def test_help_lists_the_commands():
     result = run("mjf", "--help")
     for command in ("run", "machine", "show", "get"):

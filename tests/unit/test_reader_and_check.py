@@ -1,5 +1,6 @@
 """The reader (local side; HTTP in tests/integration) and `mjf check`, one rule at a time."""
 
+import shutil
 import time
 from email.message import Message
 from pathlib import Path
@@ -133,3 +134,72 @@ def test_missing_locations_are_errors():
     findings = check.check(None, [], now=time.time())
     assert {f.location for f in findings} == {"$MACHINEFEATURES", "$JOBFEATURES"}
     assert check.EXIT_CODES[check.worst(findings)] == 2
+
+
+# -- a base_dir probed on a live node: jobs come and go ------------------------------------
+
+
+def base_dir(path, jobs=()):
+    """A node's base_dir: machinefeatures/ and a jobs/ holding ``jobs``; (machine, listing)."""
+    machine = directory(path / "machinefeatures", GOOD_MACHINE)
+    (path / "jobs").mkdir()
+    for name in jobs:
+        directory(path / "jobs" / name / "jobfeatures", GOOD_JOB)
+    return machine, check.list_jobs(str(path))
+
+
+@pytest.mark.parametrize("with_jobs_dir", [True, False])
+def test_an_idle_node_is_ok(tmp_path, with_jobs_dir):
+    machine, _ = base_dir(tmp_path)
+    if not with_jobs_dir:
+        (tmp_path / "jobs").rmdir()  # no job has run here yet
+    listing = check.list_jobs(str(tmp_path))
+    findings = check.check(machine, [], now=NOW, listings=[listing])
+    assert check.EXIT_CODES[check.worst(findings)] == 0, [str(f) for f in findings]
+    # Only a machinefeatures location: nothing points at job features, as before.
+    alone = check.check(machine, [], now=NOW)
+    assert ("error", "$JOBFEATURES") in {(f.severity, f.location) for f in alone}
+
+
+def test_a_listed_job_that_ended_before_it_was_read_is_no_error(tmp_path):
+    machine, listing = base_dir(tmp_path, jobs=["7", "8"])
+    shutil.rmtree(tmp_path / "jobs" / "7")  # its Epilog ran after the listing
+    findings = check.check(machine, [], now=NOW, listings=[listing])
+    assert check.worst(findings) == "info", [str(f) for f in findings]
+    ended = [f for f in findings if f.location == str(tmp_path / "jobs/7/jobfeatures")]
+    assert [(f.severity, f.rule) for f in ended] == [("info", "location")]
+    assert "ended during the check" in ended[0].message
+    # Named by the user, the same location is an error: it should be there.
+    named = check.check(machine, [Features(str(tmp_path / "jobs/7/jobfeatures"))], now=NOW)
+    assert check.worst(named) == "error"
+
+
+def test_a_listed_job_that_ends_while_it_is_read_is_no_error(tmp_path):
+    machine, listing = base_dir(tmp_path, jobs=["7"])
+    job = listing.jobs[0]
+    read = job.raw
+
+    def read_then_end(name):  # the Epilog removes the job's directory after the first key
+        value = read(name)
+        shutil.rmtree(tmp_path / "jobs" / "7", ignore_errors=True)
+        return value
+
+    job.raw = read_then_end
+    findings = check.check(machine, [], now=NOW, listings=[listing])
+    assert check.worst(findings) == "info", [str(f) for f in findings]
+    # What such a half-read gives is a broken job: named, it is reported.
+    directory(tmp_path / "jobs/7/jobfeatures", GOOD_JOB)
+    named = check.check(machine, [job], now=NOW)
+    assert ("error", "required") in {(f.severity, f.rule) for f in named}
+
+
+def test_a_jobs_dir_that_cannot_be_listed_is_a_warning_not_a_traceback(tmp_path):
+    machine = directory(tmp_path / "machinefeatures", {**GOOD_MACHINE, "hs06": "fast"})
+    (tmp_path / "jobs").write_text("")  # not a directory: like EACCES, any OSError but ENOENT
+    listing = check.list_jobs(str(tmp_path))
+    findings = check.check(machine, [], now=NOW, listings=[listing])
+    unlisted = [f for f in findings if f.location == str(tmp_path / "jobs")]
+    assert [(f.severity, f.rule) for f in unlisted] == [("warning", "location")]
+    assert unlisted[0].message.startswith("cannot be listed (Not a directory): job directories")
+    # The machine features are still checked.
+    assert ("error", "hs06", "format") in {(f.severity, f.key, f.rule) for f in findings}
