@@ -25,7 +25,8 @@ from tests.conftest import CHECKOUT_ROOT, installed_command, require
 pytestmark = pytest.mark.integration
 
 NGINX = "/usr/sbin/nginx"
-JOB = {"job_id": "vm#1.0#17", "allocated_cpu": "2", "jobstart_secs": str(int(time.time()) - 60),
+# jobstart_secs is set when the server starts: the module may be collected minutes earlier.
+JOB = {"job_id": "vm#1.0#17", "allocated_cpu": "2",
        "wall_limit_secs": "3600", "cpu_limit_secs": "7200", "max_rss_bytes": str(2**31),
        "max_swap_bytes": "0", "scratch_limit_bytes": str(10**11), "hs06_job": "25",
        "grace_secs_job": "600"}
@@ -99,7 +100,7 @@ def server(tmp_path_factory):
     running = Server(root)
     store = Store(str(running.base))
     store.write_machine({"total_cpu": "16", "hs06": "200", "grace_secs": "600"}, frozenset())
-    store.create_job("vm#1.0#17", JOB)
+    store.create_job("vm#1.0#17", {**JOB, "jobstart_secs": str(int(time.time()) - 60)})
     running.start()
     yield running
     running.stop()
