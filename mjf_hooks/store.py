@@ -654,14 +654,21 @@ class _Dir:
 
     def _open_trash(self, create: bool = True) -> _Dir:
         """This directory's trash: ours alone (mode 0700), never a planted entry."""
-        if create:
+        for attempt in range(3 if create else 1):
+            if create:
+                try:
+                    os.mkdir(TRASH_DIR, 0o700, dir_fd=self.fd)
+                except FileExistsError:
+                    pass
+                except OSError as error:
+                    raise self._fail(error, TRASH_DIR) from None
             try:
-                os.mkdir(TRASH_DIR, 0o700, dir_fd=self.fd)
-            except FileExistsError:
-                pass
-            except OSError as error:
-                raise self._fail(error, TRASH_DIR) from None
-        trash = self.open_subdir(TRASH_DIR)
+                trash = self.open_subdir(TRASH_DIR)
+                break
+            except FileNotFoundError:
+                if attempt == 2 or not create:
+                    raise
+                # Another process removed it empty between our mkdir and open: again.
         info = os.fstat(trash.fd)
         if info.st_uid != os.geteuid() or info.st_mode & 0o077:
             trash.close()
