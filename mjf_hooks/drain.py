@@ -133,21 +133,20 @@ def drain(config: Config, store: Store, log: Log, shutdown: int, force: bool = F
         log.warning("FORCED: " + problem)
     if not _grace(config, store)[1]:
         log.warning("grace_secs is not configured: jobs are promised no notice")
-    drains = Drains.load(store)
-    drains.admin = shutdown
-    drains.save(store)
-    summary, _ = apply(config, store, log, drains)
-    log.info("drain: " + summary)
-    return summary
+    return _set_admin_drain(config, store, log, shutdown)
 
 
 def cancel(config: Config, store: Store, log: Log) -> str:
     """Withdraw the admin's drain; a batch system's drain, if any, stands."""
+    return _set_admin_drain(config, store, log, None)
+
+
+def _set_admin_drain(config: Config, store: Store, log: Log, shutdown: int | None) -> str:
     drains = Drains.load(store)
-    drains.admin = None
+    drains.admin = shutdown
     drains.save(store)
     summary, _ = apply(config, store, log, drains)
-    log.info("drain cancelled: " + summary)
+    log.info(("drain: " if shutdown is not None else "drain cancelled: ") + summary)
     return summary
 
 

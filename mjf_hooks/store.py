@@ -248,30 +248,24 @@ class Store:
         """
         changed = 0
         seen: set[str] = set()
-        try:
-            base = _Dir(self._open_base(create=False), self.base_dir)
-        except StoreError:
+        jobs = self._open_jobs()
+        if jobs is None:
             return 0
-        with base:
-            try:
-                jobs = base.subdir(JOBS_DIR, self)
-            except FileNotFoundError:
-                return 0
-            with jobs:
-                while True:
-                    names = [name for name in os.listdir(jobs.fd)
-                             if not name.startswith(".") and name not in seen]
-                    if not names:
-                        return changed
-                    for name in sorted(names):
-                        seen.add(name)
-                        try:
-                            changed += self._update_job(jobs, name, key, compute, on_error)
-                        except (StoreError, OSError, ValueError) as error:
-                            if on_error is None:
-                                raise
-                            on_error(name, error if isinstance(error, StoreError)
-                                     else StoreError(f"{jobs.path}/{name}: {error}"))
+        with jobs:
+            while True:
+                names = [name for name in os.listdir(jobs.fd)
+                         if not name.startswith(".") and name not in seen]
+                if not names:
+                    return changed
+                for name in sorted(names):
+                    seen.add(name)
+                    try:
+                        changed += self._update_job(jobs, name, key, compute, on_error)
+                    except (StoreError, OSError, ValueError) as error:
+                        if on_error is None:
+                            raise
+                        on_error(name, error if isinstance(error, StoreError)
+                                 else StoreError(f"{jobs.path}/{name}: {error}"))
 
     def _update_job(self, jobs: _Dir, name: str, key: str, compute, on_error) -> int:
         try:
@@ -351,35 +345,35 @@ class Store:
         for :meth:`empty_trash`.
         """
         name = job_dir_name(job_id)
-        try:
-            base_fd = self._open_base(create=False)
-        except StoreError:
+        jobs = self._open_jobs()
+        if jobs is None:
             return False
-        with _Dir(base_fd, self.base_dir) as base:
-            try:
-                jobs = base.subdir(JOBS_DIR, self)
-            except FileNotFoundError:
-                return False
-            with jobs:
-                jobs.sweep_leftovers()
-                return jobs.discard(name) is not None
+        with jobs:
+            jobs.sweep_leftovers()
+            return jobs.discard(name) is not None
 
     def empty_trash(self) -> bool:
         """Remove what waits in the trash (job directories a hook had no time to remove,
         leftovers of killed hooks), with no time limit: for ``mjf sync``, which blocks
         no job. True if the trash is empty now."""
-        try:
-            base_fd = self._open_base(create=False)
-        except StoreError:
+        jobs = self._open_jobs()
+        if jobs is None:
             return True
-        with _Dir(base_fd, self.base_dir) as base:
+        with jobs:
+            jobs.sweep_leftovers()
+            return jobs.empty_trash()
+
+    def _open_jobs(self) -> _Dir | None:
+        """``jobs/``, opened safely; None where there is no base_dir or jobs/ (yet)."""
+        try:
+            base = _Dir(self._open_base(create=False), self.base_dir)
+        except StoreError:
+            return None
+        with base:
             try:
-                jobs = base.subdir(JOBS_DIR, self)
+                return base.subdir(JOBS_DIR, self)
             except FileNotFoundError:
-                return True
-            with jobs:
-                jobs.sweep_leftovers()
-                return jobs.empty_trash()
+                return None
 
     def _open_base(self, create: bool) -> int:
         try:
