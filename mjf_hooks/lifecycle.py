@@ -32,9 +32,12 @@ _MANAGED_MACHINE_KEYS = frozenset(
 )
 
 
-def store_for(config: Config, base_dir: str | None = None) -> Store:
-    """The store at the configured (or a given) base dir, with the configured modes."""
-    return Store(base_dir or config.base_dir, config.dir_mode, config.file_mode)
+def store_for(config: Config, base_dir: str | None = None,
+              given_dir: str | None = None) -> Store:
+    """The store at the configured (or a given) base dir, with the configured modes;
+    ``given_dir``: the batch system's directory for the job that holds it."""
+    return Store(base_dir or config.base_dir, config.dir_mode, config.file_mode,
+                 given_dir=given_dir)
 
 
 def machine_features(config: Config, store: Store, log: Log, dry_run: bool = False,

@@ -100,7 +100,7 @@ class Store:
     """One ``base_dir``: machine features and per-job directories."""
 
     def __init__(self, base_dir: str, dir_mode: int = 0o755, file_mode: int = 0o644,
-                 owner: int | None = None) -> None:
+                 owner: int | None = None, given_dir: str | None = None) -> None:
         self.base_dir = base_dir
         self.dir_mode = dir_mode
         self.file_mode = file_mode
@@ -108,6 +108,10 @@ class Store:
         # a drain: its directories may belong to that user, and base_dir itself must
         # not be a symlink (the user controls it).
         self.owner = owner
+        # A directory the batch system made for this job and named in its environment (an
+        # HTCondor job's scratch, below the condor user's directories): taken as it is,
+        # and the path is walked from there.
+        self.given_dir = given_dir
         # The path to base_dir was found trusted once: nobody else can change it since
         # (see _check_trusted_path), so a hook opening the store again does not walk it again.
         self._path_trusted = False
@@ -382,13 +386,14 @@ class Store:
             # never through one another user could have planted (in /tmp, say).
             walk = self.owner is None and not self._path_trusted
             if walk:
-                _check_trusted_path(self.base_dir)
+                _check_trusted_path(self.base_dir, self.given_dir)
             if self.owner is not None:
                 flags |= os.O_NOFOLLOW
             if create:
                 os.makedirs(self.base_dir, mode=self.dir_mode, exist_ok=True)
                 if walk:
-                    _check_trusted_path(self.base_dir)  # what it found is what exists now
+                    # What it found is what exists now.
+                    _check_trusted_path(self.base_dir, self.given_dir)
             fd = os.open(self.base_dir, flags)
         except OSError as error:
             raise StoreError(_describe(error, self.base_dir)) from None
@@ -403,7 +408,7 @@ class Store:
         return fd
 
 
-def _check_trusted_path(path: str) -> None:
+def _check_trusted_path(path: str, given_dir: str | None = None) -> None:
     """Refuse a path that a user other than us or root could redirect.
 
     Walks it from ``/``: every component - a directory or a symlink - must belong
@@ -411,10 +416,13 @@ def _check_trusted_path(path: str) -> None:
     lies below it, even with mode 0755); in a directory others may write
     (``/tmp``), only with the sticky bit, so nobody else can replace our entry.
     Symlinks that pass are followed. A component that does not exist yet ends
-    the walk (whoever creates it is us).
+    the walk (whoever creates it is us). Below ``given_dir`` (the batch system's
+    directory for this job), only what lies below it is walked.
     """
     trusted = (0, os.geteuid())
     current = "/"
+    if given_dir and path.startswith(given_dir.rstrip("/") + "/"):
+        current, path = given_dir, path[len(given_dir.rstrip("/")):]
     pending = [part for part in reversed(path.split("/")) if part]
     hops = 0
     while pending:

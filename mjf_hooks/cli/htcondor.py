@@ -121,7 +121,8 @@ def _set_up(context: HookContext) -> dict[str, str]:
         raise SiteInputError("the job ad ($_CONDOR_JOB_AD) has no GlobalJobId, nor ClusterId "
                              "and ProcId: cannot tell the job's id")
     site = lifecycle.store_for(config)
-    store = lifecycle.store_for(config, os.path.join(scratch, SCRATCH_STORE))
+    # The scratch is HTCondor's, below the condor user's EXECUTE directory.
+    store = lifecycle.store_for(config, os.path.join(scratch, SCRATCH_STORE), given_dir=scratch)
     machine_store, machine = lifecycle.machine_features_for_job(config, site, store, log,
                                                                 context.dry_run)
     job_dir = lifecycle.start_job(config, store, log, machine, facts, "self", scratch,

@@ -322,6 +322,8 @@ def test_the_sh_taskprolog_finds_the_base_dir_python_reads(shell, locale):
                 return  # no hook writes anything: the TaskProlog finds no job and exports nothing
             with open(f"{base}/mjf.conf", "w", encoding="utf-8") as handle:
                 handle.write(text)
+            if python_base.startswith(base):  # where the hooks would have made the job's
+                os.makedirs(f"{python_base}/jobs/7/jobfeatures", exist_ok=True)
             result = subprocess.run(
                 [shell, TASKPROLOG], capture_output=True, timeout=30, check=True,
                 env={"PATH": "/usr/bin:/bin", "LC_ALL": locale, "SLURM_JOB_ID": "7",

@@ -377,6 +377,19 @@ def test_a_base_dir_below_a_directory_another_user_owns_is_refused(tmp_path):
     assert listing(home / "mjf") == []
 
 
+def test_a_directory_the_batch_system_gave_the_job_is_walked_from_there(tmp_path):
+    require(os.geteuid() == 0, "needs root to own a directory as another user")
+    execute = tmp_path / "execute"  # HTCondor's EXECUTE: the condor user's
+    execute.mkdir(mode=0o755)
+    os.chown(execute, 4321, 4321)
+    scratch = execute / "dir_17"
+    scratch.mkdir(mode=0o700)
+    with pytest.raises(StoreError, match="could redirect"):
+        Store(str(scratch / ".mjf")).create_job("7", VALUES)
+    Store(str(scratch / ".mjf"), given_dir=str(scratch)).create_job("7", VALUES)
+    assert listing(scratch / ".mjf/jobs") == ["7"]
+
+
 def test_removing_what_a_job_made_takes_bounded_time_the_rest_waits_in_the_trash(
         tmp_path, monkeypatch):
     budget = 0.01  # small, so that this tree surely outlasts it on any filesystem
