@@ -13,15 +13,15 @@ How the invariants are kept:
 * a key file is written to a temporary name in its own directory and renamed
   over the key: a reader sees the old value or the new, never a partial one;
 * a job directory is built completely under a hidden temporary name and
-  renamed into place, and removed by first renaming it into the trash
-  (``jobs/.trash/``, constant time whatever it holds);
+  renamed into place, and removed by first renaming it to a hidden trash name
+  (constant time whatever it holds);
 * removal never follows symlinks and never descends into a mount point, holds
   a bounded number of directories open however deep a job nests, and a hook
   spends at most ``REMOVAL_BUDGET_SECS`` on it: what a job's user made bigger
-  waits in the trash for ``mjf sync`` (:meth:`Store.empty_trash`);
+  waits under its trash name for ``mjf sync`` (:meth:`Store.empty_trash`);
 * a hook killed mid-operation leaves only hidden entries named after its pid:
-  the next hook working in that directory moves them into the trash (a
-  temporary file, which only we write, it removes at once);
+  the next hook working in that directory removes a temporary file, and
+  ``mjf sync`` a directory (a job's user may have filled it);
 * ``base_dir`` itself must be ours or root's, writable by nobody else, and not
   reachable through a symlink or a directory another user owns or planted.
 """
@@ -54,14 +54,15 @@ OWN_PREFIX = "own_"
 # The process a standalone job runs under (`mjf sync` removes the job once it is gone).
 RUNNER_MARKER = "runner"
 _TEMP_PREFIX = ".new-"
-# Entries of jobs/ being removed: moved here first (one rename, whatever they hold), then
-# removed; what a hook has no time for waits here for `mjf sync`. Never served or read.
-TRASH_DIR = ".trash"
-# Leftovers of an earlier version, which removed job directories under this prefix.
-_OLD_TRASH_PREFIX = ".old-"
+# A directory being removed is first renamed to a hidden name beginning with this, which
+# carries the remover's pid; what a hook had no time to remove waits there for `mjf sync`.
+TRASH_PREFIX = ".old-"
 # The most a job start or end spends removing: a job's user can fill its own directory
 # with millions of entries, and Slurm drains a node whose Epilog overruns.
 REMOVAL_BUDGET_SECS = 0.5
+# The most one `mjf sync` spends on the trash (it runs every minute; a user may still be
+# adding to a tree through a descriptor it kept open).
+TRASH_BUDGET_SECS = 50.0
 _MAX_NAME_BYTES = 240
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -357,15 +358,16 @@ class Store:
             return jobs.discard(name) is not None
 
     def empty_trash(self) -> bool:
-        """Remove what waits in the trash (job directories a hook had no time to remove,
-        leftovers of killed hooks), with no time limit: for ``mjf sync``, which blocks
-        no job. True if the trash is empty now."""
+        """Remove what waits in ``jobs/`` under hidden trash names (job directories a hook
+        had no time to remove, leftovers of killed hooks), for at most
+        ``TRASH_BUDGET_SECS``: for ``mjf sync``, which blocks no job. True if nothing
+        is left."""
         jobs = self._open_jobs()
         if jobs is None:
             return True
         with jobs:
             jobs.sweep_leftovers()
-            return jobs.empty_trash()
+            return jobs.empty_trash(time.monotonic() + TRASH_BUDGET_SECS)
 
     def _open_jobs(self) -> _Dir | None:
         """``jobs/``, opened safely; None where there is no base_dir or jobs/ (yet)."""
@@ -619,98 +621,50 @@ class _Dir:
         raise StoreError(f"{self.path}/{name} keeps reappearing: another process is racing us")
 
     def discard(self, name: str) -> bool | None:
-        """Move an entry into the trash at once, then remove it there for at most
-        ``REMOVAL_BUDGET_SECS``: True if it is gone, False if the rest waits in the trash
-        (for :meth:`Store.empty_trash`), None if there was no such entry."""
-        entry = self.move_to_trash(name)
+        """Rename an entry out of sight at once (a hidden trash name beside it), then
+        remove it for at most ``REMOVAL_BUDGET_SECS``: True if it is gone, False if the
+        rest waits under its trash name (for :meth:`Store.empty_trash`), None if there
+        was no such entry."""
+        entry = self.move_out_of_sight(name)
         if entry is None:
             return None
-        return self.empty_trash(entry, time.monotonic() + REMOVAL_BUDGET_SECS)
+        return _Remover(self, time.monotonic() + REMOVAL_BUDGET_SECS).remove(entry)
 
-    def move_to_trash(self, name: str) -> str | None:
-        """Rename an entry (never following it) into this directory's trash, in constant
-        time whatever it holds; its name there, or None if it is absent."""
-        entry = f"{name.lstrip('.')[:64]}.{os.getpid()}.{os.urandom(4).hex()}"
-        for _ in range(3):
-            if not self._has(name):
-                return None
-            with self._open_trash() as trash:
-                try:
-                    os.rename(name, entry, src_dir_fd=self.fd, dst_dir_fd=trash.fd)
-                    return entry
-                except FileNotFoundError:
-                    pass
-                except OSError as error:
-                    raise self._fail(error, name) from None
-            # Gone meanwhile (the next round says so), or the trash was removed: again.
-            self._drop_empty_trash()
-        raise StoreError(f"{self.path}/{TRASH_DIR} keeps disappearing: another process is "
-                         "racing us")
-
-    def _has(self, name: str) -> bool:
+    def move_out_of_sight(self, name: str) -> str | None:
+        """Rename an entry (never following it) to a hidden trash name carrying our pid,
+        in constant time whatever it holds; that name, or None if it is absent."""
+        trash = f"{TRASH_PREFIX}{name.lstrip('.')[:64]}.{os.getpid()}.{os.urandom(4).hex()}"
         try:
-            os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+            os.rename(name, trash, src_dir_fd=self.fd, dst_dir_fd=self.fd)
         except FileNotFoundError:
-            return False
-        return True
-
-    def _open_trash(self, create: bool = True) -> _Dir:
-        """This directory's trash: ours alone (mode 0700), never a planted entry."""
-        for attempt in range(3 if create else 1):
-            if create:
-                try:
-                    os.mkdir(TRASH_DIR, 0o700, dir_fd=self.fd)
-                except FileExistsError:
-                    pass
-                except OSError as error:
-                    raise self._fail(error, TRASH_DIR) from None
-            try:
-                trash = self.open_subdir(TRASH_DIR)
-                break
-            except FileNotFoundError:
-                if attempt == 2 or not create:
-                    raise
-                # Another process removed it empty between our mkdir and open: again.
-        info = os.fstat(trash.fd)
-        if info.st_uid != os.geteuid() or info.st_mode & 0o077:
-            trash.close()
-            raise StoreError(f"{trash.path} is owned by uid {info.st_uid} with mode "
-                             f"{stat.S_IMODE(info.st_mode):04o}: not our trash, not used")
+            return None
+        except OSError as error:
+            raise self._fail(error, name) from None
         return trash
 
-    def empty_trash(self, only: str | None = None, deadline: float | None = None) -> bool:
-        """Remove ``only`` (ours) or every trash entry whose remover is gone, until
-        ``deadline`` (``time.monotonic()``; None: no limit); True if nothing of that is
-        left. An empty trash is removed too, so it only exists while something waits."""
-        try:
-            trash = self._open_trash(create=False)
-        except FileNotFoundError:
-            return True
-        with trash:
-            remover = _Remover(trash, deadline)
-            names = [only] if only else [
-                claimed for claimed in map(trash.claim, os.listdir(trash.fd)) if claimed]
-            done = True
-            for name in names:
-                done = remover.remove(name) and done
-        if done:
-            self._drop_empty_trash()
+    def empty_trash(self, deadline: float) -> bool:
+        """Remove every hidden directory here whose process is gone (what a removal had
+        no time for, what a killed hook left) until ``deadline``; True if none is left."""
+        done = True
+        for name in os.listdir(self.fd):
+            if not name.startswith("."):
+                continue
+            try:
+                if not stat.S_ISDIR(os.stat(name, dir_fd=self.fd, follow_symlinks=False).st_mode):
+                    continue
+            except FileNotFoundError:
+                continue
+            claimed = self.claim(name)  # None: its remover is still at work
+            done = claimed is not None and _Remover(self, deadline).remove(claimed) and done
         return done
 
-    def _drop_empty_trash(self) -> None:
-        """The trash exists only while something waits in it."""
-        try:
-            os.rmdir(TRASH_DIR, dir_fd=self.fd)
-        except OSError:
-            pass  # something else waits there, or another process just removed it
-
     def claim(self, name: str) -> str | None:
-        """Take over an entry whose owner (the pid in its name) is gone: renamed to carry
-        our pid, so two removers never work on one tree. Its new name, or None."""
+        """Take over a hidden entry whose owner (the pid in its name) is gone: renamed to
+        carry our pid, so two removers never work on one tree. Its new name, or None."""
         stem, pid, _ = [*name.rsplit(".", 2), "", ""][:3]
         if pid == str(os.getpid()):
-            return name  # moved here by this very process
-        if pid.isdigit() and not _owner_is_gone(name):
+            return name  # ours already
+        if not _owner_is_gone(name):
             return None
         claimed = f"{stem}.{os.getpid()}.{os.urandom(4).hex()}"
         try:
@@ -720,26 +674,22 @@ class _Dir:
         return claimed
 
     def sweep_leftovers(self) -> None:
-        """What a hook killed mid-operation left here: hidden temporary and trash entries
-        whose process is gone (their names carry its pid), and that belong to us (in a
-        job's own directory, its user may have made any number of look-alikes). A file
-        is removed; a directory, which a job's user may have filled, goes to the trash."""
+        """Remove the temporary files a hook killed mid-operation left here: hidden names
+        carrying a pid whose process is gone, and that belong to us (in a job's own
+        directory, its user may have made any number of look-alikes). Directories - a
+        job's user may have filled them - are left to :meth:`Store.empty_trash`."""
         try:
             names = [name for name in os.listdir(self.fd)
-                     if name.startswith(".") and name != TRASH_DIR and _owner_is_gone(name)]
+                     if name.startswith(".") and _owner_is_gone(name)]
         except OSError:
             return
         for name in names:
             try:
                 info = os.stat(name, dir_fd=self.fd, follow_symlinks=False)
-                if info.st_uid != os.geteuid():
-                    continue
-                if stat.S_ISDIR(info.st_mode):
-                    self.move_to_trash(name)
-                else:
+                if info.st_uid == os.geteuid() and not stat.S_ISDIR(info.st_mode):
                     os.unlink(name, dir_fd=self.fd)
-            except (OSError, StoreError):
-                pass  # another process finished it, or it is not ours to judge
+            except OSError:
+                pass  # another process finished it
 
 
 # Directories held open at once while removing a tree (a job may nest thousands).
@@ -747,36 +697,32 @@ _MAX_OPEN_DEPTH = 16
 
 
 class _OutOfTime(Exception):
-    """The removal's deadline passed: what is left stays in the trash."""
+    """The removal's deadline passed: what is left stays under its trash name."""
 
 
 class _Remover:
-    """Removes trees inside a trash directory: never following a symlink, never below a
-    mount point, with at most ``_MAX_OPEN_DEPTH`` directories open (deeper ones are
-    moved up into the trash and removed in turn) and never past its deadline."""
+    """Removes a tree: never following a symlink, never below a mount point, with at
+    most ``_MAX_OPEN_DEPTH`` directories open (deeper ones are moved up to the top of
+    the tree and removed from there) and never past its deadline."""
 
-    __slots__ = ("deadline", "device", "mount_points", "queue", "trash")
+    __slots__ = ("deadline", "device", "mount_points", "parent")
 
-    def __init__(self, trash: _Dir, deadline: float | None) -> None:
-        self.trash = trash
+    def __init__(self, parent: _Dir, deadline: float | None) -> None:
+        self.parent = parent
         self.deadline = deadline
-        self.device = os.fstat(trash.fd).st_dev
-        self.mount_points = _mount_points_under(os.path.realpath(f"/proc/self/fd/{trash.fd}"))
-        self.queue: list[str] = []
+        self.device = os.fstat(parent.fd).st_dev
+        self.mount_points = _mount_points_under(os.path.realpath(f"/proc/self/fd/{parent.fd}"))
 
     def remove(self, name: str) -> bool:
-        """Remove the trash entry ``name``; False if the deadline came first."""
-        self.queue.append(name)
+        """Remove the entry ``name`` of the parent; False if the deadline came first."""
         try:
-            while self.queue:
-                entry = self.queue.pop()
-                self._remove(self.trash.fd, entry, f"{self.trash.path}/{entry}", 0, None)
+            self._remove(self.parent.fd, name, f"{self.parent.path}/{name}", 0, None, None)
         except _OutOfTime:
             return False
         return True
 
     def _remove(self, parent_fd: int, name: str, path: str, depth: int,
-                is_dir: bool | None) -> None:
+                is_dir: bool | None, top_fd: int | None) -> None:
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise _OutOfTime
         if is_dir is False:  # the directory listing says so: one call, no stat
@@ -801,30 +747,41 @@ class _Remover:
                 in self.mount_points)):
             raise StoreError(f"{path} is a mount point: not removing anything below it")
         if depth >= _MAX_OPEN_DEPTH:
-            # Too deep to hold open: move it up into the trash, remove it from there later.
+            # Too deep to hold open: move it up to the top of the tree, whose next pass
+            # over its entries removes it.
             moved = f"deep.{os.getpid()}.{os.urandom(4).hex()}"
             try:
-                os.rename(name, moved, src_dir_fd=parent_fd, dst_dir_fd=self.trash.fd)
+                os.rename(name, moved, src_dir_fd=parent_fd, dst_dir_fd=top_fd)
             except PermissionError:
                 # Moving a directory rewrites its "..": one of ours locked by the job must
                 # be opened up first (root needs no permission).
                 if info.st_uid != os.geteuid():
                     raise
                 _unlock(parent_fd, name)
-                os.rename(name, moved, src_dir_fd=parent_fd, dst_dir_fd=self.trash.fd)
-            self.queue.append(moved)
+                os.rename(name, moved, src_dir_fd=parent_fd, dst_dir_fd=top_fd)
             return
         fd = _open_for_removal(parent_fd, name, info)
         try:
             if (os.fstat(fd).st_ino, os.fstat(fd).st_dev) != (info.st_ino, info.st_dev):
                 raise StoreError(f"{path} was swapped while being removed: stopping")
-            with os.scandir(fd) as children:
-                for child in children:
-                    self._remove(fd, child.name, f"{path}/{child.name}", depth + 1,
-                                 child.is_dir(follow_symlinks=False))
+            while True:
+                with os.scandir(fd) as children:
+                    for child in children:
+                        self._remove(fd, child.name, f"{path}/{child.name}", depth + 1,
+                                     child.is_dir(follow_symlinks=False),
+                                     fd if top_fd is None else top_fd)
+                try:
+                    os.rmdir(name, dir_fd=parent_fd)
+                    return
+                except OSError as error:
+                    if error.errno != errno.ENOTEMPTY:
+                        raise
+                # Entries arrived meanwhile: deep directories moved up to the top, or a
+                # file a drain that opened this directory earlier was still writing.
+                if self.deadline is not None and time.monotonic() > self.deadline:
+                    raise _OutOfTime from None
         finally:
             os.close(fd)
-        os.rmdir(name, dir_fd=parent_fd)
 
 
 def _open_for_removal(parent_fd: int, name: str, info: os.stat_result) -> int:

@@ -40,7 +40,8 @@ def sync(config: Config, log: Log, environ: dict[str, str], now: float | None = 
     # Last, and with no time limit: what job ends had no time to remove (a job's user
     # may have filled its directory) blocks no job here.
     if not store.empty_trash():
-        log.warning(f"{store.base_dir}/jobs/.trash could not be emptied this time")
+        log.warning(f"{store.base_dir}/jobs: what job ends left to remove is not all "
+                    "removed yet (the next sync goes on)")
     return done
 
 

@@ -341,7 +341,7 @@ def test_what_a_job_buries_in_its_directory_cannot_make_its_epilog_overrun(clust
         assert time.monotonic() - started < 20
         assert seen(cluster, "after-bury")["JOBFEATURES"]["job_id"]
         assert_node_up(cluster)
-        # The rest waited in the trash; `mjf sync` (a timer: it blocks no job) removes it.
+        # The rest waited out of sight; `mjf sync` (a timer: it blocks no job) removes it.
         synced = mjf(cluster, "sync")
         assert synced.returncode == 0, synced.stderr
         assert sorted(os.listdir(base / "jobs")) == []

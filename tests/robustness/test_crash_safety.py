@@ -58,7 +58,7 @@ sys.exit(main(argv))
 MAX_POINTS = 400
 SLURM = "mjf_hooks.cli.slurm:main"
 MJF = "mjf_hooks.cli.mjf:main"
-# What job starts and ends move aside lands in jobs/.trash; `mjf sync` empties it.
+# What a killed hook left, and what a job end had no time for, `mjf sync` removes.
 SYNC = [MJF, "sync"]
 SCONTROL_OUTPUT = fixture_text("slurm-22.05/scontrol-show-job-o.txt")
 
