@@ -349,13 +349,18 @@ class Store:
         at once, and what is not removed within ``REMOVAL_BUDGET_SECS`` waits there
         for :meth:`empty_trash`.
         """
-        name = job_dir_name(job_id)
+        return self.remove_job_dir(job_dir_name(job_id))
+
+    def remove_job_dir(self, dir_name: str) -> bool:
+        """:meth:`remove_job` for a directory as listed in ``jobs/`` (already encoded)."""
+        if not dir_name or dir_name.startswith(".") or "/" in dir_name:
+            raise StoreError(f"{dir_name!r} is not a job directory name")
         jobs = self._open_jobs()
         if jobs is None:
             return False
         with jobs:
             jobs.sweep_leftovers()
-            return jobs.discard(name) is not None
+            return jobs.discard(dir_name) is not None
 
     def empty_trash(self) -> bool:
         """Remove what waits in ``jobs/`` under hidden trash names (job directories a hook

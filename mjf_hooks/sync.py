@@ -153,7 +153,7 @@ def _remove_stale_jobs(config: Config, store: Store, log: Log,
             why = "Slurm no longer runs it on this node"
         else:
             continue  # nothing proves it stale
-        if stale and store.remove_job(name):
+        if stale and store.remove_job_dir(name):
             done.append(f"removed job {name}: {why}")
             log.info(f"sync removed job {name}: {why}")
     return done

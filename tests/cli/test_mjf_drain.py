@@ -11,7 +11,7 @@ from mjf_hooks import config as config_module
 from mjf_hooks.drain import parse_duration_secs, parse_time
 from mjf_hooks.errors import SiteInputError
 from mjf_hooks.store import OWN_PREFIX, Store
-from tests.conftest import installed_command
+from tests.conftest import installed_command, require
 
 
 @pytest.fixture
@@ -162,8 +162,7 @@ def test_times():
 
 
 def test_drain_reaches_htcondor_jobs_in_their_scratch_dirs(tmp_path, write_config):
-    if os.geteuid() != 0:
-        pytest.skip("needs root to give the scratch directories to another user")
+    require(os.geteuid() == 0, "needs root to give the scratch directories to another user")
     execute = tmp_path / "execute"
     conf, base = write_config(f"[machinefeatures]\ngrace_secs = 60\n"
                               f"[htcondor]\nexecute_dir = {execute}\n")

@@ -1,6 +1,7 @@
 """`mjf sync` with fake scontrol/squeue: reservations become drains, stale jobs go."""
 
 import os
+import signal
 import subprocess
 import time
 
@@ -211,20 +212,22 @@ def test_a_failing_squeue_removes_nothing(node):
     assert "no job directory removed" in result.stderr
 
 
-def test_a_standalone_job_left_by_a_killed_runner_is_cleaned(node, tmp_path):
-    runner = subprocess.Popen([installed_command("mjf"), "run", "--job-id", "orphan", "--",
-                               "sleep", "60"], env={"MJF_CONFIG": str(node.conf),
-                                                    "PATH": "/usr/bin:/bin"})
+@pytest.mark.parametrize(("job_id", "dir_name"), [("orphan", "orphan"), ("a!b", "a%21b")])
+def test_a_standalone_job_left_by_a_killed_runner_is_cleaned(node, tmp_path, job_id, dir_name):
+    pid_file = tmp_path / "job.pid"
+    runner = subprocess.Popen([installed_command("mjf"), "run", "--job-id", job_id, "--",
+                               "sh", "-c", f'echo $$ > {pid_file}; exec sleep 60'],
+                              env={"MJF_CONFIG": str(node.conf), "PATH": "/usr/bin:/bin"})
     deadline = time.monotonic() + 20
-    while not (node.base / "jobs/orphan").exists() and time.monotonic() < deadline:
+    while not (node.base / f"jobs/{dir_name}").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     node.sync()
-    assert (node.base / "jobs/orphan").exists()  # still running
+    assert (node.base / f"jobs/{dir_name}").exists()  # still running
     runner.kill()
     runner.wait()
     node.sync()
-    assert not (node.base / "jobs/orphan").exists()
-    subprocess.run(["pkill", "-f", "sleep 60"], check=False)
+    assert not (node.base / f"jobs/{dir_name}").exists()
+    os.kill(int(pid_file.read_text()), signal.SIGKILL)  # the job we started, by its pid
 
 
 def test_a_fifo_or_symlink_a_job_planted_as_its_runner_is_neither_waited_on_nor_followed(
