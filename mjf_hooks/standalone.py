@@ -12,8 +12,8 @@ import sys
 import time
 
 from . import lifecycle
-from .cli.hook import HookContext
-from .cli.options import UsageError, positive_int
+from .hook import HookContext
+from .options import UsageError, positive_int
 from .probe import cpu, process
 from .signals import signal
 from .store import Store

@@ -22,9 +22,9 @@ import time
 from .. import features, lifecycle
 from ..batch import classad, htcondor
 from ..errors import SiteInputError
+from ..hook import COMMON_HELP, HookContext, exec_job, run_hook
+from ..options import UsageError
 from ..store import SCRATCH_STORE
-from .hook import COMMON_HELP, HookContext, exec_job, run_hook
-from .options import UsageError
 
 WRAPPER_USAGE = """\
 usage: mjf htcondor-wrapper [options] -- CMD [ARGS...]

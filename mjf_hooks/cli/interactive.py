@@ -12,7 +12,7 @@ import click
 from .. import check, spec
 from ..errors import MJFError
 from ..reader import Features, JobView, is_url
-from . import mjf as hooks
+from . import hook_commands as hooks
 
 _PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True,
                  "help_option_names": []}

@@ -23,9 +23,9 @@ import time
 from .. import lifecycle
 from ..batch import lsf
 from ..errors import SiteInputError
+from ..hook import COMMON_HELP, HookContext, exec_job, run_hook
+from ..options import UsageError
 from ..store import Store
-from .hook import COMMON_HELP, HookContext, exec_job, run_hook
-from .options import UsageError
 
 USAGE = """\
 usage: mjf-lsf [options] pre-exec | post-exec | starter CMD [ARGS...]

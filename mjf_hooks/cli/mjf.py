@@ -1,86 +1,15 @@
 """``mjf``: the admin and user command.
 
-``mjf run`` and ``mjf machine`` are hooks (run per job or at boot) and are
-dispatched here without importing click; every other subcommand is
-interactive and served by click (:mod:`mjf_hooks.cli.interactive`).
+``mjf run``, ``mjf machine``, ``mjf sync`` and ``mjf htcondor-wrapper`` are hooks
+(:mod:`mjf_hooks.cli.hook_commands`), dispatched here without importing click; every
+other subcommand is interactive and served by click (:mod:`mjf_hooks.cli.interactive`).
 """
 
 from __future__ import annotations
 
 import sys
 
-from .hook import COMMON_HELP, run_hook
-
-RUN_USAGE = """\
-usage: mjf run [options] [--] CMD [ARGS...]
-
-Run CMD as a job of this machine with MACHINEFEATURES and JOBFEATURES set,
-then remove its job features. Exits with CMD's status.
-
-  --cpus N          allocated_cpu (default: the CPUs this process may run on)
-  --wall-limit S    wall_limit_secs
-  --memory BYTES    max_rss_bytes (the cgroup's limit wins if lower)
-  --job-id ID       job_id (default: <host>.<pid>.<time>)
-""" + COMMON_HELP
-
-MACHINE_USAGE = """\
-usage: mjf machine [options]
-
-Write <base_dir>/machinefeatures/ from the config and this host's probes.
-Idempotent: unchanged values are not rewritten.
-
-""" + COMMON_HELP
-
-
-def run_command(argv: list[str]) -> int:
-    from ..standalone import run
-
-    return run_hook("mjf run", argv, run, RUN_USAGE,
-                    valued=("--cpus", "--wall-limit", "--memory", "--job-id"),
-                    positional_stop=True, usage_exit=2, runs_job=True)
-
-
-def machine_command(argv: list[str]) -> int:
-    from .. import lifecycle
-
-    def body(context):
-        store = lifecycle.store_for(context.config)
-        lifecycle.machine_features(context.config, store, context.log, context.dry_run)
-        return 0
-
-    return run_hook("mjf machine", argv, body, MACHINE_USAGE, usage_exit=2)
-
-
-SYNC_USAGE = """\
-usage: mjf sync [options]
-
-Bring this node's MJF state up to date (run it every minute from a systemd timer
-or cron, as root): machine features; a Slurm maintenance reservation or an
-HTCondor graceful drain becomes shutdowntime (and is withdrawn with it); job
-directories whose jobs are proven gone are removed.
-
-""" + COMMON_HELP
-
-
-def sync_command(argv: list[str]) -> int:
-    from ..sync import sync
-
-    def body(context):
-        for line in sync(context.config, context.log, dict(context.environ)):
-            sys.stdout.write(line + "\n")
-        return 0
-
-    return run_hook("mjf sync", argv, body, SYNC_USAGE, usage_exit=2)
-
-
-def htcondor_wrapper_command(argv: list[str]) -> int:
-    from .htcondor import wrapper_command
-
-    return wrapper_command(argv)
-
-
-HOOK_COMMANDS = {"run": run_command, "machine": machine_command, "sync": sync_command,
-                 "htcondor-wrapper": htcondor_wrapper_command}
+from .hook_commands import HOOK_COMMANDS
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,9 +24,9 @@ import time
 from .. import lifecycle
 from ..batch import slurm
 from ..errors import SiteInputError
+from ..hook import COMMON_HELP, HookContext, run_hook
 from ..probe import read_text
 from ..spec import digits_value
-from .hook import COMMON_HELP, HookContext, run_hook
 
 USAGE = """\
 usage: mjf-slurm [options] [prolog|epilog|taskprolog]

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from mjf_hooks.cli.hook import read_env_file, run_hook
+from mjf_hooks.hook import read_env_file, run_hook
 from mjf_hooks.log import Log
 from tests.conftest import FIXTURES, installed_command
 

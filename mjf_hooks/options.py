@@ -7,7 +7,7 @@ flags, and ``--`` before a command.
 
 from __future__ import annotations
 
-from ..spec import digits_value
+from .spec import digits_value
 
 
 class UsageError(Exception):

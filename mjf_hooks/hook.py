@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 import sys
 
-from .. import config as config_module
-from ..errors import MJFError
-from ..log import Log
+from . import config as config_module
+from .errors import MJFError
+from .log import Log
 from .options import UsageError, parse
 
 # Type names only: importing collections.abc at run time costs every job start ~2 ms.

@@ -1,0 +1,37 @@
+"""The layers: the library never imports its command-line entry points, and the
+entry points import each other in one direction only."""
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).parent.parent.parent / "mjf_hooks"
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Absolute names of the mjf_hooks modules a file imports (anywhere in it)."""
+    package = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[:len(package.split(".")) - node.level + 1] \
+                if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
+    return {name for name in found if name.startswith("mjf_hooks")}
+
+
+def test_no_module_outside_cli_imports_from_it():
+    offenders = {
+        str(path.relative_to(PACKAGE)): sorted(name for name in imported_modules(path)
+                                               if name.startswith("mjf_hooks.cli"))
+        for path in PACKAGE.rglob("*.py") if "cli" not in path.relative_to(PACKAGE).parts}
+    assert {path: names for path, names in offenders.items() if names} == {}
+
+
+def test_the_entry_points_import_in_one_direction():
+    hooks = imported_modules(PACKAGE / "cli/hook_commands.py")
+    assert "mjf_hooks.cli.interactive" not in hooks and "mjf_hooks.cli.mjf" not in hooks
+    assert "mjf_hooks.cli.mjf" not in imported_modules(PACKAGE / "cli/interactive.py")
