@@ -12,8 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pyfakefs.helpers import set_uid
 
-from mjf_hooks import spec
-from mjf_hooks import store as store_module
+from mjf_hooks import safefs, spec
 from mjf_hooks.errors import StoreError
 from mjf_hooks.store import Store, job_dir_name
 from tests.conftest import require
@@ -392,7 +391,7 @@ def test_a_directory_the_batch_system_gave_the_job_is_walked_from_there(tmp_path
 def test_removing_what_a_job_made_takes_bounded_time_the_rest_waits_in_the_trash(
         tmp_path, monkeypatch):
     budget = 0.01  # small, so that this tree surely outlasts it on any filesystem
-    monkeypatch.setattr(store_module, "REMOVAL_BUDGET_SECS", budget)
+    monkeypatch.setattr(safefs, "REMOVAL_BUDGET_SECS", budget)
     store = Store(str(tmp_path / "base"))
     features = store.create_job("7", VALUES)
     # Long names, deep, then a wide directory: what the job's user may make in a minute.
