@@ -62,6 +62,7 @@ class Config:
     __slots__ = (
         "backend",
         "base_dir",
+        "batch_systems",
         "command_timeout_secs",
         "dir_mode",
         "export",
@@ -89,6 +90,9 @@ class Config:
         # (an HTTP server that serves base_dir, see contrib/nginx).
         self.export = "path"
         self.url_base: str | None = None
+        # The batch systems `mjf sync` asks about drains and stale jobs; None: every one
+        # whose command is installed here.
+        self.batch_systems: tuple[str, ...] | None = None
         # Static key values from [machinefeatures] / [jobfeatures], parsed.
         self.machine: dict[str, int | float] = {}
         self.job: dict[str, int | float] = {}
@@ -245,6 +249,12 @@ def _apply_mjf_option(config: Config, key: str, value: str) -> None:
         if not value.startswith(("http://", "https://")) or any(c.isspace() for c in value):
             raise ValueError("must be an http:// or https:// URL that serves base_dir")
         config.url_base = value.rstrip("/")
+    elif key == "batch_systems":
+        names = tuple(part.strip() for part in value.split(",") if part.strip())
+        if not names or not set(names) <= set(BACKEND_OPTIONS):
+            raise ValueError(f"must name batch systems this node runs: "
+                             f"{', '.join(BACKEND_OPTIONS)} (comma-separated)")
+        config.batch_systems = names
     elif key == "command_timeout":
         timeout = float(_plain_number(value))
         if not timeout > 0:  # also 0.000...1 with more zeros than a float holds
@@ -255,7 +265,7 @@ def _apply_mjf_option(config: Config, key: str, value: str) -> None:
     else:
         raise ValueError(
             "unknown option; [mjf] takes base_dir, on_error, log, legacy_keys, "
-            "dir_mode, file_mode, command_timeout, export, url_base"
+            "dir_mode, file_mode, command_timeout, export, url_base, batch_systems"
         )
 
 

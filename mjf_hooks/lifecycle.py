@@ -14,7 +14,7 @@ from . import spec
 from .config import Config
 from .errors import StoreError
 from .log import Log
-from .store import OWN_PREFIX, RUNNER_MARKER, Store
+from .store import BACKEND_MARKER, OWN_PREFIX, RUNNER_MARKER, Store
 
 # Type names only: importing collections.abc at run time costs every job start ~2 ms.
 # The value computation and the probes load where a job starts (or machine features
@@ -156,6 +156,7 @@ def start_job(
     runner: str | None = None,
     dry_run: bool = False,
     machine_store: Store | None = None,
+    backend: str | None = None,
 ) -> str:
     """Compute a job's keys and create its directory; return the jobfeatures path.
 
@@ -165,7 +166,8 @@ def start_job(
     ``pending``: values are to be completed from inside the job
     (:func:`complete_job`); ``runner``: the identity of the process the job
     lives in, where no batch system will say when it ended (standalone).
-    ``machine_store``: where ``machine`` was read, if not ``store``.
+    ``machine_store``: where ``machine`` was read, if not ``store``; ``backend``:
+    the batch system that runs the job, recorded for `mjf sync`.
     """
     from . import features as features_module
     from .probe import cgroup
@@ -186,6 +188,8 @@ def start_job(
         state[OWN_PREFIX + "shutdowntime_job"] = str(batch["shutdowntime_job"][0])
     if runner:
         state[RUNNER_MARKER] = runner
+    if backend:
+        state[BACKEND_MARKER] = backend
     path = store.job_features_dir(job_id)
     report(log, path, job, rendered, dry_run)
     if not dry_run:

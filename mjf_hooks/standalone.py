@@ -89,7 +89,8 @@ def _set_up(context: HookContext, options: dict) -> tuple[Store, str, dict[str, 
     scratch_dir = context.environ.get("TMPDIR") or os.getcwd()
     job_dir = lifecycle.start_job(config, store, log, machine, batch, "self", scratch_dir,
                                   runner=process.identity(os.getpid()),
-                                  dry_run=context.dry_run, machine_store=machine_store)
+                                  dry_run=context.dry_run, machine_store=machine_store,
+                                  backend="standalone")
     exports = lifecycle.exports(config, machine_store.machine_dir, job_dir)
     if context.dry_run:
         sys.stdout.write(lifecycle.export_lines(exports))

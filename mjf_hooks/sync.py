@@ -25,7 +25,7 @@ from .config import Config
 from .log import Log
 from .probe import process
 from .spec import digits_value
-from .store import JOBS_DIR, RUNNER_MARKER, Store
+from .store import BACKEND_MARKER, JOBS_DIR, RUNNER_MARKER, Store
 
 _CONDOR_STATUS = "/usr/bin/condor_status"
 
@@ -54,16 +54,24 @@ def _batch_drains(config: Config, store: Store, log: Log, environ: dict[str, str
     found: list[tuple[int, str]] = []
     asked = False
     scontrol = slurm.command_path("scontrol", config.backend["slurm"].get("scontrol"))
-    if scontrol:
+    if _runs(config, "slurm", scontrol is not None):
         asked = True
-        found += _slurm_reservations(config, scontrol, log, environ, now)
-    if os.path.exists(_CONDOR_STATUS):
+        found += _slurm_reservations(config, scontrol or "/usr/bin/scontrol", log, environ, now)
+    if _runs(config, "htcondor", os.path.exists(_CONDOR_STATUS)):
         asked = True
         found += _condor_drain(config, _CONDOR_STATUS, log)
     if not asked:
         return []
     summary = drain.follow_batch_system(config, store, log, min(found) if found else None, now)
     return [summary] if summary else []
+
+
+def _runs(config: Config, batch_system: str, installed: bool) -> bool:
+    """Whether this node runs a batch system: as configured (``[mjf] batch_systems``),
+    else where its command is installed."""
+    if config.batch_systems is not None:
+        return batch_system in config.batch_systems
+    return installed
 
 
 def _slurm_reservations(config: Config, scontrol: str, log: Log, environ: dict[str, str],
@@ -142,17 +150,21 @@ def _remove_stale_jobs(config: Config, store: Store, log: Log,
     on_node = None  # Slurm job ids on this node, asked only if needed
     done = []
     for name in sorted(names):
+        # Each job is asked about of the batch system that made it, and no other: an LSF
+        # or Grid Engine job's id is all digits too. What its user may have written
+        # there is only ever compared with known names.
+        backend = store.read_job_state(name, BACKEND_MARKER)
         runner = store.read_job_state(name, RUNNER_MARKER)
-        if runner is not None:
+        if runner is not None and backend in ("standalone", None):
             stale = process.still_running(runner) is False
             why = "its process has ended"
-        elif name.isdigit():
+        elif backend == "slurm" and name.isdigit() and _runs(config, "slurm", True):
             if on_node is None:
                 on_node = _slurm_jobs_on_node(config, log, environ)
             stale = on_node is not False and name not in on_node
             why = "Slurm no longer runs it on this node"
         else:
-            continue  # nothing proves it stale
+            continue  # nothing proves it stale (a job of an earlier version: its end does)
         if stale and store.remove_job_dir(name):
             done.append(f"removed job {name}: {why}")
             log.info(f"sync removed job {name}: {why}")

@@ -126,7 +126,8 @@ def _set_up(context: HookContext) -> dict[str, str]:
     machine_store, machine = lifecycle.machine_features_for_job(config, site, store, log,
                                                                 context.dry_run)
     job_dir = lifecycle.start_job(config, store, log, machine, facts, "self", scratch,
-                                  dry_run=context.dry_run, machine_store=machine_store)
+                                  dry_run=context.dry_run, machine_store=machine_store,
+                                  backend="htcondor")
     variables = lifecycle.exports(config, machine_store.machine_dir, job_dir)
     if context.dry_run:
         sys.stdout.write(lifecycle.export_lines(variables))

@@ -102,7 +102,7 @@ def set_up(context: HookContext, completing: bool) -> dict[str, str]:
     job_dir = lifecycle.start_job(
         config, store, log, machine, facts, cgroup_pid="self" if is_job else None,
         scratch_dir=environ.get("TMPDIR") or os.getcwd(),
-        gid=gid, uid=uid, pending=not is_job, dry_run=context.dry_run,
+        gid=gid, uid=uid, pending=not is_job, dry_run=context.dry_run, backend="lsf",
         machine_store=machine_store)
     variables = lifecycle.exports(config, machine_store.machine_dir, job_dir)
     if context.dry_run:

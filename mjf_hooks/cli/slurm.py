@@ -83,7 +83,7 @@ def prolog(context: HookContext) -> int:
         scratch_dir=config.backend["slurm"].get("scratch_dir")
         or settings.get("tmpfs", "/tmp"),
         gid=gid, uid=uid, pending=pending,
-        dry_run=context.dry_run,
+        dry_run=context.dry_run, backend="slurm",
     )
     return 0
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from mjf_hooks.probe import process
-from mjf_hooks.store import RUNNER_MARKER, Store
+from mjf_hooks.store import BACKEND_MARKER, RUNNER_MARKER, Store
 from tests.conftest import installed_command
 
 NODE = os.uname().nodename.split(".")[0]
@@ -190,22 +190,30 @@ def test_a_users_garbled_own_value_stops_no_other_jobs_cancel(node, planted):
     assert hidden == []
 
 
+SLURM_JOB = {BACKEND_MARKER: "slurm"}
+
+
 def test_stale_jobs_are_removed_only_when_proven(node):
-    node.store.create_job("7", {"job_id": "7"})           # Slurm still runs it
-    node.store.create_job("8", {"job_id": "8"})           # Slurm no longer does
+    node.store.create_job("7", {"job_id": "7"}, state=SLURM_JOB)  # Slurm still runs it
+    node.store.create_job("8", {"job_id": "8"}, state=SLURM_JOB)  # Slurm no longer does
     node.store.create_job("x.1", {"job_id": "x.1"}, state={RUNNER_MARKER: "999999 1"})  # gone
     alive = process.identity(os.getpid())
     node.store.create_job("x.2", {"job_id": "x.2"}, state={RUNNER_MARKER: alive})
     node.store.create_job("weird", {"job_id": "weird"})   # nothing proves it stale
+    # Digits too, but LSF's, of an earlier version's, or marked by its user: squeue does
+    # not speak for them.
+    node.store.create_job("9", {"job_id": "9"}, state={BACKEND_MARKER: "lsf"})
+    node.store.create_job("10", {"job_id": "10"})
+    node.store.create_job("11", {"job_id": "11"}, state={BACKEND_MARKER: "slurm\n"})
     node.squeue("7\n")
     result = node.sync()
-    assert sorted(os.listdir(node.base / "jobs")) == ["7", "weird", "x.2"]
+    assert sorted(os.listdir(node.base / "jobs")) == ["10", "11", "7", "9", "weird", "x.2"]
     assert "removed job 8: Slurm no longer runs it" in result.stdout
     assert "removed job x.1: its process has ended" in result.stdout
 
 
 def test_a_failing_squeue_removes_nothing(node):
-    node.store.create_job("8", {"job_id": "8"})
+    node.store.create_job("8", {"job_id": "8"}, state=SLURM_JOB)
     (node.bindir / "squeue").write_text("#!/bin/sh\nexit 1\n")
     result = node.sync()
     assert result.returncode == 0 and os.listdir(node.base / "jobs") == ["8"]
@@ -243,3 +251,19 @@ def test_a_fifo_or_symlink_a_job_planted_as_its_runner_is_neither_waited_on_nor_
     assert result.returncode == 0, result.stderr
     # Nothing proves these jobs stale (no runner could be read, their ids are no Slurm ids).
     assert sorted(os.listdir(node.base / "jobs")) == ["fifo", "link"]
+
+
+def test_a_node_that_runs_no_slurm_never_asks_it(node, tmp_path):
+    calls = tmp_path / "calls"
+    for name in ("scontrol", "squeue"):  # installed, but this is an HTCondor node
+        (node.bindir / name).write_text(f"#!/bin/sh\necho {name} >> {calls}\nexit 1\n")
+        (node.bindir / name).chmod(0o755)
+    node.conf.write_text(node.conf.read_text().replace(
+        "[mjf]\n", "[mjf]\nbatch_systems = htcondor\n"))
+    node.store.create_job("8", {"job_id": "8"}, state=SLURM_JOB)
+    result = node.sync()
+    assert result.returncode == 0
+    assert "scontrol" not in result.stderr and "squeue" not in result.stderr
+    assert "condor_status" in result.stderr  # the one it runs (absent here) is asked
+    assert not calls.exists()
+    assert os.listdir(node.base / "jobs") == ["8"]

@@ -127,7 +127,10 @@ def test_a_maintenance_reservation_reaches_running_jobs_through_sync(cluster):
     deadline = time.time() + 30
     while not job.exists() and time.time() < deadline:
         time.sleep(0.1)
-    Store(str(cluster.mjf_base)).create_job("99999", {"job_id": "99999"})  # long gone
+    # The running job's Prolog recorded who runs it; a long-gone one said the same.
+    assert (job.parent / "state/backend").read_text() == "slurm"
+    Store(str(cluster.mjf_base)).create_job("99999", {"job_id": "99999"},
+                                            state={"backend": "slurm"})
     start = datetime.datetime.now().replace(microsecond=0) + datetime.timedelta(hours=1)
     env = {**cluster.env, "MJF_CONFIG": str(SITE_CONFIG)}
     mjf = str(HOOKS_BIN / "mjf")
