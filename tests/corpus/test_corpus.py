@@ -149,8 +149,7 @@ def _lsf(role):
 def _mjf(subcommand):
     def call(sandbox, case, environ):
         argv = _options(sandbox, case) + (["--", *JOB_ARGV] if subcommand == "run" else [])
-        function = cli_mjf.run_command if subcommand == "run" else cli_mjf.machine_command
-        return sandbox.run(lambda: function(argv), environ, case.outputs)
+        return sandbox.run(lambda: cli_mjf.main([subcommand, *argv]), environ, case.outputs)
     return call
 
 
