@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
+import pwd
 import random
 
 from tests.conftest import FIXTURES, fixture_text
@@ -21,6 +22,53 @@ SEED = 20261122
 MIB = 1 << 20
 HOST = os.uname().nodename
 RNG = random.Random(SEED)
+
+# -- what a broken input does -----------------------------------------------------------------
+#
+# Each case says, when it is generated, what its broken input does to the hook - from the
+# input alone, never from a run. The checks derive everything else from that.
+
+# Set-up goes on: the affected keys are left out (a warning each) or nothing changes at all.
+# No error line; a job runner runs the job with MJF.
+DROPS = "drops"
+# Set-up fails (the hook cannot tell which job or role it is, or its store was tampered
+# with): one error line; the hook exits 0 and a job runner runs the job without MJF, or,
+# with [mjf] on_error = fail, it exits 1 and runs nothing.
+SETUP_FAILS = "setup-fails"
+# The hook's own inputs - the config, or the --env-file that may name it - cannot be used:
+# one error line; the config's on_error is unknown, so the default applies: exit 0, and a
+# job runner runs the job without MJF (README: "A hook that meets a broken config logs that
+# line and exits 0 (a wrapper still runs the job)").
+UNREADABLE = "unreadable"
+# The command line is wrong: one error line, the entry point's usage status, no job.
+USAGE = "usage"
+# The job's own command (or the wrapper it is chained to) cannot be executed.
+EXEC_FAILS = "exec-fails"
+EFFECTS = (DROPS, SETUP_FAILS, UNREADABLE, USAGE, EXEC_FAILS)
+
+# Entry points that run the job, and their status when its command cannot be executed:
+# what a shell gives (127) for the LSF starter and `mjf run` (README), and for the
+# HTCondor wrapper 1 plus one line in $_CONDOR_WRAPPER_ERROR_FILE.
+JOB_RUNNERS = {"htcondor-wrapper": 1, "lsf-starter": 127, "lsf-starter-after-pre-exec": 127,
+               "mjf-run": 127}
+# A wrong command line: 2 for the commands a person types; hooks log it and exit 0.
+USAGE_EXIT = {"mjf-run": 2, "mjf-machine": 2}
+# The pure-sh TaskProlog exits 0 whatever happens (a failing TaskProlog cancels the task).
+ALWAYS_ZERO = ("slurm-taskprolog-sh",)
+
+
+def expected_outcome(entry: str, effect: str, on_error_fail: bool) -> tuple[int, bool]:
+    """(exit status, whether a job runner runs the job) for ``effect`` at ``entry``."""
+    runner = entry in JOB_RUNNERS
+    if entry in ALWAYS_ZERO:
+        return 0, False
+    if effect == USAGE:
+        return USAGE_EXIT.get(entry, 0), False
+    if effect == EXEC_FAILS:
+        return JOB_RUNNERS[entry], False
+    if effect == SETUP_FAILS and on_error_fail:
+        return 1, False
+    return 0, runner
 
 
 class Case:
@@ -31,14 +79,25 @@ class Case:
     for an empty directory in its place); ``config``: the config's bytes (None: the
     entry point's default config); ``argv``: extra arguments; ``culprits``: words
     of which a log line about this case must name one.
+
+    What the broken input does, decided here: ``effect`` (one of EFFECTS);
+    ``next_wrapper``: for the HTCondor wrapper, what it execs before the job - True for
+    the entry's configured ``next_wrapper``, None for none (the config in force names none),
+    or another path; ``host_defaults``: the hook falls back to the built-in
+    /etc/mjf/mjf.conf or /run/mjf, which only the in-process harness redirects into the
+    case directory. From these: ``status``, the exit status; ``job_runs``, whether a job
+    runner runs the job (with its argv); ``logs_error``, whether one error line is due.
     """
 
-    __slots__ = ("argv", "config", "culprits", "entry", "env", "files", "label", "on_error_fail",
-                 "outputs", "via_env_file")
+    __slots__ = ("argv", "config", "culprits", "effect", "entry", "env", "files",
+                 "host_defaults", "job_runs", "label", "next_wrapper", "on_error_fail",
+                 "outputs", "status", "via_env_file")
 
     def __init__(self, entry: str, label: str, culprits: tuple[str, ...], env=None, files=None,
                  config: bytes | None = None, argv: tuple[str, ...] = (), outputs=None,
-                 on_error_fail: bool = False) -> None:
+                 on_error_fail: bool = False, effect: str = DROPS, next_wrapper=True,
+                 host_defaults: bool = False) -> None:
+        assert effect in EFFECTS, effect
         self.entry = entry
         self.label = label
         self.culprits = culprits
@@ -49,6 +108,10 @@ class Case:
         # What a fake scontrol / bjobs / condor_status prints (a str), or raises (an Exception).
         self.outputs = outputs or {}
         self.on_error_fail = on_error_fail
+        self.effect = effect
+        self.next_wrapper = next_wrapper
+        self.host_defaults = host_defaults
+        self.status, self.job_runs = expected_outcome(entry, effect, on_error_fail)
         # NUL cannot be in a real environment: such values travel in an --env-file.
         self.via_env_file = "job.env" in self.files or any(
             "\0" in (value or "") for value in self.env.values())
@@ -56,6 +119,16 @@ class Case:
     @property
     def id(self) -> str:
         return f"{self.entry}:{self.label}"
+
+    @property
+    def logs_error(self) -> bool:
+        """One error line is due (none where set-up goes on)."""
+        return self.effect != DROPS
+
+    @property
+    def with_mjf(self) -> bool:
+        """A job that runs gets MACHINEFEATURES and JOBFEATURES."""
+        return self.effect == DROPS
 
 
 DIRECTORY = object()
@@ -167,6 +240,329 @@ V1_TREE = {
     f"{V1_JOB}/step_0/memory.limit_in_bytes": b"9223372036854771712\n",
 }
 
+# -- what each input means to a hook (the model the expectations come from) -------------------
+#
+# Written from the README and the formats, not from what a hook printed: which variables
+# tell a hook which job (and which role) it is, what the config may hold, what an ad needs
+# to name its job, and what a hook does with each part of its store.
+
+_MAX_DIGITS = 19  # plain digits a count, a size or an id may have (2**63 - 1 has 19)
+_MAX_JOB_ID = 200  # HSF-TN-2016-02 job ids, and what the store names a directory after
+_MAX_ID = 2**32 - 2  # uid_t / gid_t; (uid_t) -1 means "unchanged" to chown
+
+
+def _digits(text: str | None, most: int = _MAX_DIGITS) -> bool:
+    return bool(text) and text.isascii() and text.isdigit() and len(text) <= most
+
+
+def _valid_job_id(text: str) -> bool:
+    """A job id the store can name a directory after: 1 to 200 printable non-space
+    ASCII characters (the spec), no ``/`` and not ``.``/``..`` (a path)."""
+    return (0 < len(text) <= _MAX_JOB_ID and all("!" <= char <= "~" for char in text)
+            and "/" not in text and text not in (".", ".."))
+
+
+def _known_user(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+    except (KeyError, ValueError):  # ValueError: NUL, or not encodable
+        return False
+    return True
+
+
+# The role Slurm's Prolog and Epilog take from SLURM_SCRIPT_CONTEXT (the TaskProlog is named).
+_SLURM_ROLE_CONTEXTS = {"slurm-prolog": "prolog_slurmd", "slurm-epilog": "epilog_slurmd"}
+# What the HTCondor wrapper cannot do without: its scratch directory and its job ad
+# (without the ad it cannot tell the job's id). The rest only leaves keys out.
+_CONDOR_ESSENTIAL = ("_CONDOR_SCRATCH_DIR", "_CONDOR_JOB_AD")
+
+
+def environment_effect(entry: str, recorded: dict[str, str | None],
+                       environ: dict[str, str | None]) -> str:
+    """What a batch system's environment ``environ`` (``recorded``, changed) does to set-up.
+
+    Set-up fails where the hook cannot tell which job it is for (README: "a missing or
+    non-numeric SLURM_JOB_ID writes nothing"; LSF: LSB_JOBID and LSB_JOBINDEX), which role
+    it plays (Slurm's Prolog and Epilog follow SLURM_SCRIPT_CONTEXT), whose the job's
+    directory is (the Prolog makes it the job's user's and group's; a root pre-exec, the
+    user's of LSB_JOB_EXECUSER, else USER), or where the HTCondor job is (its scratch
+    directory and job ad). Anything else only leaves keys out.
+    """
+    def value(name):
+        return environ.get(name) or ""
+
+    if entry.startswith("slurm"):
+        context = _SLURM_ROLE_CONTEXTS.get(entry)
+        if context and value("SLURM_SCRIPT_CONTEXT") != context:
+            return SETUP_FAILS
+        if not _digits(value("SLURM_JOB_ID") or value("SLURM_JOBID"), _MAX_JOB_ID):
+            return SETUP_FAILS
+        # cgroup.conf constrains RAM, so the Prolog marks the job pending and gives its
+        # directory to the job's user (and always to its group).
+        if entry == "slurm-prolog" and not all(
+                not value(name) or (_digits(value(name)) and int(value(name)) <= _MAX_ID)
+                for name in ("SLURM_JOB_UID", "SLURM_JOB_GID")):
+            return SETUP_FAILS
+        return DROPS
+    if entry.startswith("lsf"):
+        if not _digits(value("LSB_JOBID"), _MAX_JOB_ID) or not _digits(
+                value("LSB_JOBINDEX") or "0"):
+            return SETUP_FAILS
+        if entry == "lsf-pre-exec" and os.geteuid() == 0 and not _known_user(
+                value("LSB_JOB_EXECUSER") or value("USER")):
+            return SETUP_FAILS
+        return DROPS
+    if entry == "htcondor-wrapper":
+        if any(environ.get(name) != recorded.get(name) for name in _CONDOR_ESSENTIAL):
+            return SETUP_FAILS
+        return DROPS
+    return DROPS  # mjf run, mjf machine, the HTCondor cron: no variable is essential
+
+
+def parse_env_file(data) -> dict[str, str] | None:
+    """The environment an --env-file gives (``NAME=value`` lines, others skipped, as
+    ``env`` prints it); None where it cannot be read or holds a NUL in a value (no
+    environment can hold one)."""
+    if not isinstance(data, bytes):
+        return None  # missing, or a directory
+    environ = {}
+    for line in data.decode("utf-8", "surrogateescape").splitlines():
+        name, equals, value = line.partition("=")
+        if equals and name and name.isascii() and not name[0].isdigit() \
+                and name.replace("_", "a").isalnum():
+            if "\0" in value:
+                return None
+            environ[name] = value
+    return environ
+
+
+# A case directory as the config sees it (the real one is no longer: only its kind counts).
+_CASE_DIR = "/" + "d" * 60
+_PATH_MAX = 4095  # Linux, without the terminating NUL
+_NAME_MAX = 255
+
+
+def _expanded(path: str) -> str:
+    return path.replace("@D@", _CASE_DIR)
+
+
+def _cannot_open(path: str) -> bool:
+    """A path that no open() can take: too long for Linux, or through our config file."""
+    full = _expanded(path).encode("utf-8", "surrogateescape")
+    return (len(full) > _PATH_MAX or any(len(part) > _NAME_MAX for part in full.split(b"/"))
+            or path.startswith("@D@/mjf.conf/"))
+
+
+# The config (README, "Configuration"): each known key and what its value must be.
+_PATH, _NUMBER, _INTEGER, _DECIMAL, _BOOLEAN, _LOG, _ATTRIBUTE = (
+    "path", "number", "integer", "decimal", "boolean", "log", "attribute")
+CONFIG_KEYS = {
+    ("mjf", "base_dir"): _PATH, ("mjf", "on_error"): ("continue", "fail"),
+    ("mjf", "log"): _LOG, ("mjf", "legacy_keys"): _BOOLEAN, ("mjf", "command_timeout"): _NUMBER,
+    ("mjf", "export"): ("path", "url"), ("mjf", "url_base"): "url",
+    ("machinefeatures", "total_cpu"): _INTEGER, ("machinefeatures", "hs06"): _DECIMAL,
+    ("machinefeatures", "grace_secs"): _INTEGER,
+    **{("jobfeatures", key): _INTEGER for key in (
+        "wall_limit_secs", "cpu_limit_secs", "max_rss_bytes", "max_swap_bytes",
+        "scratch_limit_bytes", "grace_secs_job")},
+    ("jobfeatures", "hs06_job"): _DECIMAL,
+    ("slurm", "scontrol"): _PATH, ("slurm", "scratch_dir"): _PATH,
+    ("htcondor", "job_id"): ("global", "cluster_proc"),
+    ("htcondor", "wall_limit_attribute"): _ATTRIBUTE,
+    ("htcondor", "wall_limit_unit"): ("seconds", "minutes", "hours"),
+    ("htcondor", "next_wrapper"): _PATH, ("htcondor", "execute_dir"): _PATH,
+    ("lsf", "bjobs"): _PATH, ("lsf", "query_bjobs"): ("yes", "no"),
+}
+_SECTIONS = {section for section, _ in CONFIG_KEYS}
+_SPACE = " \t\r\v\f"  # what the sh TaskProlog's [[:space:]] strips; "\n" ends a line
+
+
+def _plain_number(text: str) -> bool:
+    whole, dot, fraction = text.partition(".")
+    return _digits(whole, 10**6) and (not dot or _digits(fraction, 10**6))
+
+
+def _config_value(kind, value: str):
+    """The value as the hook uses it (paths normalised), or None where it is refused."""
+    if isinstance(kind, tuple):
+        return value if value in kind else None
+    if kind == _PATH:
+        full = _expanded(value)
+        if not full.startswith("/") or len(full) > _PATH_MAX or ".." in full.split("/"):
+            return None
+        return os.path.normpath(value) if value.startswith("@D@") else os.path.normpath(full)
+    if kind == _INTEGER:
+        return value if _digits(value) and int(value) < 2**63 else None
+    if kind == _DECIMAL:  # at most two decimals, below 10**13 with a fraction
+        whole, _, fraction = value.partition(".")
+        fraction = fraction.rstrip("0")
+        if not _plain_number(value):
+            return None
+        if not fraction:
+            return value if len(whole.lstrip("0")) <= _MAX_DIGITS and int(whole) < 2**63 \
+                else None
+        return value if len(whole.lstrip("0")) <= 13 and len(fraction) <= 2 else None
+    if kind == _NUMBER:  # command_timeout: seconds, 0 < t <= 300
+        return value if _plain_number(value) and 0 < float(value) <= 300 else None
+    if kind == _BOOLEAN:
+        return value if value.lower() in ("1", "yes", "true", "on", "0", "no", "false",
+                                           "off") else None
+    if kind == _LOG:
+        parts = [part.strip() for part in value.split(",") if part.strip()]
+        return value if parts == ["none"] or (parts and set(parts) <= {"syslog", "stderr"}) \
+            else None
+    if kind == _ATTRIBUTE:
+        return value if value and value.isascii() and not value[0].isdigit() \
+            and value.replace("_", "a").isalnum() else None
+    return value if value.startswith(("http://", "https://")) else None  # url
+
+
+def _without_comment(text: str) -> str:
+    for marker in (" #", "\t#", " ;", "\t;"):
+        if marker in text:
+            text = text[:text.index(marker)]
+    return text
+
+
+def config_model(data: bytes) -> dict[tuple[str, str], str] | None:
+    """What a config file sets ({(section, key): value}), or None where the README says it
+    is refused: not UTF-8, a NUL or a control character outside a comment, a line that is
+    no ``[section]`` or ``key = value``, a key before any section, an unknown section or
+    key, a key set twice, a value its key cannot take, ``export = url`` without url_base."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    settings: dict[tuple[str, str], str] = {}
+    section = None
+    for raw in text.split("\n"):
+        line = raw.strip(_SPACE)
+        if not line or line[0] in "#;":
+            continue
+        content = _without_comment(line)
+        if "\0" in line or not content.replace("\t", " ").isprintable():
+            return None
+        if line.startswith("["):
+            if not line.endswith("]") or line[1:-1].strip().lower() not in _SECTIONS:
+                return None
+            section = line[1:-1].strip().lower()
+            continue
+        key, equals, value = line.partition("=")
+        key, value = key.strip().lower(), _without_comment(value).strip()
+        if not equals or not key or section is None or (section, key) in settings:
+            return None
+        kind = CONFIG_KEYS.get((section, key))
+        parsed = None if kind is None else _config_value(kind, value)
+        if parsed is None:
+            return None
+        settings[(section, key)] = parsed
+    if settings.get(("mjf", "export")) == "url" and ("mjf", "url_base") not in settings:
+        return None
+    return settings
+
+
+# Executables a case directory holds (a chained wrapper naming one runs it).
+EXECUTABLE_PATHS = ("@D@/bin/scontrol", "@D@/bin/bjobs", "@D@/bin/condor_status",
+                    "@D@/bin/next")
+
+
+def config_effect(entry: str, base: str, data: bytes) -> dict:
+    """What the config ``data`` (the entry's config ``base``, changed) does: Case keywords."""
+    settings = config_model(data)
+    if settings is None:
+        return {"effect": UNREADABLE, "next_wrapper": None}
+    keywords = {"effect": DROPS, "host_defaults": ("mjf", "base_dir") not in settings}
+    if entry == "htcondor-wrapper":
+        chained = settings.get(("htcondor", "next_wrapper"))
+        configured = config_model(_encoded(base)).get(("htcondor", "next_wrapper"))
+        if chained is None:
+            keywords["next_wrapper"] = None
+        elif chained != configured:
+            keywords["next_wrapper"] = chained
+            if chained not in EXECUTABLE_PATHS:
+                keywords["effect"] = EXEC_FAILS
+    return keywords
+
+
+def config_path_effect(path: str | None) -> dict:
+    """$MJF_CONFIG naming ``path`` instead of the case's config: Case keywords. A path no
+    open() takes is a config that cannot be read; any other names a missing file (or,
+    unset or empty, the default /etc/mjf/mjf.conf): the defaults, without next_wrapper."""
+    if path and _cannot_open(path):
+        return {"effect": UNREADABLE, "next_wrapper": None}
+    return {"effect": DROPS, "next_wrapper": None, "host_defaults": True}
+
+
+def ad_job_id_survives(original: bytes, mutated) -> bool:
+    """Whether a job ad still names its job: its GlobalJobId line, or both its ClusterId
+    and ProcId lines, are there as they were (a line may end in \\r)."""
+    if not isinstance(mutated, bytes):
+        return False
+    lines = {line.rstrip(b"\r") for line in mutated.split(b"\n")}
+    named = {line.split(b" = ")[0]: line for line in original.split(b"\n")}
+    return named[b"GlobalJobId"] in lines or (
+        named[b"ClusterId"] in lines and named[b"ProcId"] in lines)
+
+
+# A GlobalJobId the wrapper reads as a string that is no job id (its escapes decode to
+# characters outside printable ASCII): the job's id cannot be written, set-up fails.
+# Every other broken GlobalJobId is no string literal, and ClusterId.ProcId names the job.
+_INVALID_JOB_ID_LITERALS = ("bad-escape",)
+
+
+def ad_attribute_effect(attribute: str, label: str) -> str:
+    return SETUP_FAILS if attribute == "GlobalJobId" and label in _INVALID_JOB_ID_LITERALS \
+        else DROPS
+
+
+# What each entry point does with base_dir's store.
+STORE_ROLES = {
+    # write machinefeatures/ and create the job's directory in jobs/
+    "slurm-prolog": "creates", "lsf-starter": "creates", "lsf-pre-exec": "creates",
+    "mjf-run": "creates",
+    "mjf-machine": "machine",  # writes machinefeatures/ only
+    "slurm-epilog": "removes", "lsf-post-exec": "removes",  # remove the job's directory
+    # complete (or export) the job directory a Prolog or pre-exec created
+    "slurm-taskprolog": "completes", "slurm-taskprolog-sh": "completes",
+    "lsf-starter-after-pre-exec": "completes",
+    # only read base_dir: the wrapper writes in the job's scratch, the cron prints
+    "htcondor-wrapper": "reads", "htcondor-cron": "reads",
+}
+# The store's own directories: a file or a symlink planted in their place is refused (never
+# followed, never replaced), as is a directory where the suite writes a static key file.
+_PLANTED_IN_STORE = {
+    "base-file": ("creates", "machine"),
+    "machinefeatures-file": ("creates", "machine"),
+    "machinefeatures-symlink": ("creates", "machine"),
+    "total_cpu-directory": ("creates", "machine"),
+    # A remover needs jobs/ too; a base_dir that is no directory holds no job to remove.
+    "jobs-file": ("creates", "removes"),
+    "jobs-symlink": ("creates", "removes"),
+    # Completing a job's keys: its jobfeatures/ must be a directory, and a key's place a
+    # file (a job's directory that is missing is a Prolog that did not run: nothing to
+    # export, or for the LSF starter a set-up of its own). A creator builds the job's
+    # directory anew and a remover removes it, whatever a previous run left there.
+    "jobfeatures-symlink": ("completes",),
+    "key-directory": ("completes",),
+}
+
+
+def state_effect(entry: str, label: str) -> str:
+    """What a leftover in base_dir (``label``) does. Dynamic values (shutdowntime) that are
+    no value are ignored, a static key file that is garbage or a symlink is replaced, a
+    hidden temporary file is left alone: only planted directories matter."""
+    return SETUP_FAILS if STORE_ROLES[entry] in _PLANTED_IN_STORE.get(label, ()) else DROPS
+
+
+def option_effect(option: str, text: str) -> str:
+    """``mjf run OPTION TEXT``: --cpus, --wall-limit and --memory take a positive whole
+    number (else a usage error); --job-id a job id (else set-up fails; empty is no id, as
+    an empty variable is an unset one everywhere in the suite, and one is generated)."""
+    if option == "--job-id":
+        return DROPS if not text or _valid_job_id(text) else SETUP_FAILS
+    return DROPS if _digits(text) and int(text) > 0 else USAGE
+
+
 # -- per source of input ---------------------------------------------------------------------
 
 
@@ -186,7 +582,14 @@ def env_cases(entry: str, environ: dict[str, str], names: tuple[str, ...]) -> li
             # A line may name the variable, or quote its (short) value, e.g. as a job id.
             culprits = (name, *ALSO_NAMED.get(name, ()), *([text] if text and len(text) < 40
                                                           and "\n" not in text else []))
-            cases.append(Case(entry, f"env:{name}:{label}", culprits, env={name: text}))
+            if text is not None and "\0" in text:  # travels in an --env-file, which it breaks
+                outcome = {"effect": UNREADABLE, "next_wrapper": None}
+            elif name == "MJF_CONFIG":
+                outcome = config_path_effect(text)
+            else:
+                outcome = {"effect": environment_effect(entry, environ, {**environ, name: text})}
+            cases.append(Case(entry, f"env:{name}:{label}", culprits, env={name: text},
+                              **outcome))
     return cases
 
 
@@ -195,8 +598,13 @@ def env_file_cases(entry: str, environ: dict[str, str]) -> list[Case]:
     content = _encoded("".join(f"{name}={value}\n" for name, value in environ.items()))
     # A broken file loses variables: the line about it names what is missing.
     culprits = ("env-file", "job.env", "SLURM_", "LSB_", "TMPDIR", "XDG_RUNTIME_DIR")
-    return [Case(entry, f"env-file:{label}", culprits, files={"job.env": mutated})
-            for label, mutated in file_mutations(content)]
+    cases = []
+    for label, mutated in file_mutations(content):
+        replayed = parse_env_file(mutated)
+        effect = UNREADABLE if replayed is None else environment_effect(entry, environ, replayed)
+        cases.append(Case(entry, f"env-file:{label}", culprits, files={"job.env": mutated},
+                          effect=effect))
+    return cases
 
 
 def output_cases(entry: str, command: str, output: str, fields: tuple[str, ...]) -> list[Case]:
@@ -239,9 +647,13 @@ AD_WRONG_TYPES = [
 
 def ad_cases(entry: str, variable: str, name: str, content: bytes,
              attributes: tuple[str, ...]) -> list[Case]:
-    """An ad file broken as a whole, and each attribute the wrapper reads broken."""
+    """An ad file broken as a whole, and each attribute the wrapper reads broken. Without
+    its job ad's id the wrapper cannot set up; a machine ad only gives values."""
     culprits = (variable, name, "ad")
-    cases = [Case(entry, f"{name}:{label}", culprits, files={f"scratch/{name}": mutated})
+    names_job = variable == "_CONDOR_JOB_AD"
+    cases = [Case(entry, f"{name}:{label}", culprits, files={f"scratch/{name}": mutated},
+                  effect=SETUP_FAILS if names_job and not ad_job_id_survives(content, mutated)
+                  else DROPS)
              for label, mutated in file_mutations(content)]
     lines = content.decode().splitlines()
     for attribute in attributes:
@@ -261,7 +673,9 @@ def ad_cases(entry: str, variable: str, name: str, content: bytes,
                 changed[index] = f"{attribute} = {text}"
             data = _encoded("\n".join(changed) + "\n")
             cases.append(Case(entry, f"{name}:{attribute}:{label}", (*culprits, attribute),
-                              files={f"scratch/{name}": data}))
+                              files={f"scratch/{name}": data},
+                              effect=ad_attribute_effect(attribute, label) if names_job
+                              else DROPS))
     return cases
 
 
@@ -312,7 +726,8 @@ def config_cases(entry: str, config: str, sample: int) -> list[Case]:
     data = _encoded(config)
     # A config that parses but points elsewhere: lines name the paths it points at.
     culprits = ("mjf.conf", "/run/mjf", "(set [")
-    cases = [Case(entry, f"config:{label}", culprits, config=mutated)
+    cases = [Case(entry, f"config:{label}", culprits, config=mutated,
+                  **config_effect(entry, config, mutated))
              for label, mutated in file_mutations(data)
              if mutated is not None and mutated is not DIRECTORY]
     structural = [
@@ -330,7 +745,8 @@ def config_cases(entry: str, config: str, sample: int) -> list[Case]:
         ("wrong-section", config + "[jobfeatures]\ntotal_cpu = 4\n"),
         ("export-url-without-base", config.replace("[mjf]\n", "[mjf]\nexport = url\n")),
     ]
-    cases += [Case(entry, f"config:{label}", culprits, config=_encoded(text))
+    cases += [Case(entry, f"config:{label}", culprits, config=_encoded(text),
+                   **config_effect(entry, config, _encoded(text)))
               for label, text in structural]
     lines = config.splitlines()
     valued = [(i, line) for i, line in enumerate(lines) if " = " in line]
@@ -345,7 +761,7 @@ def config_cases(entry: str, config: str, sample: int) -> list[Case]:
     for label, value, text in random.Random(f"{SEED}:{entry}").sample(variants, sample):
         value = value.replace("@D@", "")
         cases.append(Case(entry, label, (*culprits, *([value] if value else [])),
-                          config=_encoded(text)))
+                          config=_encoded(text), **config_effect(entry, config, _encoded(text))))
     return cases
 
 
@@ -356,7 +772,9 @@ def sample(cases: list[Case], count: int) -> list[Case]:
 
 
 def with_on_error_fail(cases: list[Case], every: int) -> list[Case]:
-    """Every ``every``-th case again with ``[mjf] on_error = fail``."""
+    """Every ``every``-th case again with ``[mjf] on_error = fail`` (its expected status and
+    whether the job runs follow from the same effect)."""
     return [Case(case.entry, case.label + ":on-error-fail", case.culprits, case.env, case.files,
-                 case.config, case.argv, case.outputs, on_error_fail=True)
+                 case.config, case.argv, case.outputs, on_error_fail=True, effect=case.effect,
+                 next_wrapper=case.next_wrapper, host_defaults=case.host_defaults)
             for case in cases[::every] if case.config is None]

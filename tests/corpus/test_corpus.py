@@ -1,10 +1,15 @@
 """The bad-input corpus: every entry point, fed hundreds of broken inputs each.
 
 For every case (see mutations.py) the hook must: (a) exit as the fail-safe rule
-says - 0, 1 only with ``on_error = fail``, a job runner still running the job
-with its argv and environment; (b) log one clear line per failure, naming what
-was broken, never a traceback or an "internal error"; (c) change nothing outside
-its stores; (d) leave no partial or invalid file and no half-built job directory.
+says for what the case broke - the status, and whether a job runner runs the job
+(with its argv and environment, and with MJF unless set-up failed), are decided
+when the case is generated, from the broken input alone; (b) log one clear error
+line where set-up fails (none where it goes on), each line naming what was broken,
+never a traceback or an "internal error"; (c) change nothing outside its stores;
+(d) leave no partial or invalid file and no half-built job directory.
+
+The unbroken recorded input of each entry point is a test of its own: it must
+exit 0, log nothing, and write every key it is expected to write.
 
 The cases run in-process (os.execve, the job spawn, syslog and scontrol/bjobs/
 condor_status replaced by recorders, /proc and /sys/fs/cgroup read from a fake
@@ -26,14 +31,16 @@ from mjf_hooks.cli import htcondor as cli_htcondor
 from mjf_hooks.cli import lsf as cli_lsf
 from mjf_hooks.cli import mjf as cli_mjf
 from mjf_hooks.cli import slurm as cli_slurm
-from mjf_hooks.config import parse as parse_config
 from tests.conftest import installed_command
 from tests.corpus import harness
 from tests.corpus.mutations import (
+    EXEC_FAILS,
     JOB_AD,
+    JOB_RUNNERS,
     MACHINE_AD,
     SCONTROL_JOB,
     SCONTROL_PARTITION,
+    USAGE_EXIT,
     Case,
     ad_cases,
     cgroup_cases,
@@ -41,9 +48,11 @@ from tests.corpus.mutations import (
     env_cases,
     env_file_cases,
     file_mutations,
+    option_effect,
     output_cases,
     recorded_env,
     sample,
+    state_effect,
     value_mutations,
     with_on_error_fail,
 )
@@ -104,7 +113,7 @@ class Entry:
     """One entry point: its recorded environment, config, and how it is called."""
 
     def __init__(self, name, environ, config, call, job_argv=None, prepare=None,
-                 command=None, usage_exit=0):
+                 command=None):
         self.name = name
         self.environ = environ
         self.config = config
@@ -112,7 +121,6 @@ class Entry:
         self.job_argv = job_argv  # what a job runner execs (None: not a job runner)
         self.prepare = prepare  # runs first, unbroken (e.g. the Prolog before an Epilog)
         self.command = command  # (installed command, argv) for the subprocess sample
-        self.usage_exit = usage_exit
 
 
 def _options(sandbox, case):
@@ -148,8 +156,9 @@ def _lsf(role):
 
 def _mjf(subcommand):
     def call(sandbox, case, environ):
-        argv = _options(sandbox, case) + (["--", *JOB_ARGV] if subcommand == "run" else [])
-        return sandbox.run(lambda: cli_mjf.main([subcommand, *argv]), environ, case.outputs)
+        argv = [subcommand, *_options(sandbox, case)] + (
+            ["--", *JOB_ARGV] if subcommand == "run" else [])
+        return sandbox.run(lambda: cli_mjf.main(argv), environ, case.outputs)
     return call
 
 
@@ -157,7 +166,7 @@ def _prepare(call, environ):
     """Run another role first, unbroken (the Prolog before an Epilog, ...)."""
     def prepare(sandbox):
         outcome = call(sandbox, Case("prepare", "", ()), environ)
-        assert outcome.status == 0 and not outcome.errors, outcome.stderr_lines
+        assert outcome.status == 0 and not outcome.stderr_lines, outcome.stderr_lines
     return prepare
 
 
@@ -189,10 +198,13 @@ ENTRIES = {entry.name: entry for entry in [
           job_argv=["/bin/sh", "-c", LSF_COMMAND],
           prepare=_prepare(_lsf("pre-exec"), LSF_ENV), command=("mjf-lsf", ["starter"])),
     Entry("mjf-run", RUN_ENV, COMMON_CONFIG, _mjf("run"), job_argv=JOB_ARGV,
-          command=("mjf", ["run"]), usage_exit=2),
+          command=("mjf", ["run"])),
     Entry("mjf-machine", RUN_ENV, COMMON_CONFIG, _mjf("machine"),
-          command=("mjf", ["machine"]), usage_exit=2),
+          command=("mjf", ["machine"])),
 ]}
+# The model of mutations.py knows the same entry points.
+assert {name for name, entry in ENTRIES.items() if entry.job_argv} == set(JOB_RUNNERS)
+assert set(USAGE_EXIT) <= set(ENTRIES)
 
 
 # -- the cases -------------------------------------------------------------------------------
@@ -212,7 +224,8 @@ def _in_env(entry, environ, cases):
 
 def _state(entry, files):
     """Leftovers of earlier runs, planted in base_dir (lines about them name a path there)."""
-    return [Case(entry, f"state:{label}", ("/base",), files={path: data})
+    return [Case(entry, f"state:{label}", ("/base",), files={path: data},
+                 effect=state_effect(entry, label))
             for label, path, data in files]
 
 
@@ -347,7 +360,7 @@ def build_cases() -> list[Case]:
     for option, value in (("--cpus", "2"), ("--wall-limit", "3600"),
                           ("--memory", "1073741824"), ("--job-id", "job-7")):
         cases += [Case(name, f"option:{option}:{label}", (option, text[:40]),
-                       argv=(option, text))
+                       argv=(option, text), effect=option_effect(option, text))
                   for label, text in value_mutations(value, nul=False)]
     cases += env_cases(name, RUN_ENV, ("TMPDIR", "XDG_RUNTIME_DIR"))
     cases += env_file_cases(name, RUN_ENV)
@@ -433,6 +446,8 @@ def lay_out(sandbox, entry: Entry, on_error_fail: bool = False):
         os.chmod(sandbox.path(path), 0o755)
     os.chmod(sandbox.path("scratch"), 0o700)
     os.mkdir(sandbox.path("xdg"), 0o700)
+    # Where the default base_dir (/run/mjf) is redirected: its parent exists, as /run does.
+    os.mkdir(sandbox.path(os.path.dirname(harness.DEFAULT_BASE_DIR)))
 
 
 def environ_for(sandbox, entry: Entry, case: Case) -> dict[str, str]:
@@ -444,17 +459,6 @@ def environ_for(sandbox, entry: Entry, case: Case) -> dict[str, str]:
                 "utf-8", "surrogateescape") for name, value in environ.items()))
         return {"MJF_CONFIG": environ.get("MJF_CONFIG", "@D@/mjf.conf")}
     return environ
-
-
-_BASELINES: dict[str, set[str]] = {}
-
-
-def baseline_lines(make_sandbox, entry: Entry) -> set[str]:
-    """What the unbroken entry point logs (normalised): lines a case need not explain."""
-    if entry.name not in _BASELINES:
-        outcome, _ = run_case(make_sandbox(), entry, Case(entry.name, "baseline", ()))
-        _BASELINES[entry.name] = {harness.normalise(line) for line in outcome.stderr_lines}
-    return _BASELINES[entry.name]
 
 
 def break_inputs(sandbox, entry: Entry, case: Case) -> None:
@@ -475,40 +479,56 @@ def run_case(sandbox, entry: Entry, case: Case):
     return outcome, harness.check_stores(sandbox, before, harness.snapshot(sandbox.d))
 
 
-def expected_status(sandbox, entry: Entry, case: Case, outcome) -> set[int]:
-    """The fail-safe rule: 0; 1 only with on_error = fail (not when the config itself or
-    the --env-file could not be read: then on_error is unknown); a wrapper whose exec
-    failed says so with 1; a typed command's usage error is 2."""
-    errors = outcome.errors
-    if any("must be a positive whole number" in line for line in errors):
-        return {entry.usage_exit}
-    if any("cannot execute" in line for line in errors):
-        return {1}
-    refused = any(sandbox.path("mjf.conf") in line or sandbox.path("job.env") in line
-                  or "cannot read the config" in line for line in errors)
-    return {1} if case.on_error_fail and errors and not refused else {0}
+# What the unbroken recorded input of an entry point may log, normalised (harness.normalise),
+# with the reason: none does - every recorded input is complete and every value it gives is
+# valid. A line listed here would also need no culprit in a case of that entry point.
+BASELINE_LINES: dict[str, tuple[str, ...]] = {name: () for name in ENTRIES}
+
+
+def check_outcome(sandbox, entry: Entry, case: Case, outcome, environ) -> list[str]:
+    """(a) and (b) for what the case says its broken input does."""
+    problems = []
+    if outcome.status != case.status:
+        problems.append(f"exit status {outcome.status}, expected {case.status} "
+                        f"(the case: {case.effect})")
+    wanted = 1 if case.logs_error else 0
+    if len(outcome.errors) != wanted:
+        problems.append(f"{len(outcome.errors)} error lines, expected {wanted} "
+                        f"(the case: {case.effect})")
+    problems += harness.check_lines(outcome, (*case.culprits, "mjf.conf"),
+                                    BASELINE_LINES.get(entry.name, ()))
+    problems += check_job_run(sandbox, entry, case, outcome, environ)
+    if entry.name == "htcondor-wrapper":
+        problems += check_wrapper_error_file(sandbox, case)
+    return problems
+
+
+def expected_job_argv(sandbox, entry: Entry, case: Case) -> list[str]:
+    """What a job runner execs: the entry's job argv; for the HTCondor wrapper, the chained
+    wrapper the case says is in force (if any), then the job's argv."""
+    if entry.name != "htcondor-wrapper":
+        return [sandbox.expand(arg) for arg in entry.job_argv]
+    chained = entry.job_argv[0] if case.next_wrapper is True else case.next_wrapper
+    return ([sandbox.expand(chained)] if chained else []) + JOB_ARGV
 
 
 def check_job_run(sandbox, entry: Entry, case: Case, outcome, environ) -> list[str]:
-    """A job runner ran the job (with its argv and environment) unless it may not."""
-    if entry.job_argv is None:
-        return [f"ran something: {outcome.execs}"] if outcome.execs else []
-    if outcome.status != 0:
-        return [f"ran the job although it exited {outcome.status}"] if outcome.execs else []
+    """A job runner ran the job exactly when the case says it must, with its argv and
+    environment, and with MJF unless set-up failed."""
+    if entry.job_argv is None or not case.job_runs:
+        return [f"ran {[argv for argv, *_ in outcome.execs]} (the case: {case.effect})"] \
+            if outcome.execs else []
     if len(outcome.execs) != 1:
-        return [f"the job was run {len(outcome.execs)} times"]
-    argv, job_environ, problems = outcome.execs[0]
-    wanted = [sandbox.expand(arg) for arg in entry.job_argv]
-    if "@D@/bin/next" in entry.job_argv:  # the chained wrapper the config names, if it loaded
-        try:
-            with open(sandbox.expand(environ.get("MJF_CONFIG", "")), "rb") as handle:
-                config = parse_config(handle.read().decode("utf-8"))
-            chained = config.backend["htcondor"].get("next_wrapper")
-        except Exception:
-            chained = None
-        wanted = ([chained] if chained else []) + JOB_ARGV
+        return [f"the job was run {len(outcome.execs)} times, expected once"]
+    argv, job_environ, problems, _ = outcome.execs[0]
+    wanted = expected_job_argv(sandbox, entry, case)
     if argv != wanted:
         problems = [*problems, f"the job ran as {argv}, not {wanted}"]
+    exported = [name for name in ("MACHINEFEATURES", "JOBFEATURES") if job_environ.get(name)]
+    if case.with_mjf and len(exported) != 2:
+        problems = [*problems, f"the job got only {exported} although set-up went on"]
+    elif not case.with_mjf and exported:
+        problems = [*problems, f"the job got {exported} although set-up failed"]
     if not case.via_env_file:
         lost = [name for name, value in environ.items()
                 if job_environ.get(name) != sandbox.expand(value)]
@@ -517,29 +537,170 @@ def check_job_run(sandbox, entry: Entry, case: Case, outcome, environ) -> list[s
     return problems
 
 
+def check_wrapper_error_file(sandbox, case: Case) -> list[str]:
+    """HTCondor learns of a job the wrapper did not run from one line in
+    $_CONDOR_WRAPPER_ERROR_FILE (README); of a job it ran, from nothing there."""
+    path = sandbox.path("scratch/.job_wrapper_failure")
+    if os.path.lexists(path) != (case.status == 1):
+        return [f"{path} {'exists' if os.path.lexists(path) else 'is missing'} "
+                f"(exit status {case.status} expected)"]
+    if case.status != 1:
+        return []
+    with open(path, "rb") as handle:
+        lines = handle.read().decode("utf-8", "replace").splitlines()
+    if len(lines) != 1 or not lines[0].startswith("mjf-htcondor-wrapper: "):
+        return [f"{path} holds {lines[:3]!r}, not one line of the wrapper"]
+    return []
+
+
 @pytest.mark.parametrize("case", [_marked(case) for case in CASES])
 def test_case(sandbox, case):
     entry = ENTRIES[case.entry]
-    baseline = baseline_lines(sandbox, entry)
     box = sandbox()
     outcome, store_problems = run_case(box, entry, case)
     problems = list(store_problems)
-    expected = expected_status(box, entry, case, outcome)
-    if outcome.status not in expected:
-        problems.append(f"exit status {outcome.status}, expected {expected}")
-    problems += harness.check_lines(outcome, (*case.culprits, "mjf.conf"), baseline)
-    problems += check_job_run(box, entry, case, outcome,
+    problems += check_outcome(box, entry, case, outcome,
                               {**entry.environ, **case.env} if not case.via_env_file else {})
+    assert not problems, "\n".join([*problems, "stderr:", *outcome.stderr_lines[:10]])
+
+
+# -- the unbroken recorded inputs ---------------------------------------------------------------
+
+# What the recorded inputs give, with COMMON_CONFIG's legacy_keys = yes: every key of the
+# spec a backend can tell, and the draft-0.99 names of those that have one.
+MACHINE_KEYS = frozenset({"total_cpu", "hs06", "grace_secs",  # hs06, grace_secs: configured
+                          "jobslots", "log_cores", "phys_cores"})  # legacy
+LIMITS = frozenset({"max_rss_bytes", "mem_limit_MB"})  # what only the job's own process shows
+JOB_KEYS = frozenset({
+    "job_id", "jobstart_secs", "allocated_cpu", "wall_limit_secs", "cpu_limit_secs",
+    "max_rss_bytes", "max_swap_bytes", "scratch_limit_bytes", "hs06_job", "grace_secs_job",
+    "allocated_CPU", "wall_limit_secs_lrms", "cpu_limit_secs_lrms", "mem_limit_MB",
+    "disk_limit_GB", "cpufactor_lrms"})  # legacy
+# `mjf run` without --wall-limit: no wall limit, so no CPU limit derived from it (README).
+RUN_JOB_KEYS = JOB_KEYS - {"wall_limit_secs", "cpu_limit_secs", "wall_limit_secs_lrms",
+                           "cpu_limit_secs_lrms"}
+CONDOR_JOB_ID = "vm#1.0#1795319385"  # the job ad's GlobalJobId
+# What each entry point leaves in base_dir/jobs: {job directory: (keys, pending mark)}.
+BASELINE_JOBS = {
+    "slurm-prolog": {"3": (JOB_KEYS, True)},  # cgroup.conf constrains RAM: the task completes
+    "slurm-epilog": {"33": (JOB_KEYS, True)},  # job 3 removed, the other job left alone
+    "slurm-taskprolog": {"3": (JOB_KEYS, False)},  # completed from inside the job
+    "htcondor-wrapper": {},  # in the job's scratch
+    "htcondor-cron": {},
+    "lsf-starter": {"1234": (JOB_KEYS, False)},
+    "lsf-pre-exec": {"1234": (JOB_KEYS - LIMITS, True)},  # the starter adds the limits
+    "lsf-post-exec": {},
+    "lsf-starter-after-pre-exec": {"1234": (JOB_KEYS, False)},
+    "mjf-run": {},  # removed when the job ended
+    "mjf-machine": {},
+}
+# What a job runner's job finds in $MACHINEFEATURES and $JOBFEATURES, and its job_id.
+BASELINE_EXPORTS = {
+    "htcondor-wrapper": ("@D@/scratch/.mjf/machinefeatures",
+                         f"@D@/scratch/.mjf/jobs/{CONDOR_JOB_ID}/jobfeatures",
+                         JOB_KEYS, CONDOR_JOB_ID),
+    "lsf-starter": ("@D@/base/machinefeatures", "@D@/base/jobs/1234/jobfeatures", JOB_KEYS,
+                    "1234"),
+    "lsf-starter-after-pre-exec": ("@D@/base/machinefeatures",
+                                   "@D@/base/jobs/1234/jobfeatures", JOB_KEYS, "1234"),
+    "mjf-run": ("@D@/base/machinefeatures", None, RUN_JOB_KEYS, None),  # a generated id
+}
+TASKPROLOG_EXPORTS = ["export MACHINEFEATURES=@D@/base/machinefeatures",
+                      "export JOBFEATURES=@D@/base/jobs/3/jobfeatures"]
+CRON_ATTRIBUTES = ["MJF_TOTAL_CPU", "MJF_HS06", "MJF_SHUTDOWNTIME", "MJF_GRACE_SECS"]
+
+
+def check_baseline_store(sandbox, entry: Entry) -> list[str]:
+    """Every key written where the entry point writes it, each a valid value."""
+    problems = []
+    base = sandbox.path("base")
+    machine = os.path.join(base, "machinefeatures")
+    if entry.name not in ("htcondor-wrapper", "htcondor-cron"):  # these write no base_dir
+        names = sorted(os.listdir(machine)) if os.path.isdir(machine) else None
+        if names is None or set(names) != MACHINE_KEYS:
+            problems.append(f"{machine} holds {names}, not {sorted(MACHINE_KEYS)}")
+        elif harness.key_file_problems(machine, names):
+            problems += harness.key_file_problems(machine, names)
+    jobs = os.path.join(base, "jobs")
+    found = sorted(os.listdir(jobs)) if os.path.isdir(jobs) else []
+    if found != sorted(BASELINE_JOBS[entry.name]):
+        problems.append(f"{jobs} holds {found}, not {sorted(BASELINE_JOBS[entry.name])}")
+    for job, (keys, pending) in BASELINE_JOBS[entry.name].items():
+        directory = os.path.join(jobs, job, "jobfeatures")
+        names = sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+        if set(names) != keys:
+            problems.append(f"{directory}: missing {sorted(keys - set(names))}, "
+                            f"unexpected {sorted(set(names) - keys)}")
+        problems += harness.job_dir_problems(directory)
+        marked = os.path.exists(os.path.join(jobs, job, "state", "pending"))
+        if marked != pending:
+            problems.append(f"job {job}: pending is {marked}, expected {pending}")
+    return problems
+
+
+def check_baseline_job(sandbox, entry: Entry, outcome) -> list[str]:
+    """A job runner's job ran once, with its argv and every key."""
+    if entry.job_argv is None:
+        return [f"ran {outcome.execs}"] if outcome.execs else []
+    if len(outcome.execs) != 1:
+        return [f"the job was run {len(outcome.execs)} times"]
+    argv, job_environ, problems, listing = outcome.execs[0]
+    problems = list(problems)
+    if argv != [sandbox.expand(arg) for arg in entry.job_argv]:
+        problems.append(f"the job ran as {argv}")
+    machine_dir, job_dir, keys, job_id = BASELINE_EXPORTS[entry.name]
+    if job_environ.get("MACHINEFEATURES") != sandbox.expand(machine_dir):
+        problems.append(f"MACHINEFEATURES={job_environ.get('MACHINEFEATURES')!r}")
+    if job_dir and job_environ.get("JOBFEATURES") != sandbox.expand(job_dir):
+        problems.append(f"JOBFEATURES={job_environ.get('JOBFEATURES')!r}")
+    if set(listing.get("MACHINEFEATURES", ())) != MACHINE_KEYS:
+        problems.append(f"$MACHINEFEATURES held {listing.get('MACHINEFEATURES')}")
+    if set(listing.get("JOBFEATURES", ())) != keys:
+        got = set(listing.get("JOBFEATURES", ()))
+        problems.append(f"$JOBFEATURES: missing {sorted(keys - got)}, "
+                        f"unexpected {sorted(got - keys)}")
+    if job_id and job_environ.get("JOBFEATURES"):
+        with open(os.path.join(job_environ["JOBFEATURES"], "job_id")) as handle:
+            if handle.read() != job_id:
+                problems.append(f"job_id is not {job_id!r}")
+    return problems
+
+
+@pytest.mark.parametrize("on_error_fail", [False, True], ids=["continue", "fail"])
+@pytest.mark.parametrize("name", list(ENTRIES))
+def test_baseline(sandbox, name, on_error_fail):
+    """The unbroken recorded input: exit 0, no line at all (BASELINE_LINES), every key."""
+    entry = ENTRIES[name]
+    box = sandbox()
+    outcome, store_problems = run_case(box, entry, Case(name, "baseline", (),
+                                                        on_error_fail=on_error_fail))
+    problems = list(store_problems)
+    if outcome.status != 0:
+        problems.append(f"exit status {outcome.status}")
+    allowed = BASELINE_LINES[name]
+    problems += [f"logged {line!r}" for line in outcome.stderr_lines
+                 if harness.normalise(line) not in allowed]
+    problems += check_baseline_store(box, entry)
+    problems += check_baseline_job(box, entry, outcome)
+    if name == "slurm-taskprolog" and outcome.stdout.splitlines() != [
+            box.expand(line) for line in TASKPROLOG_EXPORTS]:
+        problems.append(f"printed {outcome.stdout!r}")
+    if name == "htcondor-cron":
+        printed = [line.split(" = ")[0] for line in outcome.stdout.splitlines()]
+        if printed != CRON_ATTRIBUTES or "MJF_HS06 = 2400" not in outcome.stdout:
+            problems.append(f"printed {outcome.stdout!r}")
+    if name == "htcondor-wrapper" and os.path.lexists(box.path("scratch/.job_wrapper_failure")):
+        problems.append("wrote $_CONDOR_WRAPPER_ERROR_FILE")
     assert not problems, "\n".join([*problems, "stderr:", *outcome.stderr_lines[:10]])
 
 
 # -- the installed commands, as real processes -------------------------------------------------
 
 
-def _real_argv(sandbox, entry: Entry, case: Case) -> list[str]:
+def _real_argv(sandbox, entry: Entry, case: Case, job=None) -> list[str]:
     """The command line a batch system would use, with a job that says it ran."""
     program, role = entry.command
-    job = ["/bin/sh", "-c", SHOW_JOB, "job", "a b"]
+    job = job or ["/bin/sh", "-c", SHOW_JOB, "job", "a b"]
     argv = [installed_command(program)]
     if role is None:  # the HTCondor wrapper: its arguments are the job
         return argv + job
@@ -548,15 +709,17 @@ def _real_argv(sandbox, entry: Entry, case: Case) -> list[str]:
     if case.via_env_file:
         argv += ["--env-file", sandbox.path("job.env")]
     if program == "mjf-lsf" and role == ["starter"]:
-        return argv + role + [SHOW_JOB]
+        return argv + role + (job[2:3] if job[:2] == ["/bin/sh", "-c"] else job)
     return argv + role + (["--", *job] if head == ["run"] else [])
 
 
 def _runs_for_real(case: Case) -> bool:
-    """Inputs a real process gets the same way: no faked command output or /proc."""
+    """Inputs a real process gets the same way: no faked command output or /proc, and no
+    fallback to the host's own /etc/mjf/mjf.conf or /run/mjf."""
     entry = ENTRIES[case.entry]
     return (not case.outputs and not any(path.startswith("root/") for path in case.files)
-            and not (entry.command[1] is None and case.via_env_file) and _fits_execve(case))
+            and not (entry.command[1] is None and case.via_env_file) and _fits_execve(case)
+            and not case.host_defaults)
 
 
 def _fits_execve(case: Case) -> bool:
@@ -569,27 +732,100 @@ REAL_SAMPLE = [case for name in ENTRIES
                                    and _runs_for_real(case)], 5)]
 
 
+def run_real(box, entry: Entry, case: Case, job=None):
+    environ = {name: box.expand(value) for name, value in environ_for(box, entry, case).items()}
+    before = harness.snapshot(box.d)
+    result = subprocess.run(_real_argv(box, entry, case, job), capture_output=True, cwd=box.d,
+                            env={"PATH": "/usr/bin:/bin", **environ}, timeout=60)
+    outcome = harness.Outcome(result.returncode, result.stdout.decode(errors="replace"),
+                              result.stderr.decode(errors="replace"), [], [])
+    return outcome, harness.check_stores(box, before, harness.snapshot(box.d))
+
+
+def check_real_job(entry: Entry, case: Case, outcome) -> list[str]:
+    """What the job said: that it ran (with its argv), and whether it had MJF."""
+    if entry.job_argv is None:
+        return []
+    # The LSF starter runs SHOW_JOB itself as "%USRCMD" (no arguments); the others pass "a b".
+    ran = ("argv:" if entry.command[0] == "mjf-lsf" else "argv:a b") in outcome.stdout.splitlines()
+    if ran != case.job_runs:
+        return [f"the job ran: {ran}, expected {case.job_runs} (the case: {case.effect})"]
+    with_mjf = "jobfeatures:complete" in outcome.stdout.splitlines()
+    if ran and with_mjf != case.with_mjf:
+        return [f"the job had MJF: {with_mjf}, expected {case.with_mjf}"]
+    return []
+
+
 @pytest.mark.parametrize("case", [_marked(case) for case in REAL_SAMPLE])
 def test_installed_command(sandbox, case):
     """A sample of the corpus through the installed commands: real exit codes, a real exec."""
     entry = ENTRIES[case.entry]
-    baseline = baseline_lines(sandbox, entry)
     box = sandbox()
     break_inputs(box, entry, case)
-    environ = {name: box.expand(value) for name, value in environ_for(box, entry, case).items()}
-    before = harness.snapshot(box.d)
-    result = subprocess.run(_real_argv(box, entry, case), capture_output=True, cwd=box.d,
-                            env={"PATH": "/usr/bin:/bin", **environ}, timeout=60)
-    outcome = harness.Outcome(result.returncode, result.stdout.decode(errors="replace"),
-                              result.stderr.decode(errors="replace"), [], [])
-    problems = harness.check_stores(box, before, harness.snapshot(box.d))
-    expected = expected_status(box, entry, case, outcome)
-    if outcome.status not in expected:
-        problems.append(f"exit status {outcome.status}, expected {expected}")
-    problems += harness.check_lines(outcome, (*case.culprits, "mjf.conf"), baseline)
-    ran = "argv:" in outcome.stdout
-    if entry.job_argv is not None and ran != (outcome.status == 0):
-        problems.append(f"exit status {outcome.status} but the job ran: {ran}")
+    outcome, problems = run_real(box, entry, case)
+    if outcome.status != case.status:
+        problems.append(f"exit status {outcome.status}, expected {case.status} "
+                        f"(the case: {case.effect})")
+    wanted = 1 if case.logs_error else 0
+    if len(outcome.errors) != wanted:
+        problems.append(f"{len(outcome.errors)} error lines, expected {wanted}")
+    problems += harness.check_lines(outcome, (*case.culprits, "mjf.conf"),
+                                    BASELINE_LINES[entry.name])
+    problems += check_real_job(entry, case, outcome)
+    assert not problems, "\n".join([*problems, "stderr:", *outcome.stderr_lines[:10]])
+
+
+@pytest.mark.parametrize("name", list(ENTRIES))
+def test_installed_baseline(sandbox, name):
+    """The unbroken recorded input through the installed command: exit 0, nothing logged,
+    a job runner's job run with its argv and MJF."""
+    entry = ENTRIES[name]
+    box = sandbox()
+    case = Case(name, "baseline", ())
+    break_inputs(box, entry, case)
+    outcome, problems = run_real(box, entry, case)
+    if outcome.status != 0:
+        problems.append(f"exit status {outcome.status}")
+    problems += [f"logged {line!r}" for line in outcome.stderr_lines
+                 if harness.normalise(line) not in BASELINE_LINES[name]]
+    problems += check_real_job(entry, case, outcome)
+    assert not problems, "\n".join([*problems, "stderr:", *outcome.stderr_lines[:10]])
+
+
+# The job's own command cannot be executed (README): the wrapper exits 1 with one line in
+# $_CONDOR_WRAPPER_ERROR_FILE; the LSF starter and `mjf run` exit as a shell would, 127 for
+# a command that does not exist (the starter's "%USRCMD" through /bin/sh -c too), 126 for
+# one that is not executable. Not corpus cases: their input is the job, not the batch system's.
+MISSING = "@D@/no-such-command"
+UNEXECUTABLE = "@D@/etc/outside"  # a file without x bits
+JOB_COMMANDS = [
+    ("htcondor-wrapper", "missing", [MISSING, "a b"], 1),
+    ("lsf-starter", "missing", [MISSING, "a b"], 127),
+    ("lsf-starter", "missing-shell", ["/bin/sh", "-c", "no-such-command-of-mjf a"], 127),
+    ("mjf-run", "missing", [MISSING, "a b"], 127),
+    ("mjf-run", "not-executable", [UNEXECUTABLE, "a b"], 126),
+]
+assert all(status == JOB_RUNNERS[name] for name, label, _, status in JOB_COMMANDS
+           if label.startswith("missing"))
+
+
+@pytest.mark.parametrize("name, label, job, status", JOB_COMMANDS,
+                         ids=[f"{name}:{label}" for name, label, _, _ in JOB_COMMANDS])
+def test_job_command_cannot_run(sandbox, name, label, job, status):
+    entry = ENTRIES[name]
+    box = sandbox()
+    case = Case(name, label, ())
+    break_inputs(box, entry, case)
+    if name == "htcondor-wrapper":  # the job itself, not a chained wrapper
+        box.write_files({"mjf.conf": COMMON_CONFIG.encode()})
+    outcome, problems = run_real(box, entry, case, [box.expand(arg) for arg in job])
+    if outcome.status != status:
+        problems.append(f"exit status {outcome.status}, expected {status}")
+    if name == "htcondor-wrapper":
+        problems += check_wrapper_error_file(box, Case(name, label, (), effect=EXEC_FAILS))
+    jobs = box.path("base/jobs")
+    if name == "mjf-run" and os.path.isdir(jobs) and os.listdir(jobs):
+        problems.append(f"left {os.listdir(jobs)} in {jobs}")
     assert not problems, "\n".join([*problems, "stderr:", *outcome.stderr_lines[:10]])
 
 
@@ -602,6 +838,14 @@ SH_CASES += config_cases("slurm-taskprolog-sh", SLURM_CONFIG, 20)
 SH_CASES += _state("slurm-taskprolog-sh", JOB_STATE)
 
 
+def run_sh_taskprolog(box, environ):
+    result = subprocess.run([installed_command("mjf-slurm-taskprolog")], capture_output=True,
+                            cwd=box.d, timeout=60, env={"PATH": "/usr/bin:/bin", **environ,
+                                                        "MJF_CONFIG": box.path("mjf.conf")})
+    return harness.Outcome(result.returncode, result.stdout.decode(errors="replace"),
+                           result.stderr.decode(errors="replace"), [], [])
+
+
 @pytest.mark.parametrize("case", SH_CASES, ids=[case.id for case in SH_CASES])
 def test_sh_taskprolog(sandbox, case):
     """bin/mjf-slurm-taskprolog: exit 0 always, nothing or exactly the two export lines."""
@@ -611,18 +855,32 @@ def test_sh_taskprolog(sandbox, case):
     environ = {name: box.expand(value) for name, value in {**SLURM_TASK_ENV, **case.env}.items()
                if value is not None}
     before = harness.snapshot(box.d)
-    result = subprocess.run([installed_command("mjf-slurm-taskprolog")], capture_output=True,
-                            cwd=box.d, timeout=60, env={"PATH": "/usr/bin:/bin", **environ,
-                                                        "MJF_CONFIG": box.path("mjf.conf")})
-    outcome = harness.Outcome(result.returncode, result.stdout.decode(errors="replace"),
-                              result.stderr.decode(errors="replace"), [], [])
+    outcome = run_sh_taskprolog(box, environ)
     problems = harness.check_stores(box, before, harness.snapshot(box.d))
-    if outcome.status != 0:
+    if outcome.status != case.status:
         problems.append(f"exit status {outcome.status}: a failing TaskProlog cancels the task")
     lines = outcome.stdout.splitlines()
     if lines and [line.split("=", 1)[0] for line in lines] != [
             "export MACHINEFEATURES", "export JOBFEATURES"]:
         problems.append(f"printed {lines[:3]!r}, not the two export lines")
     problems += harness.check_lines(outcome, (*case.culprits, "mjf.conf", "/base"),
-                                    baseline_lines(sandbox, entry))
+                                    BASELINE_LINES[entry.name])
+    assert not problems, "\n".join([*problems, "stderr:", *outcome.stderr_lines[:10]])
+
+
+def test_sh_taskprolog_baseline(sandbox):
+    """The unbroken recorded task: exit 0, nothing logged, the two export lines, and the
+    pending job completed (by `mjf-slurm taskprolog`, which the sh one calls)."""
+    entry = ENTRIES["slurm-taskprolog"]
+    box = sandbox()
+    break_inputs(box, entry, Case("slurm-taskprolog-sh", "baseline", ()))
+    environ = {name: box.expand(value) for name, value in SLURM_TASK_ENV.items()}
+    outcome = run_sh_taskprolog(box, environ)
+    problems = []
+    if outcome.status != 0:
+        problems.append(f"exit status {outcome.status}")
+    problems += [f"logged {line!r}" for line in outcome.stderr_lines]
+    if outcome.stdout.splitlines() != [box.expand(line) for line in TASKPROLOG_EXPORTS]:
+        problems.append(f"printed {outcome.stdout!r}")
+    problems += check_baseline_store(box, entry)
     assert not problems, "\n".join([*problems, "stderr:", *outcome.stderr_lines[:10]])
