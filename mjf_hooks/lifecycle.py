@@ -137,7 +137,7 @@ def machine_features_for_job(config: Config, site: Store, job_store: Store, log:
     it exists (it is not ours to rewrite); otherwise they are written beside
     the job. Returns the store whose ``machine_dir`` the job should get.
     """
-    if job_store.base_dir != site.base_dir and os.path.isdir(site.machine_dir):
+    if job_store.base_dir != site.base_dir and site.has_machine_dir(log):
         return site, machine_features(config, site, log, dry_run, write=False)
     return job_store, machine_features(config, job_store, log, dry_run)
 

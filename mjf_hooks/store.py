@@ -138,6 +138,21 @@ class Store:
                     changed.append(name)
         return changed
 
+    def has_machine_dir(self, log=None) -> bool:
+        """Whether ``machinefeatures/`` exists here and may be trusted (not a symlink,
+        nobody else's); one that is refused is logged, given a log."""
+        if not os.path.lexists(self.base_dir):
+            return False
+        try:
+            self._open_top(MACHINE_DIR).close()
+        except FileNotFoundError:
+            return False
+        except StoreError as error:
+            if log is not None:
+                log.warning(f"{error}: not exported")
+            return False
+        return True
+
     def read_machine_key(self, name: str) -> str | None:
         """A machine key's current content, or None if absent or unreadable."""
         try:
@@ -389,7 +404,12 @@ class Store:
             if self.owner is not None:
                 flags |= os.O_NOFOLLOW
             if create:
-                os.makedirs(self.base_dir, mode=self.dir_mode, exist_ok=True)
+                # base_dir only: nothing outside it is ever created (its parent is the
+                # site's to make).
+                try:
+                    os.mkdir(self.base_dir, self.dir_mode)
+                except FileExistsError:
+                    pass
                 if walk:
                     # What it found is what exists now.
                     check_trusted_path(self.base_dir, self.given_dir)

@@ -1,0 +1,74 @@
+"""lifecycle: the steps every backend shares, at the seam (real directories, no daemons)."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from mjf_hooks import lifecycle
+from mjf_hooks.config import parse
+from mjf_hooks.errors import StoreError
+from mjf_hooks.log import Log
+from mjf_hooks.store import Store
+
+
+class Recorded(Log):
+    """A log that keeps its lines."""
+
+    def __init__(self) -> None:
+        super().__init__("test", ())
+        self.lines: list[str] = []
+
+    def warning(self, message: str) -> None:
+        self.lines.append(message)
+
+
+@pytest.fixture
+def site(tmp_path):
+    config = parse(f"[mjf]\nbase_dir = {tmp_path}/base\n[machinefeatures]\ntotal_cpu = 8\n")
+    return config, lifecycle.store_for(config)
+
+
+def test_a_job_elsewhere_gets_the_sites_machine_features_as_they_are(site, tmp_path):
+    config, store = site
+    lifecycle.machine_features(config, store, Recorded())
+    scratch = lifecycle.store_for(config, str(tmp_path / "scratch/.mjf"))
+    chosen, machine = lifecycle.machine_features_for_job(config, store, scratch, Recorded())
+    assert chosen is store and machine["total_cpu"][0] == 8
+    assert not (tmp_path / "scratch").exists()
+
+
+def test_a_planted_machinefeatures_symlink_is_not_exported(site, tmp_path):
+    config, store = site
+    (tmp_path / "base").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", tmp_path / "base/machinefeatures")
+    scratch_dir = tmp_path / "scratch"
+    scratch_dir.mkdir()
+    scratch = lifecycle.store_for(config, str(scratch_dir / ".mjf"))
+    log = Recorded()
+    chosen, _ = lifecycle.machine_features_for_job(config, store, scratch, log)
+    assert chosen is scratch  # written beside the job instead
+    assert (scratch_dir / ".mjf/machinefeatures/total_cpu").read_text() == "8"
+    assert os.listdir(tmp_path / "elsewhere") == []
+    assert any("machinefeatures" in line and "not exported" in line for line in log.lines)
+
+
+def test_a_job_is_started_recorded_and_ended(site):
+    config, store = site
+    machine = lifecycle.machine_features(config, store, Recorded())
+    path = lifecycle.start_job(config, store, Recorded(), machine,
+                               {"job_id": ("7", "test"), "allocated_cpu": (2, "test"),
+                                "jobstart_secs": (1795400000, "test")},
+                               cgroup_pid=None, backend="slurm")
+    assert Path(path, "allocated_cpu").read_text() == "2"
+    assert Path(path).parent.joinpath("state/backend").read_text() == "slurm"
+    assert lifecycle.end_job(store, Recorded(), "7")
+    assert not Path(path).exists() and not lifecycle.end_job(store, Recorded(), "7")
+
+
+def test_nothing_outside_base_dir_is_created(tmp_path):
+    store = Store(str(tmp_path / "missing/base"))
+    with pytest.raises(StoreError, match="missing/base"):
+        store.create_job("7", {"job_id": "7"})
+    assert not (tmp_path / "missing").exists()
