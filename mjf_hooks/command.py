@@ -113,3 +113,14 @@ def _kill(pid: int) -> None:
         os.waitpid(pid, 0)
     except ChildProcessError:
         pass
+
+
+def ask(argv: list[str], timeout_secs: float, env: dict[str, str], log,
+        unknown: str) -> str | None:
+    """A batch system's answer, or None: a failure is one warning naming the command
+    and saying what is ``unknown`` because of it."""
+    try:
+        return run_command(argv, timeout_secs, env)
+    except CommandError as error:
+        log.warning(f"{error}: {unknown}")
+        return None

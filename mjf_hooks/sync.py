@@ -19,12 +19,11 @@ import os
 import time
 
 from . import drain, lifecycle
-from .batch import slurm
-from .command import CommandError, run_command
+from .batch import htcondor, slurm
+from .command import ask
 from .config import Config
 from .log import Log
 from .probe import process
-from .spec import digits_value
 from .store import BACKEND_MARKER, JOBS_DIR, RUNNER_MARKER, Store
 
 _CONDOR_STATUS = "/usr/bin/condor_status"
@@ -76,32 +75,9 @@ def _runs(config: Config, batch_system: str, installed: bool) -> bool:
 
 def _slurm_reservations(config: Config, scontrol: str, log: Log, environ: dict[str, str],
                         now: float) -> list[tuple[int, str]]:
-    env = {"PATH": "/usr/bin:/bin", **({"SLURM_CONF": environ["SLURM_CONF"]}
-                                        if environ.get("SLURM_CONF") else {})}
-    try:
-        output = run_command([scontrol, "show", "reservation", "-o"],
-                             config.command_timeout_secs, env)
-    except CommandError as error:
-        log.warning(f"{error}: Slurm reservations not known this time")
-        return []
-    node = _node_name()
-    found = []
-    for line in output.splitlines():
-        record = slurm.parse_scontrol_record(line)
-        flags = record.get("Flags", "").upper().split(",")
-        if "MAINT" not in flags or "ReservationName" not in record:
-            continue
-        nodes = record.get("Nodes", "")
-        try:
-            covered = nodes.upper() == "ALL" or node in {
-                name.split(".")[0] for name in slurm.expand_hostlist(nodes)}
-        except ValueError:
-            continue
-        start = slurm.parse_local_time(record.get("StartTime", ""))
-        end = slurm.parse_local_time(record.get("EndTime", ""))
-        if covered and start is not None and (end is None or end > now):
-            found.append((start, f"Slurm maintenance reservation {record['ReservationName']}"))
-    return found
+    output = ask([scontrol, "show", "reservation", "-o"], config.command_timeout_secs,
+                 slurm.command_env(environ), log, "Slurm reservations not known this time")
+    return slurm.maintenance_drains(output, _node_name(), now) if output is not None else []
 
 
 def condor_drain_shutdown(config: Config, log: Log) -> int | None:
@@ -112,32 +88,13 @@ def condor_drain_shutdown(config: Config, log: Log) -> int | None:
 
 def _condor_drain(config: Config, condor_status: str, log: Log) -> list[tuple[int, str]]:
     # This machine's slots only: a pool has tens of thousands, and every node asks.
-    argv = [condor_status, "-startd", "-constraint", condor_machine_constraint(os.uname().nodename),
-            "-af:,", "Machine", "Draining", "ExpectedMachineGracefulDrainingCompletion"]
-    try:
-        output = run_command(argv, config.command_timeout_secs, {"PATH": "/usr/bin:/bin"})
-    except CommandError as error:
-        log.warning(f"{error}: HTCondor drain state not known this time")
-        return []
-    node = _node_name()
-    for line in output.splitlines():
-        fields = [field.strip() for field in line.split(",")]
-        if len(fields) == 3 and fields[0].split(".")[0] == node and fields[1] == "true" \
-                and digits_value(fields[2]) is not None:
-            return [(digits_value(fields[2]), "HTCondor graceful drain")]
-    return []
-
-
-def condor_machine_constraint(nodename: str) -> str:
-    """A ClassAd constraint for the StartD ads of this machine: its ``Machine`` is this
-    host's name, short or fully qualified (either may be what ``uname`` says)."""
-    short = nodename.split(".")[0]
-    quoted = [f'"{name}"' for name in (nodename, short)
-              if name and all(char.isalnum() or char in "-." for char in name)]
-    if not quoted:
-        return "false"
-    return (f"Machine == {quoted[0]} || Machine == {quoted[-1]} || "
-            f"substr(Machine, 0, {len(short) + 1}) == {quoted[-1][:-1]}.\"")
+    argv = [condor_status, "-startd", "-constraint",
+            htcondor.machine_constraint(os.uname().nodename), "-af:,",
+            *htcondor.GRACEFUL_DRAIN_ATTRIBUTES]
+    output = ask(argv, config.command_timeout_secs, {"PATH": "/usr/bin:/bin"}, log,
+                 "HTCondor drain state not known this time")
+    drained = htcondor.graceful_drain(output, _node_name()) if output is not None else None
+    return [drained] if drained else []
 
 
 def _remove_stale_jobs(config: Config, store: Store, log: Log,
@@ -176,12 +133,8 @@ def _slurm_jobs_on_node(config: Config, log: Log, environ: dict[str, str]) -> se
     squeue = slurm.command_path("squeue", config.backend["slurm"].get("scontrol"))
     if squeue is None or not os.path.exists(squeue):
         return False
-    env = {"PATH": "/usr/bin:/bin", **({"SLURM_CONF": environ["SLURM_CONF"]}
-                                        if environ.get("SLURM_CONF") else {})}
-    try:
-        output = run_command([squeue, "-h", "-w", _node_name(), "-o", "%A"],
-                             config.command_timeout_secs, env)
-    except CommandError as error:
-        log.warning(f"{error}: no job directory removed")
+    output = ask([squeue, "-h", "-w", _node_name(), "-o", "%A"], config.command_timeout_secs,
+                 slurm.command_env(environ), log, "no job directory removed")
+    if output is None:
         return False
     return {line.strip() for line in output.splitlines() if line.strip()}

@@ -113,3 +113,29 @@ def cron_attributes(machine_values: dict[str, str]) -> str:
     """
     return "".join(f"MJF_{name.upper()} = {machine_values.get(name, 'undefined')}\n"
                    for name in spec.MACHINE_KEYS)
+
+
+GRACEFUL_DRAIN_ATTRIBUTES = ("Machine", "Draining", "ExpectedMachineGracefulDrainingCompletion")
+
+
+def machine_constraint(nodename: str) -> str:
+    """A ClassAd constraint for the StartD ads of this machine: its ``Machine`` is this
+    host's name, short or fully qualified (either may be what ``uname`` says)."""
+    short = nodename.split(".")[0]
+    quoted = [f'"{name}"' for name in (nodename, short)
+              if name and all(char.isalnum() or char in "-." for char in name)]
+    if not quoted:
+        return "false"
+    return (f"Machine == {quoted[0]} || Machine == {quoted[-1]} || "
+            f"substr(Machine, 0, {len(short) + 1}) == {quoted[-1][:-1]}.\"")
+
+
+def graceful_drain(output: str, node: str) -> tuple[int, str] | None:
+    """``condor_status -af:, Machine Draining ExpectedMachineGracefulDrainingCompletion``
+    -> (when the drain completes, what) for ``node`` (a short host name), if draining."""
+    for line in output.splitlines():
+        fields = [field.strip() for field in line.split(",")]
+        if len(fields) == 3 and fields[0].split(".")[0] == node and fields[1] == "true" \
+                and spec.digits_value(fields[2]) is not None:
+            return spec.digits_value(fields[2]), "HTCondor graceful drain"
+    return None

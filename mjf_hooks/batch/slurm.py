@@ -41,6 +41,37 @@ def command_path(name: str, scontrol: str | None = None) -> str | None:
                  if os.path.exists(path)), None)
 
 
+def command_env(environ: dict[str, str]) -> dict[str, str]:
+    """The environment Slurm's commands run with: a fixed PATH, and the job's (or the
+    caller's) ``SLURM_CONF`` where one is set."""
+    env = {"PATH": "/usr/bin:/bin"}
+    if environ.get("SLURM_CONF"):
+        env["SLURM_CONF"] = environ["SLURM_CONF"]
+    return env
+
+
+def maintenance_drains(output: str, node: str, now: float) -> list[tuple[int, str]]:
+    """``scontrol show reservation -o`` -> (start, what) of each reservation with the
+    ``MAINT`` flag that covers ``node`` (a short host name) and has not ended."""
+    found = []
+    for line in output.splitlines():
+        record = parse_scontrol_record(line)
+        flags = record.get("Flags", "").upper().split(",")
+        if "MAINT" not in flags or "ReservationName" not in record:
+            continue
+        nodes = record.get("Nodes", "")
+        try:
+            covered = nodes.upper() == "ALL" or node in {
+                name.split(".")[0] for name in expand_hostlist(nodes)}
+        except ValueError:
+            continue
+        start = parse_local_time(record.get("StartTime", ""))
+        end = parse_local_time(record.get("EndTime", ""))
+        if covered and start is not None and (end is None or end > now):
+            found.append((start, f"Slurm maintenance reservation {record['ReservationName']}"))
+    return found
+
+
 def job_id(environ: dict[str, str]) -> str:
     """The job id of a Slurm hook's environment: plain digits, else SiteInputError."""
     value = environ.get("SLURM_JOB_ID") or environ.get("SLURM_JOBID") or ""

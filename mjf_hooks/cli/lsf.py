@@ -157,13 +157,16 @@ def _run_limit(context: HookContext, job_id: str) -> tuple | None:
     if path is None:
         context.log.warning("bjobs not found (set [lsf] bjobs): wall_limit_secs not written")
         return None
-    from ..command import CommandError, run_command  # only here: most roles run no command
+    from ..command import ask  # only here: most roles run no command
 
     argv = [path, "-noheader", "-hms", "-o", "runtimelimit", job_id]
+    output = ask(argv, context.config.command_timeout_secs, dict(context.environ), context.log,
+                 "wall_limit_secs not written")
+    if output is None:
+        return None
     try:
-        output = run_command(argv, context.config.command_timeout_secs, dict(context.environ))
         limit = lsf.parse_run_limit_secs(output.strip().splitlines()[0] if output.strip() else "")
-    except (CommandError, ValueError) as error:
+    except ValueError as error:
         context.log.warning(f"{error}: wall_limit_secs not written")
         return None
     return (limit, f"{path} -o runtimelimit: {output.strip()}") if limit else None

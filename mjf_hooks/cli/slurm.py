@@ -116,17 +116,14 @@ def taskprolog(context: HookContext) -> int:
 def _scontrol(context: HookContext, args: list[str]) -> dict[str, str] | None:
     """One scontrol record, or None (logged) if scontrol is missing, slow or garbled."""
     # Only here: from Slurm 23.02 on, the Prolog's environment has what scontrol would say.
-    from ..command import CommandError, run_command
+    from ..command import ask
 
     path = slurm.command_path("scontrol", context.config.backend["slurm"].get("scontrol")) \
-        or "/usr/bin/scontrol"  # absent: run_command says so
-    env = {"PATH": "/usr/bin:/bin"}
-    if context.environ.get("SLURM_CONF"):
-        env["SLURM_CONF"] = context.environ["SLURM_CONF"]
-    try:
-        output = run_command([path, *args], context.config.command_timeout_secs, env)
-    except CommandError as error:
-        context.log.warning(f"{error}: values it would give are not written")
+        or "/usr/bin/scontrol"  # absent: the warning says so
+    output = ask([path, *args], context.config.command_timeout_secs,
+                 slurm.command_env(context.environ), context.log,
+                 "values it would give are not written")
+    if output is None:
         return None
     record = slurm.parse_scontrol_record(output.strip().split("\n", 1)[0])
     if not record or ("JobId" not in record and "PartitionName" not in record):

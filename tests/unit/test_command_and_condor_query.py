@@ -6,6 +6,7 @@ import os
 import pytest
 
 from mjf_hooks import sync
+from mjf_hooks.batch import htcondor
 from mjf_hooks.command import MAX_OUTPUT_BYTES, CommandError, run_command
 from mjf_hooks.config import Config
 from mjf_hooks.log import Log
@@ -58,7 +59,7 @@ def test_htcondor_is_asked_about_this_machine_only(condor_status):
     ("wn01.example.org", ['"wn01"', '"wn01.example.org"'], '"wn0"'),
 ])
 def test_the_constraint_matches_short_and_full_names(nodename, machines, other):
-    constraint = sync.condor_machine_constraint(nodename)
+    constraint = htcondor.machine_constraint(nodename)
     for machine in machines:
         assert f"Machine == {machine}" in constraint or \
             'substr(Machine, 0, 5) == "wn01."' in constraint
@@ -66,4 +67,4 @@ def test_the_constraint_matches_short_and_full_names(nodename, machines, other):
 
 
 def test_a_name_that_cannot_be_quoted_matches_nothing():
-    assert sync.condor_machine_constraint('a"b') == "false"
+    assert htcondor.machine_constraint('a"b') == "false"
