@@ -16,18 +16,14 @@ start meanwhile get it at start (or from the pass that follows the listing).
 
 from __future__ import annotations
 
-import os
-import stat
 import time
 from datetime import datetime
 
-from . import spec
+from . import lifecycle, spec
 from .config import Config
 from .errors import SiteInputError, StoreError
 from .log import Log
-from .store import SCRATCH_STORE, Store
-
-DEFAULT_CONDOR_EXECUTE = "/var/lib/condor/execute"
+from .store import Store
 
 # <base_dir>/state/ entries: the admin's drain (UNIX seconds), and the batch system's
 # ("<UNIX seconds> <what it is>").
@@ -263,40 +259,16 @@ def apply(config: Config, store: Store, log: Log, drains: Drains) -> tuple[str, 
 
 
 def _update_jobs(config: Config, store: Store, log: Log, compute) -> int:
-    """shutdowntime_job of every job: base_dir's, then each HTCondor job's scratch store
-    (one a user has tampered with is skipped and logged, the others still updated)."""
+    """shutdowntime_job of every job: base_dir's, then those in every store a backend keeps
+    elsewhere (HTCondor scratch directories, per-user directories); a store a user has
+    tampered with is skipped and logged, the others still updated."""
     def skip(name: str, error: StoreError) -> None:
         log.warning(f"job {name} not updated: {error}")
 
     changed = store.update_every_job("shutdowntime_job", compute, skip)
-    for scratch in htcondor_job_stores(config):
+    for elsewhere in lifecycle.job_stores_elsewhere(config):
         try:
-            changed += scratch.update_every_job("shutdowntime_job", compute, skip)
+            changed += elsewhere.update_every_job("shutdowntime_job", compute, skip)
         except StoreError as error:
-            log.warning(f"skipped {scratch.base_dir}: {error}")
+            log.warning(f"skipped {elsewhere.base_dir}: {error}")
     return changed
-
-
-def htcondor_job_stores(config: Config) -> list[Store]:
-    """The stores HTCondor jobs keep in their scratch directories (``<execute>/dir_*/.mjf``).
-
-    Each belongs to its job's user; only real directories are taken (a symlink
-    planted there is skipped), and the store is opened without following one.
-    """
-    execute = config.backend["htcondor"].get("execute_dir", DEFAULT_CONDOR_EXECUTE)
-    try:
-        entries = os.listdir(execute)
-    except OSError:
-        return []
-    stores = []
-    for entry in entries:
-        path = os.path.join(execute, entry, SCRATCH_STORE)
-        try:
-            info = os.lstat(path)
-        except OSError:
-            continue
-        if stat.S_ISDIR(info.st_mode):
-            stores.append(Store(path, config.dir_mode, config.file_mode, owner=info.st_uid))
-    return stores
-
-

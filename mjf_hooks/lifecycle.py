@@ -8,13 +8,14 @@ compute the values, and write - or, in a dry run, only describe - the files.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 
 from . import spec
 from .config import Config
 from .errors import StoreError
 from .log import Log
-from .store import BACKEND_MARKER, OWN_PREFIX, RUNNER_MARKER, Store
+from .store import BACKEND_MARKER, OWN_PREFIX, RUNNER_MARKER, SCRATCH_STORE, Store
 
 # Type names only: importing collections.abc at run time costs every job start ~2 ms.
 # The value computation and the probes load where a job starts (or machine features
@@ -126,6 +127,42 @@ def private_base_dir(environ: Mapping[str, str], create: bool = True) -> str:
         raise StoreError(f"{path} exists but is not a directory of uid {os.geteuid()}: "
                          "set [mjf] base_dir to a directory you own")
     return path
+
+
+DEFAULT_CONDOR_EXECUTE = "/var/lib/condor/execute"
+# Where the per-user directories of private_base_dir live, for a root drain to find them.
+PRIVATE_PARENTS = ("/tmp", "/run/user")
+
+
+def job_stores_elsewhere(config: Config) -> list[Store]:
+    """Every store outside base_dir that a backend keeps jobs in, as root finds them: each
+    HTCondor job's scratch (``<execute>/dir_*/.mjf``), each user's private directory
+    (``/tmp/mjf-<uid>``, ``/run/user/<uid>/mjf``: an LSF job or ``mjf run`` of a user
+    who cannot write base_dir). Each belongs to its user and is opened as such: only a
+    real directory of that user is taken, never through a symlink."""
+    execute = config.backend["htcondor"].get("execute_dir", DEFAULT_CONDOR_EXECUTE)
+    candidates = [(os.path.join(execute, entry, SCRATCH_STORE), None)
+                  for entry in _listing(execute)]
+    tmp, runtime = PRIVATE_PARENTS
+    candidates += [(os.path.join(tmp, entry), entry[len("mjf-"):])
+                   for entry in _listing(tmp) if entry.startswith("mjf-")]
+    candidates += [(os.path.join(runtime, entry, "mjf"), entry) for entry in _listing(runtime)]
+    stores = []
+    for path, uid in candidates:
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode) and (uid is None or uid == str(info.st_uid)):
+            stores.append(Store(path, config.dir_mode, config.file_mode, owner=info.st_uid))
+    return stores
+
+
+def _listing(directory: str) -> list[str]:
+    try:
+        return os.listdir(directory)
+    except OSError:
+        return []
 
 
 def machine_features_for_job(config: Config, site: Store, job_store: Store, log: Log,

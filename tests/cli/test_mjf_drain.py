@@ -185,3 +185,33 @@ def test_drain_reaches_htcondor_jobs_in_their_scratch_dirs(tmp_path, write_confi
     assert not (other / "jobs/victim/jobfeatures/shutdowntime_job").exists()
     assert drain(conf, "--cancel").returncode == 0
     assert not (Path(job) / "shutdowntime_job").exists()
+
+
+def test_drain_reaches_the_jobs_users_keep_in_their_own_directories(tmp_path, write_config,
+                                                                     monkeypatch):
+    require(os.geteuid() == 0, "needs root to give the directories to another user")
+    from mjf_hooks import drain as drain_module
+    from mjf_hooks import lifecycle
+    from mjf_hooks.log import Log
+
+    tmp, runtime = tmp_path / "tmp", tmp_path / "run-user"
+    monkeypatch.setattr(lifecycle, "PRIVATE_PARENTS", (str(tmp), str(runtime)))
+    conf, base = write_config("[machinefeatures]\ngrace_secs = 60\n")
+    tmp.mkdir()
+    (runtime / "4321").mkdir(parents=True)
+    lsf_job = Path(Store(str(tmp / "mjf-4321")).create_job("77", {"job_id": "77"}))
+    run_job = Path(Store(str(runtime / "4321/mjf")).create_job("h.1.2", {"job_id": "h.1.2"}))
+    wrong = Path(Store(str(tmp / "mjf-999")).create_job("78", {"job_id": "78"}))  # not 999's
+    for path in [tmp / "mjf-4321", tmp / "mjf-999", runtime / "4321",
+                 *(tmp / "mjf-4321").rglob("*"), *(tmp / "mjf-999").rglob("*"),
+                 *(runtime / "4321").rglob("*")]:
+        os.chown(path, 4321, 4321)
+    os.symlink(tmp / "mjf-4321", tmp / "mjf-5")  # planted: never followed
+    config = config_module.load(str(conf))
+    shutdown = int(time.time()) + 3600
+    drain_module.drain(config, Store(str(base)), Log("test", ()), shutdown)
+    assert (lsf_job / "shutdowntime_job").read_text() == str(shutdown)
+    assert (run_job / "shutdowntime_job").read_text() == str(shutdown)
+    assert not (wrong / "shutdowntime_job").exists()
+    drain_module.cancel(config, Store(str(base)), Log("test", ()))
+    assert not (lsf_job / "shutdowntime_job").exists()
