@@ -179,58 +179,76 @@ def machine_features_for_job(config: Config, site: Store, job_store: Store, log:
     return job_store, machine_features(config, job_store, log, dry_run)
 
 
-def start_job(
-    config: Config,
-    store: Store,
-    log: Log,
-    machine: Features,
-    batch: Mapping[str, tuple],
-    cgroup_pid: int | str | None = "self",
-    scratch_dir: str | None = None,
-    gid: int | None = None,
-    uid: int | None = None,
-    pending: bool = False,
-    runner: str | None = None,
-    dry_run: bool = False,
-    machine_store: Store | None = None,
-    backend: str | None = None,
-) -> str:
-    """Compute a job's keys and create its directory; return the jobfeatures path.
+class JobStart:
+    """What a backend knows about a job it starts, for :func:`start_job`.
 
-    ``cgroup_pid`` names a process in the job's cgroup (None where the cgroup
-    does not exist yet); ``scratch_dir`` is where the job's scratch space is.
-    ``uid``/``gid``: the job's user and group, when root writes for them;
-    ``pending``: values are to be completed from inside the job
-    (:func:`complete_job`); ``runner``: the identity of the process the job
-    lives in, where no batch system will say when it ended (standalone).
-    ``machine_store``: where ``machine`` was read, if not ``store``; ``backend``:
+    ``facts``: ``{key: (value, source)}`` from the batch system; ``cgroup_pid``: a
+    process in the job's cgroup (None where it does not exist yet); ``scratch_dir``:
+    where the job's scratch space is; ``uid``/``gid``: the job's user and group, when
+    root writes for them; ``pending``: values are to be completed from inside the job
+    (:func:`complete_if_pending`); ``runner``: the identity of the process the job
+    lives in, where no batch system will say when it ended (standalone); ``backend``:
     the batch system that runs the job, recorded for `mjf sync`.
     """
+
+    __slots__ = ("backend", "cgroup_pid", "facts", "gid", "pending", "runner", "scratch_dir",
+                 "uid")
+
+    def __init__(self, backend: str, facts: Mapping[str, tuple],
+                 cgroup_pid: int | str | None = "self", scratch_dir: str | None = None,
+                 gid: int | None = None, uid: int | None = None, pending: bool = False,
+                 runner: str | None = None) -> None:
+        self.backend = backend
+        self.facts = facts
+        self.cgroup_pid = cgroup_pid
+        self.scratch_dir = scratch_dir
+        self.gid = gid
+        self.uid = uid
+        self.pending = pending
+        self.runner = runner
+
+
+def set_up_job(config: Config, log: Log, site: Store, store: Store, job: JobStart,
+               dry_run: bool = False) -> dict[str, str]:
+    """A job started by its runner (a wrapper, a starter, ``mjf run``): machine features
+    (the site's, or written beside the job), the job's directory in ``store``, and the
+    variables the job gets - printed in a dry run."""
+    machine_store, machine = machine_features_for_job(config, site, store, log, dry_run)
+    job_dir = start_job(config, store, log, machine, job, dry_run, machine_store)
+    variables = exports(config, machine_store.machine_dir, job_dir)
+    if dry_run:
+        sys.stdout.write(export_lines(variables))
+    return variables
+
+
+def start_job(config: Config, store: Store, log: Log, machine: Features, job: JobStart,
+              dry_run: bool = False, machine_store: Store | None = None) -> str:
+    """Compute a job's keys and create its directory; return the jobfeatures path.
+    ``machine_store``: where ``machine`` was read, if not ``store``."""
     from . import features as features_module
     from .probe import cgroup
     from .probe.scratch import filesystem_size_bytes
 
-    limits = cgroup.limits(cgroup_pid) if cgroup_pid is not None else None
+    batch = job.facts
+    limits = cgroup.limits(job.cgroup_pid) if job.cgroup_pid is not None else None
     if limits is not None:
         log.debug(f"cgroup: {limits!r}")
     scratch = None
-    if scratch_dir and "scratch_limit_bytes" not in config.job:
-        size = filesystem_size_bytes(scratch_dir)
-        scratch = (size, f"size of the filesystem holding {scratch_dir}")
-    job = features_module.job_features(config, machine, batch, limits, scratch)
-    rendered = features_module.render(job)
+    if job.scratch_dir and "scratch_limit_bytes" not in config.job:
+        size = filesystem_size_bytes(job.scratch_dir)
+        scratch = (size, f"size of the filesystem holding {job.scratch_dir}")
+    features = features_module.job_features(config, machine, batch, limits, scratch)
+    rendered = features_module.render(features)
     job_id = rendered["job_id"]
-    state = {}  # bookkeeping beside jobfeatures/: never shown to readers
+    state = {BACKEND_MARKER: job.backend}  # bookkeeping beside jobfeatures/, never shown
     if "shutdowntime_job" in batch:  # the job's own, for a cancelled drain to restore
         state[OWN_PREFIX + "shutdowntime_job"] = str(batch["shutdowntime_job"][0])
-    if runner:
-        state[RUNNER_MARKER] = runner
-    if backend:
-        state[BACKEND_MARKER] = backend
+    if job.runner:
+        state[RUNNER_MARKER] = job.runner
     path = store.job_features_dir(job_id)
-    report(log, path, job, rendered, dry_run)
+    report(log, path, features, rendered, dry_run)
     if not dry_run:
-        store.create_job(job_id, rendered, gid, uid, pending, state)
+        store.create_job(job_id, rendered, job.gid, job.uid, job.pending, state)
         log.info(f"{path}: created with {len(rendered)} keys")
         used = machine.get("shutdowntime")
         _follow_drains(store, machine_store or store, job_id, batch.get("shutdowntime_job"),
@@ -255,6 +273,16 @@ def _follow_drains(store: Store, machine_store: Store, job_id: str, own: tuple |
         store.set_job_keys(job_id, {"shutdowntime_job": spec.format_value(
             "shutdowntime_job", min(bounds)) if bounds else None})
         used = current
+
+
+def complete_if_pending(config: Config, store: Store, machine_store: Store, log: Log,
+                        job_id: str, batch: Mapping[str, tuple], dry_run: bool = False) -> None:
+    """From inside the job: complete its values if its start left them pending
+    (:func:`complete_job`), with the machine features of ``machine_store``."""
+    _, pending = store.read_job(job_id)
+    if pending:
+        machine = machine_features(config, machine_store, log, write=False)
+        complete_job(config, store, log, machine, job_id, batch, dry_run)
 
 
 def complete_job(config: Config, store: Store, log: Log, machine: Features, job_id: str,

@@ -70,8 +70,6 @@ def _set_up(context: HookContext, options: dict) -> tuple[Store, str, dict[str, 
     config, log = context.config, context.log
     site = lifecycle.store_for(config)
     store = lifecycle.user_job_store(config, context.environ, log, context.dry_run)
-    machine_store, machine = lifecycle.machine_features_for_job(config, site, store, log,
-                                                                context.dry_run)
     now = int(time.time())
     job_id = options.get("job_id") or f"{os.uname().nodename}.{os.getpid()}.{now}"
     source = {key: f"mjf run --{name.replace('_', '-')}" for name, key in _OPTION_KEYS}
@@ -87,14 +85,9 @@ def _set_up(context: HookContext, options: dict) -> tuple[Store, str, dict[str, 
             batch[key] = (options[key], source[key])
     # EGI's $TMPDIR policy: where TMPDIR is set, it is the job's scratch space.
     scratch_dir = context.environ.get("TMPDIR") or os.getcwd()
-    job_dir = lifecycle.start_job(config, store, log, machine, batch, "self", scratch_dir,
-                                  runner=process.identity(os.getpid()),
-                                  dry_run=context.dry_run, machine_store=machine_store,
-                                  backend="standalone")
-    exports = lifecycle.exports(config, machine_store.machine_dir, job_dir)
-    if context.dry_run:
-        sys.stdout.write(lifecycle.export_lines(exports))
-    return store, job_id, exports
+    job = lifecycle.JobStart("standalone", batch, cgroup_pid="self", scratch_dir=scratch_dir,
+                             runner=process.identity(os.getpid()))
+    return store, job_id, lifecycle.set_up_job(config, log, site, store, job, context.dry_run)
 
 
 def _spawn_and_wait(argv: list[str], environ: dict[str, str]) -> int:

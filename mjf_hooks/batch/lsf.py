@@ -96,3 +96,25 @@ def limit_facts(cpu_secs: int | None, rss_bytes: int | None, infinity: int) -> d
     if rss_bytes is not None and rss_bytes != infinity and rss_bytes > 0:
         facts["max_rss_bytes"] = (rss_bytes, "RLIMIT_RSS (LSF's MEMLIMIT)")
     return facts
+
+
+def job_facts(environ: dict[str, str], host_names: list[str], now: int,
+              limits: dict | None, run_limit: tuple | None) -> tuple[dict, list[str]]:
+    """Job facts of a pre-exec or starter, and warnings about what could not be determined.
+
+    ``host_names``: this host's names (as LSB_MCPU_HOSTS may spell them); ``limits``:
+    :func:`limit_facts` of the job's own process (None outside the job, in a pre-exec);
+    ``run_limit``: what ``bjobs`` said (:func:`parse_run_limit_secs`) with its source.
+    Identity errors raise.
+    """
+    facts: dict[str, tuple] = {"job_id": (job_id(environ), "LSB_JOBID/LSB_JOBINDEX"),
+                               "jobstart_secs": (now, "time the job started")}
+    warnings = []
+    try:
+        facts["allocated_cpu"] = cpus_on_host(environ, host_names)
+    except SiteInputError as error:
+        warnings.append(f"allocated_cpu not written: {error}")
+    facts.update(limits or {})
+    if run_limit:
+        facts["wall_limit_secs"] = run_limit
+    return facts, warnings

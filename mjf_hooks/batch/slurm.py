@@ -385,6 +385,35 @@ def _memory(job: dict[str, str], facts: dict, warnings: list[str]) -> None:
         return
 
 
+def completion_needed(facts: dict, settings: dict[str, str]) -> bool:
+    """Whether the first task must complete the values: an unknown memory request, or
+    memory limits that only the job's cgroup will show (``settings``: slurm.conf and
+    cgroup.conf, :func:`parse_settings`)."""
+    constrained = any(settings.get(name, "no").lower() == "yes"
+                      for name in ("constrainramspace", "constrainswapspace"))
+    return constrained or "max_rss_bytes" not in facts
+
+
+# uid_t and gid_t are 32 bits; (uid_t) -1 means "unchanged" to chown.
+_MAX_ID = 2**32 - 2
+
+
+def job_owner(environ: dict[str, str], pending: bool) -> tuple[int | None, int | None]:
+    """The uid and gid the Prolog gives a job's directory: the job's group always (so
+    narrowed modes still let it read), the job's user only while its values are pending
+    (to complete them from inside the job); otherwise it stays root's."""
+    uid = _id(environ, "SLURM_JOB_UID") if pending else None
+    return uid, _id(environ, "SLURM_JOB_GID")
+
+
+def _id(environ: dict[str, str], name: str) -> int | None:
+    value = environ.get(name, "")
+    number = digits_value(value)
+    if value and (number is None or number > _MAX_ID):
+        raise SiteInputError(f"{name}={value!r} is not a user or group id (0 to {_MAX_ID})")
+    return number
+
+
 def task_memory_facts(environ: dict[str, str]) -> dict[str, tuple]:
     """The memory request a TaskProlog sees (``SLURM_MEM_PER_NODE``/``_PER_CPU``, MiB)."""
     per_node = environ.get("SLURM_MEM_PER_NODE", "")

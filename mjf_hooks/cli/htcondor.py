@@ -123,15 +123,8 @@ def _set_up(context: HookContext) -> dict[str, str]:
     site = lifecycle.store_for(config)
     # The scratch is HTCondor's, below the condor user's EXECUTE directory.
     store = lifecycle.store_for(config, os.path.join(scratch, SCRATCH_STORE), given_dir=scratch)
-    machine_store, machine = lifecycle.machine_features_for_job(config, site, store, log,
-                                                                context.dry_run)
-    job_dir = lifecycle.start_job(config, store, log, machine, facts, "self", scratch,
-                                  dry_run=context.dry_run, machine_store=machine_store,
-                                  backend="htcondor")
-    variables = lifecycle.exports(config, machine_store.machine_dir, job_dir)
-    if context.dry_run:
-        sys.stdout.write(lifecycle.export_lines(variables))
-    return variables
+    job = lifecycle.JobStart("htcondor", facts, cgroup_pid="self", scratch_dir=scratch)
+    return lifecycle.set_up_job(config, log, site, store, job, context.dry_run)
 
 
 def cron_main(argv: list[str] | None = None) -> int:

@@ -90,52 +90,29 @@ def set_up(context: HookContext, completing: bool) -> dict[str, str]:
     # The starter is the job; a pre-exec is not (as root, not even its user): what only
     # the job's own process shows (its limits, its cgroup) is left for the starter.
     is_job = completing
-    facts = _facts(context, job_id, is_job)
+    facts, warnings = lsf.job_facts(environ, [os.uname().nodename], int(time.time()),
+                                    _limits() if is_job else None, _run_limit(context, job_id))
+    for warning in warnings:
+        log.warning(warning)
     running_as_root = os.geteuid() == 0
     store = site if running_as_root else lifecycle.user_job_store(config, environ, log,
                                                                    context.dry_run)
-    machine_store, machine = lifecycle.machine_features_for_job(config, site, store, log,
-                                                                context.dry_run)
     uid = gid = None
     if running_as_root and not is_job:
         uid, gid = _job_user(environ)
-    job_dir = lifecycle.start_job(
-        config, store, log, machine, facts, cgroup_pid="self" if is_job else None,
-        scratch_dir=environ.get("TMPDIR") or os.getcwd(),
-        gid=gid, uid=uid, pending=not is_job, dry_run=context.dry_run, backend="lsf",
-        machine_store=machine_store)
-    variables = lifecycle.exports(config, machine_store.machine_dir, job_dir)
-    if context.dry_run:
-        sys.stdout.write(lifecycle.export_lines(variables))
-    return variables
+    job = lifecycle.JobStart("lsf", facts, cgroup_pid="self" if is_job else None,
+                             scratch_dir=environ.get("TMPDIR") or os.getcwd(),
+                             gid=gid, uid=uid, pending=not is_job)
+    return lifecycle.set_up_job(config, log, site, store, job, context.dry_run)
 
 
 def _complete(context: HookContext, site: Store, store: Store, job_id: str) -> dict[str, str]:
     """The starter after a pre-exec: add what only the job's own process can see."""
     config, log = context.config, context.log
-    machine_store = site if os.path.isdir(site.machine_dir) else store
-    _, pending = store.read_job(job_id)
-    if pending:
-        machine = lifecycle.machine_features(config, machine_store, log, write=False)
-        lifecycle.complete_job(config, store, log, machine, job_id, _limits(), context.dry_run)
+    machine_store = site if site.has_machine_dir(log) else store
+    lifecycle.complete_if_pending(config, store, machine_store, log, job_id, _limits(),
+                                  context.dry_run)
     return lifecycle.exports(config, machine_store.machine_dir, store.job_features_dir(job_id))
-
-
-def _facts(context: HookContext, job_id: str, is_job: bool) -> dict:
-    environ, log = context.environ, context.log
-    facts: dict[str, tuple] = {"job_id": (job_id, "LSB_JOBID/LSB_JOBINDEX"),
-                               "jobstart_secs": (int(time.time()), "time the job started")}
-    names = [os.uname().nodename]
-    try:
-        facts["allocated_cpu"] = lsf.cpus_on_host(environ, names)
-    except SiteInputError as error:
-        log.warning(f"allocated_cpu not written: {error}")
-    if is_job:
-        facts.update(_limits())
-    wall = _run_limit(context, job_id)
-    if wall:
-        facts["wall_limit_secs"] = wall
-    return facts
 
 
 def _limits() -> dict:

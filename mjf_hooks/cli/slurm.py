@@ -26,7 +26,6 @@ from ..batch import slurm
 from ..errors import SiteInputError
 from ..hook import COMMON_HELP, HookContext, run_hook
 from ..probe import read_text
-from ..spec import digits_value
 
 USAGE = """\
 usage: mjf-slurm [options] [prolog|epilog|taskprolog]
@@ -72,19 +71,14 @@ def prolog(context: HookContext) -> int:
     for warning in warnings:
         log.warning(warning)
     settings = _slurm_settings(environ)
-    pending = _completion_needed(facts, settings)
-    # The job's user gets its directory only to complete the values from inside the job;
-    # otherwise it stays root's, and the job cannot write on the filesystem of base_dir.
-    uid = _id(environ, "SLURM_JOB_UID") if pending else None
-    gid = _id(environ, "SLURM_JOB_GID")
-    lifecycle.start_job(
-        config, store, log, machine, facts,
+    pending = slurm.completion_needed(facts, settings)
+    uid, gid = slurm.job_owner(environ, pending)
+    job = lifecycle.JobStart(
+        "slurm", facts,
         cgroup_pid=None,  # the job's cgroup does not exist yet
-        scratch_dir=config.backend["slurm"].get("scratch_dir")
-        or settings.get("tmpfs", "/tmp"),
-        gid=gid, uid=uid, pending=pending,
-        dry_run=context.dry_run, backend="slurm",
-    )
+        scratch_dir=config.backend["slurm"].get("scratch_dir") or settings.get("tmpfs", "/tmp"),
+        gid=gid, uid=uid, pending=pending)
+    lifecycle.start_job(config, store, log, machine, job, context.dry_run)
     return 0
 
 
@@ -103,11 +97,8 @@ def taskprolog(context: HookContext) -> int:
     if not os.path.isdir(job_dir):
         context.log.warning(f"{job_dir} does not exist (did the Prolog run?): not exporting")
         return 0
-    _, pending = store.read_job(job_id)
-    if pending:
-        machine = lifecycle.machine_features(config, store, context.log, write=False)
-        context.fail_safe(lifecycle.complete_job, config, store, context.log, machine, job_id,
-                          slurm.task_memory_facts(environ), context.dry_run)
+    context.fail_safe(lifecycle.complete_if_pending, config, store, store, context.log, job_id,
+                      slurm.task_memory_facts(environ), context.dry_run)
     sys.stdout.write(lifecycle.export_lines(lifecycle.exports(config, store.machine_dir,
                                                               job_dir)))
     return 0
@@ -132,18 +123,6 @@ def _scontrol(context: HookContext, args: list[str]) -> dict[str, str] | None:
     return record
 
 
-# uid_t and gid_t are 32 bits; (uid_t) -1 means "unchanged" to chown.
-_MAX_ID = 2**32 - 2
-
-
-def _id(environ: dict[str, str], name: str) -> int | None:
-    value = environ.get(name, "")
-    number = digits_value(value)
-    if value and (number is None or number > _MAX_ID):
-        raise SiteInputError(f"{name}={value!r} is not a user or group id (0 to {_MAX_ID})")
-    return number
-
-
 def _slurm_settings(environ: dict[str, str]) -> dict[str, str]:
     """slurm.conf and cgroup.conf settings (lowercased names), as far as readable."""
     conf = environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf"
@@ -151,11 +130,3 @@ def _slurm_settings(environ: dict[str, str]) -> dict[str, str]:
     cgroup_conf = read_text(os.path.join(os.path.dirname(conf), "cgroup.conf")) or ""
     settings.update(slurm.parse_settings(cgroup_conf))
     return settings
-
-
-def _completion_needed(facts: dict, settings: dict[str, str]) -> bool:
-    """Whether the first task must complete the values: an unknown memory request, or
-    memory limits that only the job's cgroup will show."""
-    constrained = any(settings.get(name, "no").lower() == "yes"
-                      for name in ("constrainramspace", "constrainswapspace"))
-    return constrained or "max_rss_bytes" not in facts

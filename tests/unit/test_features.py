@@ -138,8 +138,8 @@ def test_a_drain_while_the_job_directory_is_built_reaches_the_job(tmp_path, read
     machine = features.machine_features(conf, (16, "probe"), physical_cores=8)
     machine["shutdowntime"] = (read, "machinefeatures/shutdowntime as the Prolog read it")
     store.set_machine_key("shutdowntime", None if now is None else str(now))
-    path = lifecycle.start_job(conf, store, Log("test", ("stderr",)), machine, BATCH,
-                               cgroup_pid=None)
+    path = lifecycle.start_job(conf, store, Log("test", ("stderr",)), machine,
+                               lifecycle.JobStart("slurm", BATCH, cgroup_pid=None))
     found = tmp_path / "jobs/42/jobfeatures/shutdowntime_job"
     assert (found.read_text() if found.exists() else None) == expected
     assert path == f"{tmp_path}/jobs/42/jobfeatures"

@@ -57,10 +57,9 @@ def test_a_planted_machinefeatures_symlink_is_not_exported(site, tmp_path):
 def test_a_job_is_started_recorded_and_ended(site):
     config, store = site
     machine = lifecycle.machine_features(config, store, Recorded())
-    path = lifecycle.start_job(config, store, Recorded(), machine,
-                               {"job_id": ("7", "test"), "allocated_cpu": (2, "test"),
-                                "jobstart_secs": (1795400000, "test")},
-                               cgroup_pid=None, backend="slurm")
+    job = lifecycle.JobStart("slurm", {"job_id": ("7", "test"), "allocated_cpu": (2, "test"),
+                                       "jobstart_secs": (1795400000, "test")}, cgroup_pid=None)
+    path = lifecycle.start_job(config, store, Recorded(), machine, job)
     assert Path(path, "allocated_cpu").read_text() == "2"
     assert Path(path).parent.joinpath("state/backend").read_text() == "slurm"
     assert lifecycle.end_job(store, Recorded(), "7")
@@ -72,3 +71,27 @@ def test_nothing_outside_base_dir_is_created(tmp_path):
     with pytest.raises(StoreError, match="missing/base"):
         store.create_job("7", {"job_id": "7"})
     assert not (tmp_path / "missing").exists()
+
+
+def test_a_runner_sets_up_and_a_task_completes_what_was_pending(site, tmp_path, capsys):
+    config, store = site
+    elsewhere = lifecycle.store_for(config, str(tmp_path / "private"))
+    (tmp_path / "private").mkdir()
+    job = lifecycle.JobStart("lsf", {"job_id": ("9", "test"), "allocated_cpu": (1, "test"),
+                                     "jobstart_secs": (1795400000, "test"),
+                                     "max_rss_bytes": (2**31, "test")},
+                             cgroup_pid=None, pending=True)
+    variables = lifecycle.set_up_job(config, Recorded(), store, elsewhere, job)
+    assert variables["JOBFEATURES"] == f"{tmp_path}/private/jobs/9/jobfeatures"
+    assert variables["MACHINEFEATURES"] == f"{tmp_path}/private/machinefeatures"  # no site's
+    assert elsewhere.read_job("9")[1]  # pending
+    lifecycle.complete_if_pending(config, elsewhere, elsewhere, Recorded(), "9",
+                                  {"max_rss_bytes": (2**30, "the task")})
+    values, pending = elsewhere.read_job("9")
+    assert not pending and values["max_rss_bytes"] == str(2**30)
+    dry = lifecycle.JobStart("lsf", {"job_id": ("10", "test"),
+                                     "jobstart_secs": (1795400000, "test")}, cgroup_pid=None)
+    lifecycle.set_up_job(config, Recorded(), store, elsewhere, dry, dry_run=True)
+    printed = capsys.readouterr().out
+    assert f"export JOBFEATURES={tmp_path}/private/jobs/10/jobfeatures" in printed
+    assert not (tmp_path / "private/jobs/10").exists()
