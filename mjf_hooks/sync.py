@@ -18,15 +18,12 @@ from __future__ import annotations
 import os
 import time
 
-from . import drain, lifecycle
-from .batch import htcondor, slurm
+from . import batch, drain, lifecycle
 from .command import ask
 from .config import Config
 from .log import Log
 from .probe import process
 from .store import BACKEND_MARKER, JOBS_DIR, RUNNER_MARKER, Store
-
-_CONDOR_STATUS = "/usr/bin/condor_status"
 
 
 def sync(config: Config, log: Log, environ: dict[str, str], now: float | None = None) -> list[str]:
@@ -52,49 +49,49 @@ def _batch_drains(config: Config, store: Store, log: Log, environ: dict[str, str
                   now: float) -> list[str]:
     found: list[tuple[int, str]] = []
     asked = False
-    scontrol = slurm.command_path("scontrol", config.backend["slurm"].get("scontrol"))
-    if _runs(config, "slurm", scontrol is not None):
-        asked = True
-        found += _slurm_reservations(config, scontrol or "/usr/bin/scontrol", log, environ, now)
-    if _runs(config, "htcondor", os.path.exists(_CONDOR_STATUS)):
-        asked = True
-        found += _condor_drain(config, _CONDOR_STATUS, log)
+    for module in _batch_systems_here(config):
+        answer = _ask(module, module.drain_query, config, log, environ,
+                      f"{module.TITLE} drains not known this time")
+        if answer is False:
+            return []  # not known this time: a drain announced stays, none is withdrawn
+        if isinstance(answer, str):
+            asked = True
+            found += module.drains(answer, _node_name(), now)
     if not asked:
         return []
     summary = drain.follow_batch_system(config, store, log, min(found) if found else None, now)
     return [summary] if summary else []
 
 
-def _runs(config: Config, batch_system: str, installed: bool) -> bool:
-    """Whether this node runs a batch system: as configured (``[mjf] batch_systems``),
-    else where its command is installed."""
+def _batch_systems_here(config: Config) -> list:
+    """The batch modules of the batch systems this node runs: as configured (``[mjf]
+    batch_systems``), else those that look installed."""
+    modules = [batch.backend(name) for name in (config.batch_systems or batch.NAMES)]
     if config.batch_systems is not None:
-        return batch_system in config.batch_systems
-    return installed
+        return modules
+    return [module for module in modules if module.installed(config.backend[module.NAME])]
 
 
-def _slurm_reservations(config: Config, scontrol: str, log: Log, environ: dict[str, str],
-                        now: float) -> list[tuple[int, str]]:
-    output = ask([scontrol, "show", "reservation", "-o"], config.command_timeout_secs,
-                 slurm.command_env(environ), log, "Slurm reservations not known this time")
-    return slurm.maintenance_drains(output, _node_name(), now) if output is not None else []
+def _ask(module, query, config: Config, log: Log, environ: dict[str, str], unknown: str):
+    """What a batch system printed for ``query``; None if it has no such command, False
+    (logged) if the command failed."""
+    command = query(config.backend[module.NAME], environ, os.uname().nodename)
+    if command is None:
+        return None
+    output = ask(command[0], config.command_timeout_secs, command[1], log, unknown)
+    return False if output is None else output
 
 
 def condor_drain_shutdown(config: Config, log: Log) -> int | None:
     """When this machine's HTCondor graceful drain will be complete, if one is under way."""
-    found = _condor_drain(config, _CONDOR_STATUS, log) if os.path.exists(_CONDOR_STATUS) else []
+    from .batch import htcondor
+
+    if not htcondor.installed(config.backend["htcondor"]):
+        return None
+    answer = _ask(htcondor, htcondor.drain_query, config, log, {},
+                  "HTCondor drain state not known this time")
+    found = htcondor.drains(answer, _node_name(), 0) if isinstance(answer, str) else []
     return found[0][0] if found else None
-
-
-def _condor_drain(config: Config, condor_status: str, log: Log) -> list[tuple[int, str]]:
-    # This machine's slots only: a pool has tens of thousands, and every node asks.
-    argv = [condor_status, "-startd", "-constraint",
-            htcondor.machine_constraint(os.uname().nodename), "-af:,",
-            *htcondor.GRACEFUL_DRAIN_ATTRIBUTES]
-    output = ask(argv, config.command_timeout_secs, {"PATH": "/usr/bin:/bin"}, log,
-                 "HTCondor drain state not known this time")
-    drained = htcondor.graceful_drain(output, _node_name()) if output is not None else None
-    return [drained] if drained else []
 
 
 def _remove_stale_jobs(config: Config, store: Store, log: Log,
@@ -104,7 +101,8 @@ def _remove_stale_jobs(config: Config, store: Store, log: Log,
         names = [name for name in os.listdir(jobs_dir) if not name.startswith(".")]
     except OSError:
         return []
-    on_node = None  # Slurm job ids on this node, asked only if needed
+    running: dict[str, set[str] | None] = {}  # per batch system, asked only if needed
+    here = {module.NAME: module for module in _batch_systems_here(config)}
     done = []
     for name in sorted(names):
         # Each job is asked about of the batch system that made it, and no other: an LSF
@@ -115,26 +113,18 @@ def _remove_stale_jobs(config: Config, store: Store, log: Log,
         if runner is not None and backend in ("standalone", None):
             stale = process.still_running(runner) is False
             why = "its process has ended"
-        elif backend == "slurm" and name.isdigit() and _runs(config, "slurm", True):
-            if on_node is None:
-                on_node = _slurm_jobs_on_node(config, log, environ)
-            stale = on_node is not False and name not in on_node
-            why = "Slurm no longer runs it on this node"
+        elif backend in here:
+            if backend not in running:
+                module = here[backend]
+                answer = _ask(module, module.jobs_query, config, log, environ,
+                              "no job directory removed")
+                running[backend] = module.running_jobs(answer) \
+                    if isinstance(answer, str) else None
+            stale = running[backend] is not None and name not in running[backend]
+            why = f"{here[backend].TITLE} no longer runs it on this node"
         else:
             continue  # nothing proves it stale (a job of an earlier version: its end does)
         if stale and store.remove_job_dir(name):
             done.append(f"removed job {name}: {why}")
             log.info(f"sync removed job {name}: {why}")
     return done
-
-
-def _slurm_jobs_on_node(config: Config, log: Log, environ: dict[str, str]) -> set[str] | bool:
-    """Ids of the jobs Slurm has on this node; False when that cannot be known."""
-    squeue = slurm.command_path("squeue", config.backend["slurm"].get("scontrol"))
-    if squeue is None or not os.path.exists(squeue):
-        return False
-    output = ask([squeue, "-h", "-w", _node_name(), "-o", "%A"], config.command_timeout_secs,
-                 slurm.command_env(environ), log, "no job directory removed")
-    if output is None:
-        return False
-    return {line.strip() for line in output.splitlines() if line.strip()}

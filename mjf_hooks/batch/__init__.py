@@ -1,1 +1,38 @@
-"""One module per batch system: its environment and tools -> job facts."""
+"""One module per batch system: what it says about its jobs, as pure functions of text.
+
+Every batch module provides the same names (the seam the rest of the suite uses;
+a new batch system adds one module, see the README's "Adding a batch system"):
+
+``NAME``, ``TITLE``
+    recorded in each job's ``state/backend``, and its ``[NAME]`` config section; the
+    name messages use.
+``job_id(environ)``
+    the job's id from a hook's environment (SiteInputError if there is none), where
+    the environment carries it (HTCondor's is in the job ad: ``job_facts``).
+``job_facts(...)``
+    ``({mjf key: (value, source)}, warnings)`` from what the batch system gave the hook
+    (its environment, the text its commands printed, the time): pure, so tests feed
+    recorded data. Its arguments are the batch system's own; its CLI gathers them.
+``installed(options)``
+    whether this node looks like it runs the batch system (``options``: its config
+    section), when ``[mjf] batch_systems`` does not say.
+``drain_query(options, environ, nodename)`` and ``drains(output, node, now)``
+    the command (argv, environment) that tells of a drain of this machine, or None;
+    and its output -> ``[(UNIX time the machine must be empty, what)]``.
+``jobs_query(options, environ, nodename)`` and ``running_jobs(output)``
+    the command that lists this node's running jobs, or None where the batch system
+    itself removes what its jobs leave (then nothing here is ever proven gone); and
+    its output -> the job directory names that still run.
+
+Where each backend's job directories live is said once, for all of them, in
+:func:`mjf_hooks.lifecycle.job_stores_elsewhere`.
+"""
+
+NAMES = ("slurm", "htcondor", "lsf")
+
+
+def backend(name: str):
+    """The batch module called ``name`` (one of NAMES), imported when first needed."""
+    if name not in NAMES:
+        raise KeyError(name)
+    return __import__(f"mjf_hooks.batch.{name}", fromlist=["NAME"])

@@ -14,6 +14,8 @@ Pure functions of parsed ads (:mod:`mjf_hooks.batch.classad`); the wrapper in
 
 from __future__ import annotations
 
+import os
+
 from .. import spec
 from .classad import Expression
 
@@ -113,6 +115,36 @@ def cron_attributes(machine_values: dict[str, str]) -> str:
     """
     return "".join(f"MJF_{name.upper()} = {machine_values.get(name, 'undefined')}\n"
                    for name in spec.MACHINE_KEYS)
+
+
+NAME = "htcondor"
+TITLE = "HTCondor"
+CONDOR_STATUS = "/usr/bin/condor_status"
+
+
+def installed(options: dict[str, str]) -> bool:
+    return os.path.exists(CONDOR_STATUS)
+
+
+def drain_query(options: dict[str, str], environ: dict[str, str],
+                nodename: str) -> tuple[list[str], dict[str, str]] | None:
+    """This machine's StartD ads only (a pool has tens of thousands of slots)."""
+    return ([CONDOR_STATUS, "-startd", "-constraint", machine_constraint(nodename), "-af:,",
+             *GRACEFUL_DRAIN_ATTRIBUTES], {"PATH": "/usr/bin:/bin"})
+
+
+def drains(output: str, node: str, now: float) -> list[tuple[int, str]]:
+    drained = graceful_drain(output, node)
+    return [drained] if drained else []
+
+
+def jobs_query(options: dict[str, str], environ: dict[str, str], nodename: str) -> None:
+    """None: a job's directory is in its scratch, which HTCondor removes itself."""
+    return None
+
+
+def running_jobs(output: str) -> set[str]:
+    return set()
 
 
 GRACEFUL_DRAIN_ATTRIBUTES = ("Machine", "Draining", "ExpectedMachineGracefulDrainingCompletion")

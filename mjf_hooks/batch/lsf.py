@@ -20,6 +20,31 @@ from __future__ import annotations
 from ..errors import SiteInputError
 from ..spec import MAX_JOB_ID_LENGTH, digits_value
 
+NAME = "lsf"
+TITLE = "LSF"
+
+
+def installed(options: dict[str, str]) -> bool:
+    return False  # nothing to ask LSF for: see drain_query and jobs_query
+
+
+def drain_query(options: dict[str, str], environ: dict[str, str], nodename: str) -> None:
+    """None: an LSF host closed by an admin (``badmin hclose``) announces no time."""
+    return None
+
+
+def drains(output: str, node: str, now: float) -> list[tuple[int, str]]:
+    return []
+
+
+def jobs_query(options: dict[str, str], environ: dict[str, str], nodename: str) -> None:
+    """None: the post-exec removes a job's directory (LSF runs it for every job)."""
+    return None
+
+
+def running_jobs(output: str) -> set[str]:
+    return set()
+
 
 def job_id(environ: dict[str, str]) -> str:
     """``1234``, or ``1234[7]`` for element 7 of an array job."""

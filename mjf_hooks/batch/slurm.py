@@ -41,6 +41,38 @@ def command_path(name: str, scontrol: str | None = None) -> str | None:
                  if os.path.exists(path)), None)
 
 
+NAME = "slurm"
+TITLE = "Slurm"
+
+
+def installed(options: dict[str, str]) -> bool:
+    return command_path("scontrol", options.get("scontrol")) is not None
+
+
+def drain_query(options: dict[str, str], environ: dict[str, str],
+                nodename: str) -> tuple[list[str], dict[str, str]] | None:
+    """Maintenance reservations (``scontrol show reservation``)."""
+    scontrol = command_path("scontrol", options.get("scontrol")) or "/usr/bin/scontrol"
+    return [scontrol, "show", "reservation", "-o"], command_env(environ)
+
+
+def drains(output: str, node: str, now: float) -> list[tuple[int, str]]:
+    return maintenance_drains(output, node, now)
+
+
+def jobs_query(options: dict[str, str], environ: dict[str, str],
+               nodename: str) -> tuple[list[str], dict[str, str]] | None:
+    """The jobs Slurm runs on this node (``squeue -w``); None without squeue."""
+    squeue = command_path("squeue", options.get("scontrol"))
+    if squeue is None or not os.path.exists(squeue):
+        return None
+    return [squeue, "-h", "-w", nodename.split(".")[0], "-o", "%A"], command_env(environ)
+
+
+def running_jobs(output: str) -> set[str]:
+    return {line.strip() for line in output.splitlines() if line.strip()}
+
+
 def command_env(environ: dict[str, str]) -> dict[str, str]:
     """The environment Slurm's commands run with: a fixed PATH, and the job's (or the
     caller's) ``SLURM_CONF`` where one is set."""

@@ -267,3 +267,15 @@ def test_a_node_that_runs_no_slurm_never_asks_it(node, tmp_path):
     assert "condor_status" in result.stderr  # the one it runs (absent here) is asked
     assert not calls.exists()
     assert os.listdir(node.base / "jobs") == ["8"]
+
+
+def test_a_failing_query_withdraws_no_drain(node):
+    start = int(time.time()) + 7200
+    node.reservations(reservation(start))
+    node.sync()
+    (node.bindir / "scontrol").write_text("#!/bin/sh\necho down >&2\nexit 1\n")
+    result = node.sync()
+    assert "Slurm drains not known this time" in result.stderr
+    assert node.machine("shutdowntime") == str(start)  # not known is not gone
+    node.reservations("")
+    assert "withdrawn" in node.sync().stdout

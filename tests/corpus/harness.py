@@ -18,6 +18,7 @@ import sys
 
 from mjf_hooks import command, probe, spec, sync
 from mjf_hooks import config as config_module
+from mjf_hooks.batch import htcondor as htcondor_batch
 from mjf_hooks.command import CommandError
 from mjf_hooks.probe import cgroup, cpu
 from mjf_hooks.store import job_dir_name
@@ -93,7 +94,7 @@ class Sandbox:
         for module in [command, sync, *self._hook_modules()]:
             if hasattr(module, "run_command"):
                 patch(module, "run_command", self._run_command)
-        patch(sync, "_CONDOR_STATUS", self.path("bin/condor_status"))
+        patch(htcondor_batch, "CONDOR_STATUS", self.path("bin/condor_status"))
         patch(config_module, "DEFAULT_PATH", self.path(DEFAULT_CONFIG))
         patch(config_module, "DEFAULT_BASE_DIR", self.path(DEFAULT_BASE_DIR))
         patch(os, "execve", self._execve)

@@ -44,7 +44,7 @@ def condor_status(tmp_path, monkeypatch):
     path = tmp_path / "condor_status"
     path.write_text(FAKE_CONDOR_STATUS.replace("MACHINE", NODE))
     path.chmod(0o755)
-    monkeypatch.setattr(sync, "_CONDOR_STATUS", str(path))
+    monkeypatch.setattr(htcondor, "CONDOR_STATUS", str(path))
     return path
 
 
