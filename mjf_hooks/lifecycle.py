@@ -15,7 +15,7 @@ from . import spec
 from .config import Config
 from .errors import StoreError
 from .log import Log
-from .store import BACKEND_MARKER, OWN_PREFIX, RUNNER_MARKER, SCRATCH_STORE, Store
+from .store import BACKEND_MARKER, OWN_PREFIX, RUNNER_MARKER, Store
 
 # Type names only: importing collections.abc at run time costs every job start ~2 ms.
 # The value computation and the probes load where a job starts (or machine features
@@ -129,20 +129,23 @@ def private_base_dir(environ: Mapping[str, str], create: bool = True) -> str:
     return path
 
 
-DEFAULT_CONDOR_EXECUTE = "/var/lib/condor/execute"
 # Where the per-user directories of private_base_dir live, for a root drain to find them.
 PRIVATE_PARENTS = ("/tmp", "/run/user")
 
 
 def job_stores_elsewhere(config: Config) -> list[Store]:
-    """Every store outside base_dir that a backend keeps jobs in, as root finds them: each
-    HTCondor job's scratch (``<execute>/dir_*/.mjf``), each user's private directory
-    (``/tmp/mjf-<uid>``, ``/run/user/<uid>/mjf``: an LSF job or ``mjf run`` of a user
-    who cannot write base_dir). Each belongs to its user and is opened as such: only a
-    real directory of that user is taken, never through a symlink."""
-    execute = config.backend["htcondor"].get("execute_dir", DEFAULT_CONDOR_EXECUTE)
-    candidates = [(os.path.join(execute, entry, SCRATCH_STORE), None)
-                  for entry in _listing(execute)]
+    """Every store outside base_dir that jobs are kept in, as root finds them: those each
+    batch module names (``job_store_dirs``: an HTCondor job's scratch), and each user's
+    private directory (``/tmp/mjf-<uid>``, ``/run/user/<uid>/mjf``: an LSF job or ``mjf
+    run`` of a user who cannot write base_dir). Each belongs to its user and is opened
+    as such: only a real directory of that user is taken, never through a symlink."""
+    from . import batch
+
+    candidates: list[tuple[str, str | None]] = []
+    for name in batch.NAMES:
+        for parent, subpath in batch.backend(name).job_store_dirs(config.backend[name]):
+            candidates += [(os.path.join(parent, entry, subpath), None)
+                           for entry in _listing(parent)]
     tmp, runtime = PRIVATE_PARENTS
     candidates += [(os.path.join(tmp, entry), entry[len("mjf-"):])
                    for entry in _listing(tmp) if entry.startswith("mjf-")]

@@ -39,8 +39,6 @@ from .errors import StoreError
 from .safefs import Dir, check_trusted_path, describe
 
 MACHINE_DIR = "machinefeatures"
-# A store inside a job's own scratch directory (HTCondor): <scratch>/.mjf
-SCRATCH_STORE = ".mjf"
 JOBS_DIR = "jobs"
 JOB_FEATURES_DIR = "jobfeatures"
 # Hidden names never collide with a job's directory: job dir names never start with ".".

@@ -24,8 +24,11 @@ a new batch system adds one module, see the README's "Adding a batch system"):
     itself removes what its jobs leave (then nothing here is ever proven gone); and
     its output -> the job directory names that still run.
 
-Where each backend's job directories live is said once, for all of them, in
-:func:`mjf_hooks.lifecycle.job_stores_elsewhere`.
+``job_store_dirs(options)``
+    where its jobs keep stores outside base_dir: ``[(parent, subpath)]``, a store at
+    ``<parent>/<entry>/<subpath>`` for each entry (HTCondor: each job's scratch).
+    The per-user directory of a job whose user cannot write base_dir is shared by
+    every job runner (:func:`mjf_hooks.lifecycle.private_base_dir`).
 """
 
 NAMES = ("slurm", "htcondor", "lsf")

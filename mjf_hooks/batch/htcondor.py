@@ -122,6 +122,16 @@ TITLE = "HTCondor"
 CONDOR_STATUS = "/usr/bin/condor_status"
 
 
+DEFAULT_EXECUTE_DIR = "/var/lib/condor/execute"
+# A job's store, in its scratch directory (HTCondor removes it with the sandbox).
+SCRATCH_STORE = ".mjf"
+
+
+def job_store_dirs(options: dict[str, str]) -> list[tuple[str, str]]:
+    """Each job keeps its store in its scratch: ``<EXECUTE>/<dir_*>/.mjf``."""
+    return [(options.get("execute_dir", DEFAULT_EXECUTE_DIR), SCRATCH_STORE)]
+
+
 def installed(options: dict[str, str]) -> bool:
     return os.path.exists(CONDOR_STATUS)
 

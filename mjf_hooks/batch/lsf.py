@@ -24,6 +24,12 @@ NAME = "lsf"
 TITLE = "LSF"
 
 
+def job_store_dirs(options: dict[str, str]) -> list[tuple[str, str]]:
+    """None of its own: a job whose user cannot write base_dir uses the per-user
+    directory every job runner shares (:func:`mjf_hooks.lifecycle.private_base_dir`)."""
+    return []
+
+
 def installed(options: dict[str, str]) -> bool:
     return False  # nothing to ask LSF for: see drain_query and jobs_query
 

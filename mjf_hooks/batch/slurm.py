@@ -45,6 +45,11 @@ NAME = "slurm"
 TITLE = "Slurm"
 
 
+def job_store_dirs(options: dict[str, str]) -> list[tuple[str, str]]:
+    """None outside base_dir: the Prolog runs as root."""
+    return []
+
+
 def installed(options: dict[str, str]) -> bool:
     return command_path("scontrol", options.get("scontrol")) is not None
 

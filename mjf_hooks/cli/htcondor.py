@@ -24,7 +24,6 @@ from ..batch import classad, htcondor
 from ..errors import SiteInputError
 from ..hook import COMMON_HELP, HookContext, exec_job, run_hook
 from ..options import UsageError
-from ..store import SCRATCH_STORE
 
 WRAPPER_USAGE = """\
 usage: mjf htcondor-wrapper [options] -- CMD [ARGS...]
@@ -122,7 +121,8 @@ def _set_up(context: HookContext) -> dict[str, str]:
                              "and ProcId: cannot tell the job's id")
     site = lifecycle.store_for(config)
     # The scratch is HTCondor's, below the condor user's EXECUTE directory.
-    store = lifecycle.store_for(config, os.path.join(scratch, SCRATCH_STORE), given_dir=scratch)
+    store = lifecycle.store_for(config, os.path.join(scratch, htcondor.SCRATCH_STORE),
+                                given_dir=scratch)
     job = lifecycle.JobStart("htcondor", facts, cgroup_pid="self", scratch_dir=scratch)
     return lifecycle.set_up_job(config, log, site, store, job, context.dry_run)
 
