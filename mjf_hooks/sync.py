@@ -7,10 +7,14 @@
    notice than ``grace_secs`` (hiding it would be worse; that is logged), and
    withdrawn when the batch system drops it - but a drain an admin set with
    ``mjf drain`` is never touched.
-3. Job directories whose job is gone are removed - only when that is proven:
-   a standalone job's process has ended; a Slurm job is no longer on this node
-   per ``squeue``. When in doubt (a query fails, an unknown directory) nothing
-   is removed.
+3. Job directories whose job is gone are removed - only when that is proven,
+   by the batch system that made the job (its ``state/backend``): a standalone
+   job's process has ended; a batch module's ``running_jobs`` no longer lists it.
+   When in doubt (a query fails, an unknown directory) nothing is removed.
+4. What job ends had no time to remove (hidden trash names in ``jobs/``) is removed.
+
+Each batch system this node runs is asked through its batch module's queries
+(:mod:`mjf_hooks.batch`); this module knows none of them by name.
 """
 
 from __future__ import annotations
@@ -33,8 +37,8 @@ def sync(config: Config, log: Log, environ: dict[str, str], now: float | None = 
     lifecycle.machine_features(config, store, log)
     done = _batch_drains(config, store, log, environ, now)
     done += _remove_stale_jobs(config, store, log, environ)
-    # Last, and with no time limit: what job ends had no time to remove (a job's user
-    # may have filled its directory) blocks no job here.
+    # Last, for up to TRASH_BUDGET_SECS: what job ends had no time to remove (a job's
+    # user may have filled its directory) blocks no job here.
     if not store.empty_trash():
         log.warning(f"{store.base_dir}/jobs: what job ends left to remove is not all "
                     "removed yet (the next sync goes on)")
