@@ -210,6 +210,7 @@ def mjf_cluster(cgroups: bool):
     for user in USERS:
         ensure_user(user)
     saved = SITE_CONFIG.read_bytes() if SITE_CONFIG.exists() else None
+    made_parent = not SITE_CONFIG.parent.exists()
     SITE_CONFIG.parent.mkdir(parents=True, exist_ok=True)
     base = root / "mjf"
     good_config = f"[mjf]\nbase_dir = {base}\n[machinefeatures]\nhs06_per_cpu = 10\n" \
@@ -226,6 +227,8 @@ def mjf_cluster(cgroups: bool):
         slurm.stop()
         if saved is None:
             SITE_CONFIG.unlink()
+            if made_parent:
+                SITE_CONFIG.parent.rmdir()
         else:
             SITE_CONFIG.write_bytes(saved)
         shutil.rmtree(root, ignore_errors=True)
