@@ -198,23 +198,20 @@ class Drains:
         batch_text = store.read_machine_state(BATCH_DRAIN) or ""
         seconds, _, what = batch_text.partition(" ")
         batch = (_time(seconds), what) if _time(seconds) is not None and what else None
+        drains = cls(admin, batch)
         legacy = store.read_machine_key(_LEGACY_SOURCE_MARKER)
-        if admin is None and batch is None:
-            current = _time(store.read_machine_key("shutdowntime"))
-            if current is not None:
-                drains = cls(None, (current, legacy)) if legacy else cls(current, None)
-                drains.save(store)
-                return drains
+        current = None if admin or batch else _time(store.read_machine_key("shutdowntime"))
+        if current is not None:  # announced by an earlier version: taken over once
+            drains = cls(None, (current, legacy)) if legacy else cls(current, None)
+            drains.save(store)
         if legacy is not None:
             store.set_machine_key(_LEGACY_SOURCE_MARKER, None)
-        return cls(admin, batch)
+        return drains
 
     def save(self, store: Store) -> None:
         store.set_machine_state(ADMIN_DRAIN, None if self.admin is None else str(self.admin))
         store.set_machine_state(BATCH_DRAIN, None if self.batch is None
                                 else f"{self.batch[0]} {_printable(self.batch[1])}")
-        if store.read_machine_key(_LEGACY_SOURCE_MARKER) is not None:
-            store.set_machine_key(_LEGACY_SOURCE_MARKER, None)
 
     def shutdown(self) -> int | None:
         """The machine's shutdowntime: the earlier drain."""

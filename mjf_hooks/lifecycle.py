@@ -115,7 +115,7 @@ def private_base_dir(environ: Mapping[str, str], create: bool = True) -> str:
     if runtime and os.path.isdir(runtime) and os.stat(runtime).st_uid == os.geteuid():
         path = os.path.join(runtime, "mjf")
     else:
-        path = f"/tmp/mjf-{os.geteuid()}"
+        path = os.path.join(PRIVATE_PARENTS[0], f"mjf-{os.geteuid()}")
     if not create:
         return path
     try:

@@ -153,39 +153,36 @@ class Store:
 
     def read_machine_key(self, name: str) -> str | None:
         """A machine key's current content, or None if absent or unreadable."""
-        try:
-            with self._open_top(MACHINE_DIR) as machine:
-                return machine.read(name)
-        except (FileNotFoundError, StoreError):
-            return None
+        return self._read_top_file(MACHINE_DIR, name)
 
     def set_machine_key(self, name: str, content: str | None) -> None:
         """Replace (or with None remove) one dynamic machine key atomically."""
-        with self._open_top(MACHINE_DIR, create=True) as machine:
-            machine.sweep_leftovers()
-            if content is None:
-                machine.unlink_file(name)
-            else:
-                machine.replace(name, content, self.file_mode)
+        self._set_top_file(MACHINE_DIR, name, content)
 
     def read_machine_state(self, name: str) -> str | None:
         """A file of the machine's bookkeeping (``<base_dir>/state/``), or None."""
-        try:
-            with self._open_top(STATE_DIR) as bookkeeping:
-                return bookkeeping.read(name)
-        except (FileNotFoundError, StoreError):
-            return None
+        return self._read_top_file(STATE_DIR, name)
 
     def set_machine_state(self, name: str, content: str | None) -> None:
         """Replace (or with None remove) a file of the machine's bookkeeping atomically."""
-        if content is None and self.read_machine_state(name) is None:
-            return
-        with self._open_top(STATE_DIR, create=True) as bookkeeping:
-            bookkeeping.sweep_leftovers()
+        self._set_top_file(STATE_DIR, name, content)
+
+    def _read_top_file(self, top: str, name: str) -> str | None:
+        try:
+            with self._open_top(top) as directory:
+                return directory.read(name)
+        except (FileNotFoundError, StoreError):
+            return None
+
+    def _set_top_file(self, top: str, name: str, content: str | None) -> None:
+        if content is None and self._read_top_file(top, name) is None:
+            return  # nothing to remove: nothing to create either
+        with self._open_top(top, create=True) as directory:
+            directory.sweep_leftovers()
             if content is None:
-                bookkeeping.unlink_file(name)
+                directory.unlink_file(name)
             else:
-                bookkeeping.replace(name, content, self.file_mode)
+                directory.replace(name, content, self.file_mode)
 
     # Job features.
     def create_job(self, job_id: str, values: dict[str, str], gid: int | None = None,
