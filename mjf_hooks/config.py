@@ -52,6 +52,8 @@ BACKEND_OPTIONS = {
         "execute_dir": "absolute path",
     },
     "lsf": {"bjobs": "absolute path", "query_bjobs": ("yes", "no")},
+    "gridengine": {"sge_root": "absolute path", "sge_cell": "cell name",
+                   "qstat": "absolute path", "query_qstat": ("yes", "no")},
 }
 _SECTIONS = ("mjf", "machinefeatures", "jobfeatures", *BACKEND_OPTIONS)
 
@@ -276,6 +278,11 @@ def _backend_value(kind: str | tuple[str, ...], value: str) -> str:
         return value
     if kind == "absolute path":
         return _absolute_path(value)
+    if kind == "cell name":  # a directory name under SGE_ROOT
+        if not value or not value.isascii() or value.startswith(".") \
+                or not value.replace("_", "a").replace("-", "a").replace(".", "a").isalnum():
+            raise ValueError("must be a Grid Engine cell name (letters, digits, _ - .)")
+        return value
     if not value or not value.isascii() or value[0].isdigit() \
             or not value.replace("_", "a").isalnum():
         raise ValueError("must be a ClassAd attribute name (letters, digits, _)")

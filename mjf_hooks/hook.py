@@ -37,10 +37,11 @@ COMMON_HELP = """\
 class HookContext:
     """What a hook body gets: the config, the environment, its options and a log."""
 
-    __slots__ = ("args", "config", "config_failed", "dry_run", "environ", "log", "options")
+    __slots__ = ("args", "config", "config_failed", "dry_run", "environ", "failure_exit", "log",
+                 "options")
 
     def __init__(self, config, environ: Mapping[str, str], options: dict, args: list[str],
-                 log: Log, config_failed: bool = False) -> None:
+                 log: Log, config_failed: bool = False, failure_exit: int = 1) -> None:
         self.config = config
         # The config could not be read (already logged): a job runner still runs the job.
         self.config_failed = config_failed
@@ -49,9 +50,12 @@ class HookContext:
         self.args = args
         self.log = log
         self.dry_run = bool(options.get("dry_run"))
+        # The exit status of a failure with on_error = fail (the batch system's own).
+        self.failure_exit = failure_exit
 
     def fail_safe(self, action: Callable, *args):
-        """Run one step; on error log it and return None (or exit 1 with on_error = fail)."""
+        """Run one step; on error log it and return None (or, with on_error = fail, exit
+        with ``failure_exit``)."""
         if self.config_failed:
             return None
         try:
@@ -59,7 +63,7 @@ class HookContext:
         except Exception as error:  # noqa: BLE001 - the fail-safe rule: nothing escapes
             _log_failure(self.log, error)
             if self.config.on_error == "fail":
-                raise SystemExit(1) from None
+                raise SystemExit(self.failure_exit) from None
             return None
 
 
@@ -73,13 +77,16 @@ def run_hook(
     positional_stop: bool = False,
     usage_exit: int = 0,
     runs_job: bool = False,
+    failure_exit: int = 1,
 ) -> int:
     """Run ``body`` under the fail-safe rule and return the hook's exit status.
 
     ``usage_exit`` is the status for a wrong command line: 2 for commands a
     person types, 0 (logged) for hooks a batch system calls. A hook that
     ``runs_job`` (a wrapper) gets its body called even when the config is
-    broken, so it can run the job without MJF.
+    broken, so it can run the job without MJF. ``failure_exit`` is the status of a
+    failure with ``on_error = fail``: 1, or what the batch system reads as "this job
+    failed" without blaming the node (Grid Engine: 100).
     """
     log = Log(context_name)
     try:
@@ -102,13 +109,14 @@ def run_hook(
                    or config_module.config_path(environ))
         config = config_module.load(path)
         log.destinations = config.log
-        context = HookContext(config, environ, options, args, log)
+        context = HookContext(config, environ, options, args, log, failure_exit=failure_exit)
     except Exception as error:  # noqa: BLE001 - a broken config must not drain a node
         # Its on_error cannot be trusted either: the default (continue) applies.
         _log_failure(log, error)
         if not runs_job:
             return 0
-        context = HookContext(config, environ, options, args, log, config_failed=True)
+        context = HookContext(config, environ, options, args, log, config_failed=True,
+                              failure_exit=failure_exit)
     try:
         status = body(context)
     except SystemExit:
@@ -118,23 +126,32 @@ def run_hook(
         return usage_exit
     except Exception as error:  # noqa: BLE001
         _log_failure(log, error)
-        return 1 if config.on_error == "fail" else 0
+        return failure_exit if config.on_error == "fail" else 0
     return status or 0
 
 
-def exec_job(context: HookContext, argv: list[str], exports: dict[str, str]) -> str | None:
+def exec_job(context: HookContext, argv: list[str], exports: dict[str, str],
+             file: str | None = None) -> str | None:
     """Replace this process with the job, its environment plus ``exports``.
+
+    ``file`` is what to run (default ``argv[0]``); without a ``/`` it is searched in the
+    job's PATH, as a shell would.
 
     Returns only in a dry run (None: it printed what it would run) or when the
     exec failed (the logged reason, for the batch system's error channel).
     """
+    file = file or argv[0]
     if context.dry_run:
-        sys.stdout.write(f"would exec: {argv!r}\n")
+        sys.stdout.write(f"would exec: {argv!r}" + (f" ({file})" if file != argv[0] else "")
+                         + "\n")
         return None
+    environment = {**context.environ, **exports}
     try:
-        os.execve(argv[0], argv, {**context.environ, **exports})
+        if "/" in file:
+            os.execve(file, argv, environment)
+        os.execvpe(file, argv, environment)
     except OSError as error:
-        message = f"cannot execute {argv[0]}: {error.strerror}"
+        message = f"cannot execute {file}: {error.strerror}"
         context.log.error(message)
         return message
     return None  # not reached: execve does not return

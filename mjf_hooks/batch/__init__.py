@@ -31,7 +31,7 @@ a new batch system adds one module, see the README's "Adding a batch system"):
     every job runner (:func:`mjf_hooks.lifecycle.private_base_dir`).
 """
 
-NAMES = ("slurm", "htcondor", "lsf")
+NAMES = ("slurm", "htcondor", "lsf", "gridengine")
 
 
 def backend(name: str):

@@ -20,12 +20,10 @@ import os
 import sys
 import time
 
-from .. import lifecycle
+from .. import starter
 from ..batch import lsf
-from ..errors import SiteInputError
 from ..hook import COMMON_HELP, HookContext, exec_job, run_hook
 from ..options import UsageError
-from ..store import Store
 
 USAGE = """\
 usage: mjf-lsf [options] pre-exec | post-exec | starter CMD [ARGS...]
@@ -52,17 +50,15 @@ def _dispatch(context: HookContext) -> int:
         raise UsageError(f"{role} takes no arguments, got {command!r}")
     context.log.context = f"mjf-lsf {role} job {context.environ.get('LSB_JOBID', '?')}"
     if role == "pre-exec":
-        set_up(context, completing=False)
+        set_up(context, in_job=False)
         return 0
     if role == "post-exec":
-        job_id = lsf.job_id(context.environ)
-        for store in _stores(context):
-            lifecycle.end_job(store, context.log, job_id, context.dry_run)
+        starter.end(context, lsf.job_id(context.environ))
         return 0
-    return starter(context, command)
+    return run_starter(context, command)
 
 
-def starter(context: HookContext, command: list[str]) -> int:
+def run_starter(context: HookContext, command: list[str]) -> int:
     if not command:
         raise UsageError("starter needs the job's command (JOB_STARTER = mjf-lsf starter "
                          '"%USRCMD")')
@@ -72,47 +68,18 @@ def starter(context: HookContext, command: list[str]) -> int:
     return 0 if exec_job(context, argv, exports) is None else 127
 
 
-def _stores(context: HookContext) -> list[Store]:
-    """Where a job's directory may be: base_dir, or its user's private directory."""
-    private = lifecycle.private_base_dir(context.environ, create=False)
-    return [lifecycle.store_for(context.config), lifecycle.store_for(context.config, private)]
-
-
-def set_up(context: HookContext, completing: bool) -> dict[str, str]:
+def set_up(context: HookContext, in_job: bool) -> dict[str, str]:
     """Write the job's features (or, in the starter, complete the pre-exec's); return exports."""
-    config, environ, log = context.config, context.environ, context.log
+    environ = context.environ
     job_id = lsf.job_id(environ)
-    site = lifecycle.store_for(config)
-    if completing:
-        for store in _stores(context):
-            if os.path.isdir(store.job_features_dir(job_id)):
-                return _complete(context, site, store, job_id)
-    # The starter is the job; a pre-exec is not (as root, not even its user): what only
-    # the job's own process shows (its limits, its cgroup) is left for the starter.
-    is_job = completing
-    facts, warnings = lsf.job_facts(environ, [os.uname().nodename], int(time.time()),
-                                    _limits() if is_job else None, _run_limit(context, job_id))
-    for warning in warnings:
-        log.warning(warning)
-    running_as_root = os.geteuid() == 0
-    store = site if running_as_root else lifecycle.user_job_store(config, environ, log,
-                                                                   context.dry_run)
-    uid = gid = None
-    if running_as_root and not is_job:
-        uid, gid = _job_user(environ)
-    job = lifecycle.JobStart("lsf", facts, cgroup_pid="self" if is_job else None,
-                             scratch_dir=environ.get("TMPDIR") or os.getcwd(),
-                             gid=gid, uid=uid, pending=not is_job)
-    return lifecycle.set_up_job(config, log, site, store, job, context.dry_run)
 
+    def gather() -> tuple[dict, list[str]]:
+        return lsf.job_facts(environ, [os.uname().nodename], int(time.time()), None,
+                             _run_limit(context, job_id))
 
-def _complete(context: HookContext, site: Store, store: Store, job_id: str) -> dict[str, str]:
-    """The starter after a pre-exec: add what only the job's own process can see."""
-    config, log = context.config, context.log
-    machine_store = site if site.has_machine_dir(log) else store
-    lifecycle.complete_if_pending(config, store, machine_store, log, job_id, _limits(),
-                                  context.dry_run)
-    return lifecycle.exports(config, machine_store.machine_dir, store.job_features_dir(job_id))
+    return starter.set_up(context, "lsf", job_id, in_job, gather,
+                          environ.get("TMPDIR"), ("LSB_JOB_EXECUSER", "USER"),
+                          completion=_limits)
 
 
 def _limits() -> dict:
@@ -147,16 +114,3 @@ def _run_limit(context: HookContext, job_id: str) -> tuple | None:
         context.log.warning(f"{error}: wall_limit_secs not written")
         return None
     return (limit, f"{path} -o runtimelimit: {output.strip()}") if limit else None
-
-
-def _job_user(environ: dict[str, str]) -> tuple[int | None, int | None]:
-    """uid and gid of the job's user, for a pre-exec running as root."""
-    import pwd  # only here: a root pre-exec is the one role that needs it
-
-    name = environ.get("LSB_JOB_EXECUSER") or environ.get("USER") or ""
-    try:
-        entry = pwd.getpwnam(name)
-    except (KeyError, ValueError):  # ValueError: a name with a NUL byte
-        raise SiteInputError(f"LSB_JOB_EXECUSER/USER: the job's user {name!r} is unknown "
-                             "here") from None
-    return entry.pw_uid, entry.pw_gid

@@ -1,0 +1,90 @@
+"""What a batch system with a pre-start hook and a job starter shares.
+
+LSF (``PRE_EXEC`` and ``JOB_STARTER``) and Grid Engine (the queue's ``prolog`` and
+``starter_method``) both run a hook before the job - as root or as the job's
+user, outside the job - and then, as the job's user, a starter whose process *is*
+the job. The pre-start writes the job's directory with what it can see and marks it
+pending; the starter completes it from inside the job (its cgroup, its limits) or,
+where no pre-start ran, writes it itself; then the job runs with the variables.
+A backend's CLI gathers its batch system's facts and calls these.
+"""
+
+from __future__ import annotations
+
+import os
+
+from . import lifecycle
+from .errors import SiteInputError
+from .hook import HookContext
+from .store import Store
+
+# Type names only: importing collections.abc at run time costs every job start ~2 ms.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+def job_stores(context: HookContext) -> list[Store]:
+    """Where a job's directory may be: base_dir, or its user's private directory."""
+    private = lifecycle.private_base_dir(context.environ, create=False)
+    return [lifecycle.store_for(context.config), lifecycle.store_for(context.config, private)]
+
+
+def set_up(context: HookContext, backend: str, job_id: str, in_job: bool,
+           gather: Callable[[], tuple[dict, list[str]]], scratch_dir: str | None,
+           owner_variables: tuple[str, ...],
+           completion: Callable[[], dict] | None = None) -> dict[str, str]:
+    """Write a job's features, or in the starter (``in_job``) complete what a pre-start
+    wrote; return the variables the job gets.
+
+    ``gather``: the batch system's facts and warnings (called only when writing);
+    ``owner_variables``: the variables naming the job's user, for a pre-start running
+    as root; ``completion``: facts only the job's own process has (its rlimits).
+    """
+    config, environ, log = context.config, context.environ, context.log
+    site = lifecycle.store_for(config)
+    if in_job:
+        for store in job_stores(context):
+            if os.path.isdir(store.job_features_dir(job_id)):
+                machine_store = site if site.has_machine_dir(log) else store
+                lifecycle.complete_if_pending(config, store, machine_store, log, job_id,
+                                              completion() if completion else {},
+                                              context.dry_run)
+                return lifecycle.exports(config, machine_store.machine_dir,
+                                         store.job_features_dir(job_id))
+    facts, warnings = gather()
+    if in_job and completion:
+        facts = {**facts, **completion()}
+    for warning in warnings:
+        log.warning(warning)
+    running_as_root = os.geteuid() == 0
+    store = site if running_as_root else lifecycle.user_job_store(config, environ, log,
+                                                                   context.dry_run)
+    uid = gid = None
+    if running_as_root and not in_job:
+        uid, gid = job_user(environ, owner_variables)
+    # A pre-start is not the job (as root, not even its user): what only the job's own
+    # process shows (its cgroup, its limits) is left pending for the starter.
+    job = lifecycle.JobStart(backend, facts, cgroup_pid="self" if in_job else None,
+                             scratch_dir=scratch_dir or os.getcwd(),
+                             gid=gid, uid=uid, pending=not in_job)
+    return lifecycle.set_up_job(config, log, site, store, job, context.dry_run)
+
+
+def end(context: HookContext, job_id: str) -> None:
+    """Remove the job's directory wherever it is (idempotent)."""
+    for store in job_stores(context):
+        lifecycle.end_job(store, context.log, job_id, context.dry_run)
+
+
+def job_user(environ: dict[str, str], variables: tuple[str, ...]) -> tuple[int, int]:
+    """uid and gid of the job's user, named by the first of ``variables`` that is set."""
+    import pwd  # only here: a root pre-start is the one role that needs it
+
+    name = next((environ[variable] for variable in variables if environ.get(variable)), "")
+    try:
+        entry = pwd.getpwnam(name)
+    except (KeyError, ValueError):  # ValueError: a name with a NUL byte
+        raise SiteInputError(f"{'/'.join(variables)}: the job's user {name!r} is unknown "
+                             "here") from None
+    return entry.pw_uid, entry.pw_gid
