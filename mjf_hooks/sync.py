@@ -98,6 +98,17 @@ def condor_drain_shutdown(config: Config, log: Log) -> int | None:
     return found[0][0] if found else None
 
 
+def _running(module, answer, log: Log) -> set[str] | None:
+    """The job directory names a batch system's answer lists; None when not known."""
+    if not isinstance(answer, str):
+        return None
+    try:
+        return module.running_jobs(answer)
+    except ValueError as error:  # its output was not what it prints: nothing is proven
+        log.warning(f"{module.TITLE}: {error}: no job directory removed")
+        return None
+
+
 def _remove_stale_jobs(config: Config, store: Store, log: Log,
                        environ: dict[str, str]) -> list[str]:
     jobs_dir = os.path.join(store.base_dir, JOBS_DIR)
@@ -122,8 +133,7 @@ def _remove_stale_jobs(config: Config, store: Store, log: Log,
                 module = here[backend]
                 answer = _ask(module, module.jobs_query, config, log, environ,
                               "no job directory removed")
-                running[backend] = module.running_jobs(answer) \
-                    if isinstance(answer, str) else None
+                running[backend] = _running(module, answer, log)
             stale = running[backend] is not None and name not in running[backend]
             why = f"{here[backend].TITLE} no longer runs it on this node"
         else:

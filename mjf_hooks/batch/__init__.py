@@ -22,7 +22,8 @@ a new batch system adds one module, see the README's "Adding a batch system"):
 ``jobs_query(options, environ, nodename)`` and ``running_jobs(output)``
     the command that lists this node's running jobs, or None where the batch system
     itself removes what its jobs leave (then nothing here is ever proven gone); and
-    its output -> the job directory names that still run.
+    its output -> the job directory names that still run (ValueError for output it
+    cannot read: then nothing is removed).
 
 ``job_store_dirs(options)``
     where its jobs keep stores outside base_dir: ``[(parent, subpath)]``, a store at

@@ -85,14 +85,21 @@ def drains(output: str, node: str, now: float) -> list[tuple[int, str]]:
 
 
 def jobs_query(options: dict[str, str], environ: dict[str, str],
-               nodename: str) -> tuple[list[str], dict[str, str]]:
-    """Every user's jobs, as XML (its queue instance names are never cut short)."""
-    return [qstat_path(options), "-u", "*", "-s", "rs", "-xml"], command_env(options, environ)
+               nodename: str) -> tuple[list[str], dict[str, str]] | None:
+    """Every user's jobs in this host's queue instances (any state: a job whose prolog
+    runs is still "transferring"), as XML, whose queue names are never cut short.
+    ``*@host*`` also matches the host's full name (and, harmlessly, ``host2``: a job
+    listed is only ever kept)."""
+    short = nodename.split(".")[0]
+    if not short or not all(char.isalnum() or char in "-_" for char in short):
+        return None
+    return ([qstat_path(options), "-u", "*", "-q", f"*@{short}*", "-xml"],
+            command_env(options, environ))
 
 
-def running_jobs(output: str, nodename: str = "") -> set[str]:
-    """``qstat -u '*' -s rs -xml`` -> the job directory names (``1234``, ``1234.7``) of
-    the jobs and array tasks it shows running or suspended, on this node if named.
+def running_jobs(output: str) -> set[str]:
+    """``qstat -xml`` -> the job directory names (``1234``, ``1234.7``) of the jobs and
+    array tasks it lists; a job listed with a range of tasks counts as its number alone.
 
     Raises ValueError for output that is not qstat's XML: nothing is then known.
     """
@@ -105,17 +112,13 @@ def running_jobs(output: str, nodename: str = "") -> set[str]:
         raise ValueError(f"qstat -xml printed no XML ({error})") from None
     if root.tag != "job_info":
         raise ValueError(f"qstat -xml printed <{root.tag}>, not <job_info>")
-    short = nodename.split(".")[0].lower()
     names = set()
     for entry in root.iter("job_list"):
         number = (entry.findtext("JB_job_number") or "").strip()
-        queue = (entry.findtext("queue_name") or "").strip()
         task = (entry.findtext("tasks") or "").strip()
         if not digits_value(number):
             raise ValueError(f"qstat -xml: job number {number!r} is not digits")
-        if short and queue.partition("@")[2].split(".")[0].lower() != short:
-            continue
-        names.add(f"{number}.{task}" if digits_value(task) else number)
+        names.add(f"{number}.{int(task)}" if digits_value(task) else number)
     return names
 
 
@@ -152,14 +155,16 @@ def parse_number(text: str) -> float:
     (``k``/``m``/``g`` powers of 1000, ``K``/``M``/``G`` of 1024). Raises ValueError."""
     multiplier = _MULTIPLIERS.get(text[-1:], 1)
     number = text[:-1] if multiplier != 1 else text
-    if not number.isascii() or not (number[:1].isdigit() or number[:1] == "."):
+    # Python's int() and float() would also take spaces and underscores; C's do not.
+    if not number.isascii() or not (number[:1].isdigit() or number[:1] == ".") \
+            or not number.replace(".", "0").replace("+", "0").replace("-", "0").isalnum():
         raise ValueError(text)
     try:
         if number.startswith("0") and "." not in number and len(number) > 1:
             amount = float(int(number, 16 if number[1:2] in "xX" else 8))
         else:
             amount = float(number)
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: a huge octal or hex number
         raise ValueError(text) from None
     if not 0 <= amount * multiplier < 1e20:
         raise ValueError(text)
