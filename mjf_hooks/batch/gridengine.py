@@ -304,11 +304,16 @@ def spool_limit_facts(spool: dict[str, str] | None, slots: int | None = None,
 
 def wall_limit(requests: dict[str, str] | None, queue_limits: dict[str, str] | None,
                warnings: list[str]) -> tuple[int, str] | None:
-    """The job's run-time limit: the smaller of its ``h_rt``/``s_rt`` request, else its
-    queue instance's (a job is only ever sent where its request fits)."""
-    return _smallest(requests or {}, _RUN_LIMITS, parse_time_secs, "qstat -j", warnings) \
-        or _smallest(queue_limits or {}, _RUN_LIMITS, parse_time_secs, "queue instance",
-                     warnings)
+    """The job's run-time limit: the smaller of ``h_rt`` and ``s_rt``, each as the job
+    requested it or else as its queue instance has it (a job is only ever sent where
+    its request fits; a limit it did not request is the queue's)."""
+    requests, queue_limits = requests or {}, queue_limits or {}
+    found = [_smallest(requests, (name,), parse_time_secs, "qstat -j", warnings)
+             if name in requests else
+             _smallest(queue_limits, (name,), parse_time_secs, "queue instance", warnings)
+             for name in _RUN_LIMITS]
+    found = [limit for limit in found if limit]
+    return min(found) if found else None
 
 
 def queue_instance(environ: dict[str, str], spool: dict[str, str]) -> str | None:
@@ -321,7 +326,8 @@ def queue_instance(environ: dict[str, str], spool: dict[str, str]) -> str | None
 
 
 def needs_queue_limits(requests: dict[str, str] | None) -> bool:
-    return requests is not None and not any(name in requests for name in _RUN_LIMITS)
+    """Whether the queue's limits matter: the job did not request both run-time limits."""
+    return requests is not None and not all(name in requests for name in _RUN_LIMITS)
 
 
 def scratch_dir(environ: dict[str, str], spool: dict[str, str]) -> str | None:

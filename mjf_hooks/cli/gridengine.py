@@ -107,7 +107,8 @@ def set_up(context: HookContext, job: _Job, in_job: bool) -> dict[str, str]:
         pe_text = read_text(pe_hostfile) if pe_hostfile else None
         if pe_hostfile and pe_text is None:
             context.log.warning(f"PE_HOSTFILE {pe_hostfile} is not readable")
-        names = [os.uname().nodename, (job.spool or {}).get("host", "")]
+        names = [os.uname().nodename, (job.spool or {}).get("host", ""),
+                 environ.get("HOSTNAME", "")]
         requests, queue_limits = _run_limits(context, job)
         return gridengine.job_facts(environ, [name for name in names if name],
                                     int(time.time()), job.spool, pe_text, requests,

@@ -26,3 +26,82 @@ def enforced_memory_limit(view: dict) -> int | None:
     """The limit the job's dump saw enforced (v1's huge values mean none)."""
     limits = [limit for limit in view["cgroup_limits"] if limit < 2**62]
     return min(limits) if limits else None
+
+
+# Runs in mjfuser1's job: booby-traps its own job directory, then races the
+# keys root rewrites until told to stop.
+TRAPS = r'''
+import os, sys, time
+target, victim, out = sys.argv[1], sys.argv[2], sys.argv[3]
+features = os.environ["JOBFEATURES"]
+os.chdir(features)
+os.unlink("max_rss_bytes")
+os.mkfifo("max_rss_bytes")                       # a reader that waits on it hangs
+os.symlink(target, "shutdowntime_job")          # root writing through it would hit target
+os.symlink(victim, "victim")                     # the other job's directory
+state = os.path.join(os.path.dirname(features), "state")
+if os.path.isdir(state):                         # the bookkeeping of a pending job
+    os.symlink(target, os.path.join(state, "own_shutdowntime_job"))
+    os.mkfifo(os.path.join(state, "runner"))
+fd = os.open(".", os.O_RDONLY)
+for level in range(1500):                        # deeper than any fd or recursion limit
+    os.mkdir("d", dir_fd=fd)
+    os.symlink(os.path.dirname(target), "up", dir_fd=fd)
+    child = os.open("d", os.O_RDONLY, dir_fd=fd)
+    if level % 300 == 299:
+        os.chmod("/proc/self/fd/%d" % fd, 0)     # locked, for anyone but root
+    os.close(fd)
+    fd = child
+os.close(fd)
+open(os.path.join(out, "traps.ready"), "w").close()
+races, deadline = 0, time.time() + 90
+while not os.path.exists(os.path.join(out, "traps.stop")) and time.time() < deadline:
+    races += 1
+    temp = "t%d" % races
+    try:
+        [lambda: os.symlink(target, temp), lambda: os.mkdir(temp),
+         lambda: os.mkfifo(temp)][races % 3]()
+        if races % 3 == 1:
+            for remove in (os.unlink, os.rmdir):
+                try:
+                    remove("shutdowntime_job")
+                except OSError:
+                    pass
+        os.rename(temp, "shutdowntime_job")
+    except OSError:
+        for remove in (os.unlink, os.rmdir):
+            try:
+                remove(temp)
+            except OSError:
+                pass
+open(os.path.join(out, "traps.done"), "w").write(str(races))
+'''
+
+
+# Runs in mjfuser1's job: what its user can make in its own jobfeatures/ in a few seconds -
+# 14 levels of 250-character names, then a wide directory - before the job ends.
+BURY = r'''
+import os, sys, time
+out, count = sys.argv[1], int(sys.argv[2])
+fd = os.open(os.environ["JOBFEATURES"], os.O_RDONLY)
+for _ in range(14):
+    os.mkdir("n" * 250, dir_fd=fd)
+    child = os.open("n" * 250, os.O_RDONLY, dir_fd=fd)
+    os.close(fd)
+    fd = child
+for index in range(count):
+    os.mkdir(str(index), dir_fd=fd)
+open(os.path.join(out, "bury.done"), "w").write(str(time.time()))
+'''
+
+
+# Runs in mjfuser1's job: a byte no valid value holds, in the bookkeeping it owns.
+GARBLE = r'''
+import os, sys, time
+out = sys.argv[1]
+state = os.path.join(os.path.dirname(os.environ["JOBFEATURES"]), "state")
+with open(os.path.join(state, "own_shutdowntime_job"), "wb") as handle:
+    handle.write(b"\xff")
+open(os.path.join(out, "garble.ready"), "w").close()
+time.sleep(120)
+'''

@@ -314,17 +314,25 @@ def test_a_garbled_run_time_limit_warns():
 
 
 @pytest.mark.parametrize(("requested", "needed"), [
-    (None, False), ({}, True), ({"h_vmem": "1G"}, True), ({"h_rt": "3600"}, False),
-    ({"s_rt": "600"}, False),
+    (None, False), ({}, True), ({"h_vmem": "1G"}, True), ({"h_rt": "3600"}, True),
+    ({"s_rt": "600"}, True), ({"h_rt": "3600", "s_rt": "600"}, False),
 ])
 def test_needs_queue_limits(requested, needed):
     assert gridengine.needs_queue_limits(requested) is needed
 
 
-def test_recorded_jobs_need_queue_limits_only_without_a_run_time_request():
-    assert not gridengine.needs_queue_limits(requests("pe-job"))
-    assert not gridengine.needs_queue_limits(requests("array-task"))
-    assert gridengine.needs_queue_limits(requests("binary-job"))
+def test_recorded_jobs_need_the_queue_limits_they_did_not_request():
+    for job in ("pe-job", "array-task", "binary-job"):  # none requested both
+        assert gridengine.needs_queue_limits(requests(job))
+
+
+def test_a_run_time_limit_not_requested_is_the_queues():
+    # s_rt requested, h_rt not: the queue's h_rt still ends the job.
+    assert gridengine.wall_limit({"s_rt": "600"}, {"h_rt": "300", "s_rt": "infinity"}, []) \
+        == (300, "h_rt=300 (queue instance)")
+    # what the job requested stands for that limit, whatever the queue says
+    assert gridengine.wall_limit({"h_rt": "900"}, {"h_rt": "1200", "s_rt": "1000"}, []) \
+        == (900, "h_rt=900 (qstat -j)")
 
 
 # queue instance and scratch directory
