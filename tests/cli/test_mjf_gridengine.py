@@ -300,7 +300,8 @@ def test_the_starter_completes_the_prolog_and_runs_the_job_as_grid_engine_would(
     assert job["job_id"] == "13" and job["allocated_cpu"] == "2"
     assert job["wall_limit_secs"] == "3600" and job["cpu_limit_secs"] == "3600"
     assert job["max_rss_bytes"] == str(min(2 * GIB, _cgroup_memory()))
-    assert site.qstat_calls() == [["-j", "13"], ["-F", "h_rt,s_rt", "-q", "all.q@vm"]]  # the prolog's; the starter asks nothing
+    # the prolog's; the starter asks nothing
+    assert site.qstat_calls() == [["-j", "13"], ["-F", "h_rt,s_rt", "-q", "all.q@vm"]]
 
 
 def test_the_starter_without_a_prolog_writes_the_values_itself(site):

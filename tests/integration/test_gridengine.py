@@ -92,8 +92,9 @@ def test_two_concurrent_jobs_of_two_users(cell):
 
     def submit(user, name, slots):
         ids[name] = qsub(cell, user, name, "-pe", "mjf_smp", slots, "-l", "h_rt=60",
-                         command=["-b", "y", "/bin/sh", "-c",
-                                  f"sleep 2; /usr/bin/python3 {cell.job_root}/dump.py {name}"])
+                         # Grid Engine runs a binary job's words joined under sh -c
+                         command=["-b", "y", "sleep", "2;", "/usr/bin/python3",
+                                  f"{cell.job_root}/dump.py", name])
 
     threads = [threading.Thread(target=submit, args=("mjfuser1", "first", "1")),
                threading.Thread(target=submit, args=("mjfuser2", "second", "2"))]

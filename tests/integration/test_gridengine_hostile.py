@@ -65,11 +65,12 @@ def wait_for(path: Path, timeout: float = 60, log: Path | None = None) -> None:
 
 
 def submit(cell, user: str, command: str, log: str = "/dev/null") -> str:
-    """A job running ``command`` under sh, not waited for; its job number."""
+    """A binary job running ``command`` (Grid Engine joins its words for ``sh -c``), not
+    waited for; its job number."""
     # h_rss: every job has a max_rss_bytes (TRAPS replaces it with a FIFO).
     result = cell.as_user(user, ["qsub", "-terse", "-q", QUEUE, "-l", "h_rt=180,h_rss=1G",
                                  "-o", log,
-                                 "-j", "y", "-b", "y", "/bin/sh", "-c", command])
+                                 "-j", "y", "-b", "y", *command.split()])
     return result.stdout.strip()
 
 
@@ -162,6 +163,8 @@ def test_what_a_job_buries_in_its_directory_cannot_make_its_epilog_overrun(cell)
     attacker = submit(cell, ATTACKER, f"/usr/bin/python3 {cell.job_root}/bury.py {out} 100000",
                       f"{out}/bury.log")
     wait_for(out / "bury.done", timeout=120, log=out / "bury.log")
+    while not (out / "bury.done").read_text():  # made, not yet written
+        time.sleep(0.05)
     buried_at = float((out / "bury.done").read_text())
     cell.wait_until_no_jobs()
     # The job's end (its epilog) does not wait for the removal of what it made.
