@@ -3,6 +3,7 @@
 import ast
 import json
 import os
+import pwd
 import subprocess
 import sys
 
@@ -142,6 +143,10 @@ _COMPUTING = {"mjf_hooks.features", "mjf_hooks.probe.cgroup", "mjf_hooks.probe.c
     ("mjf_hooks.cli.htcondor", "wrapper_command", ["--dry-run", "--", "true"], _COMPUTING),
     ("mjf_hooks.cli.lsf", "main", ["--dry-run", "starter", "true"], _COMPUTING | {"resource"}),
     ("mjf_hooks.cli.lsf", "main", ["--dry-run", "post-exec"], set()),
+    # pwd: a root prolog writes for the job's user
+    ("mjf_hooks.cli.gridengine", "main", ["--dry-run", "prolog"], _COMPUTING | {"pwd"}),
+    ("mjf_hooks.cli.gridengine", "main", ["--dry-run", "starter", "true"], _COMPUTING),
+    ("mjf_hooks.cli.gridengine", "main", ["--dry-run", "epilog"], set()),
 ])
 def test_hook_paths_import_neither_click_nor_heavy_modules(module, function, argv, needs,
                                                            tmp_path):
@@ -149,11 +154,14 @@ def test_hook_paths_import_neither_click_nor_heavy_modules(module, function, arg
     code = (f"import sys\nfrom {module} import {function}\n"
             f"try:\n    {function}({argv!r})\nexcept SystemExit:\n    pass\n"
             "print(sorted(sys.modules))")
-    conf = tmp_path / "mjf.conf"  # a config to parse; no bjobs call, wherever LSF is installed
-    conf.write_text("[mjf]\nlog = stderr\n[machinefeatures]\nhs06_per_cpu = 10\n"
-                    "[lsf]\nquery_bjobs = no\n")
+    # A config to parse; no bjobs or qstat call, wherever LSF or Grid Engine is installed.
+    conf = tmp_path / "mjf.conf"
+    conf.write_text(f"[mjf]\nlog = stderr\nbase_dir = {tmp_path}/base\n"
+                    "[machinefeatures]\nhs06_per_cpu = 10\n"
+                    "[lsf]\nquery_bjobs = no\n[gridengine]\nquery_qstat = no\n")
     env = {**os.environ, "MJF_CONFIG": str(conf), "SLURM_JOB_ID": "5",
-           "SLURM_JOB_START_TIME": "1", "SLURM_JOB_END_TIME": "61", "LSB_JOBID": "5"}
+           "SLURM_JOB_START_TIME": "1", "SLURM_JOB_END_TIME": "61", "LSB_JOBID": "5",
+           "JOB_ID": "5", "USER": pwd.getpwuid(os.getuid()).pw_name}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True, env=env)
     bare = subprocess.run([sys.executable, "-c", "import sys; print(sorted(sys.modules))"],
