@@ -52,7 +52,7 @@ PENDING_MARKER = "pending"
 OWN_PREFIX = "own_"
 # The process a standalone job runs under (`mjf sync` removes the job once it is gone).
 RUNNER_MARKER = "runner"
-# Which batch system made the job (``slurm``, ``lsf``, ``htcondor``, ``standalone``):
+# Which batch system made the job (a ``batch.NAMES`` entry, or ``standalone``):
 # `mjf sync` asks that one, and only that one, whether the job is gone.
 BACKEND_MARKER = "backend"
 _TEMP_PREFIX = ".new-"
