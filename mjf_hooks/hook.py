@@ -131,11 +131,12 @@ def run_hook(
 
 
 def exec_job(context: HookContext, argv: list[str], exports: dict[str, str],
-             file: str | None = None) -> str | None:
+             file: str | None = None, file_source: str = "") -> str | None:
     """Replace this process with the job, its environment plus ``exports``.
 
     ``file`` is what to run (default ``argv[0]``); without a ``/`` it is searched in the
-    job's PATH, as a shell would.
+    job's PATH, as a shell would. ``file_source``: where ``file`` came from, for the
+    message if it cannot be run.
 
     Returns only in a dry run (None: it printed what it would run) or when the
     exec failed (the logged reason, for the batch system's error channel).
@@ -151,7 +152,9 @@ def exec_job(context: HookContext, argv: list[str], exports: dict[str, str],
             os.execve(file, argv, environment)
         os.execvpe(file, argv, environment)
     except OSError as error:
-        message = f"cannot execute {file}: {error.strerror}"
+        shown = file if file.isprintable() else repr(file)  # a newline would split the line
+        message = f"cannot execute {file_source + ' ' if file_source else ''}{shown}: " \
+                  f"{error.strerror}"
         context.log.error(message)
         return message
     return None  # not reached: execve does not return

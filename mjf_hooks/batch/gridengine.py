@@ -28,7 +28,7 @@ does the I/O:
 from __future__ import annotations
 
 from ..errors import SiteInputError
-from ..spec import MAX_JOB_ID_LENGTH, digits_value
+from ..spec import digits_value
 
 NAME = "gridengine"
 TITLE = "Grid Engine"
@@ -128,14 +128,14 @@ def job_id(environ: dict[str, str]) -> str:
     if not value:
         raise SiteInputError("JOB_ID is missing or empty: not run by Grid Engine? "
                              "(use --env-file to replay a recorded environment)")
-    if not digits_value(value) or len(value) > MAX_JOB_ID_LENGTH:
-        raise SiteInputError(f"JOB_ID={value!r} is not a Grid Engine job id (digits)")
+    if not digits_value(value):  # digits_value: at most 19 digits, far below any length limit
+        raise SiteInputError(f"JOB_ID={value!r} is not a Grid Engine job id (a number from 1)")
     task = environ.get("SGE_TASK_ID", "undefined")
     if task in ("undefined", ""):
         return value
     if not digits_value(task):
-        raise SiteInputError(f"SGE_TASK_ID={task!r} is not an array task id (digits or "
-                             "'undefined')")
+        raise SiteInputError(f"SGE_TASK_ID={task!r} is not an array task id (a number from 1, "
+                             "or 'undefined')")
     return f"{value}.{int(task)}"
 
 

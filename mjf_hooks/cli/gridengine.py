@@ -81,8 +81,9 @@ def run_starter(context: HookContext, command: list[str]) -> int:
     job = _Job(context)
     exports = context.fail_safe(set_up, context, job, True) or {}
     file, argv = gridengine.job_command(command, context.environ, job.spool)
+    source = "the job's shell (SGE_STARTER_SHELL_PATH)" if file != command[0] else ""
     # Like a shell, 127 when the command cannot be executed.
-    return 0 if exec_job(context, argv, exports, file) is None else 127
+    return 0 if exec_job(context, argv, exports, file, source) is None else 127
 
 
 ROLES = {"prolog": prolog, "epilog": epilog, "starter": run_starter}

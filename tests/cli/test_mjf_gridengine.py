@@ -369,14 +369,19 @@ def test_the_jobs_exit_status_passes_through(site):
     assert site.seen()["env"]["JOBFEATURES"] == f"{site.base}/jobs/13/jobfeatures"
 
 
-@pytest.mark.parametrize("changes", [
-    {"SGE_STARTER_SHELL_START_MODE": "unix_behavior"},  # the script itself is run
-    {"SGE_STARTER_SHELL_PATH": "/nonexistent/shell"},
+@pytest.mark.parametrize(("changes", "named"), [
+    # the script itself is run
+    ({"SGE_STARTER_SHELL_START_MODE": "unix_behavior"}, "/nonexistent/job"),
+    ({"SGE_STARTER_SHELL_PATH": "/nonexistent/shell"},
+     "the job's shell (SGE_STARTER_SHELL_PATH) /nonexistent/shell"),
+    ({"SGE_STARTER_SHELL_PATH": "/bin/sh\n1"},
+     "the job's shell (SGE_STARTER_SHELL_PATH) '/bin/sh\\n1'"),
 ])
-def test_a_job_that_cannot_be_executed_exits_127(site, changes):
+def test_a_job_that_cannot_be_executed_exits_127(site, changes, named):
     result = site.starter("/nonexistent/job", "x", **changes)
     assert result.returncode == 127
-    assert "cannot execute /nonexistent/" in result.stderr
+    assert f"cannot execute {named}: No such file or directory" in result.stderr
+    assert result.stderr.count("\n") == 1
 
 
 def test_a_missing_script_is_the_shells_to_report(site):

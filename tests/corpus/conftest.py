@@ -31,6 +31,6 @@ def pytest_terminal_summary(terminalreporter, config):
     for entry in sorted({entry for entry, _ in ran}):
         counts = [f"{ran[(entry, kind)]} {kind}" for kind in sorted(set(_KINDS.values()))
                   if (entry, kind) in ran]
-        write(f"{entry:28} {', '.join(counts)}")
+        write(f"{entry:32} {', '.join(counts)}")
     summary = ", ".join(f"{count} {outcome}" for outcome, count in sorted(outcomes.items()))
     write(f"bad-input corpus: {sum(ran.values())} cases ran ({summary})")

@@ -25,6 +25,8 @@ from mjf_hooks.store import job_dir_name
 from tests.corpus.mutations import (
     CGROUP_TREE,
     DIRECTORY,
+    QSTAT_JOB,
+    QSTAT_QUEUE_INSTANCE,
     SCONTROL_JOB,
     SCONTROL_PARTITION,
     config_model,
@@ -37,7 +39,10 @@ CONSEQUENCES = ("running the command without MJF",)
 # Where the hooks look for the batch system's environment: what a case may replace (and
 # MJF's own variables, which a job must get from the hook, not from the test's process).
 ENV_PREFIXES = ("SLURM", "_CONDOR", "LSB_", "LSF_", "MJF_", "TMPDIR", "XDG_RUNTIME_DIR", "USER",
-                "MACHINEFEATURES", "JOBFEATURES")
+                "MACHINEFEATURES", "JOBFEATURES",
+                # Grid Engine's (TMP: a prolog's TMPDIR; QUEUE, HOSTNAME: its queue instance, host)
+                "JOB_ID", "SGE_", "PE_HOSTFILE", "NSLOTS", "NHOSTS", "TMP", "LOGNAME", "QUEUE",
+                "HOSTNAME")
 # Where the built-in defaults point in a case directory (absent: all defaults).
 DEFAULT_CONFIG = "etc/mjf/mjf.conf"
 DEFAULT_BASE_DIR = "run/mjf"
@@ -46,7 +51,7 @@ DEFAULT_BASE_DIR = "run/mjf"
 class Outcome:
     """What one run did: exit status, log lines, the jobs it started."""
 
-    def __init__(self, status, stdout, stderr, syslog_lines, execs):
+    def __init__(self, status, stdout, stderr, syslog_lines, execs, exec_files=()):
         self.status = status
         self.stdout = stdout
         self.stderr_lines = stderr.splitlines()
@@ -54,10 +59,17 @@ class Outcome:
         # (argv, environ, problems with the JOBFEATURES it was given, {variable: the names
         # in the directory MACHINEFEATURES / JOBFEATURES named when the job started})
         self.execs = execs
+        # The file each exec ran (what argv[0] names need not be it: a login shell's "-sh").
+        self.exec_files = list(exec_files)
 
     @property
     def errors(self):
         return [line for line in self.stderr_lines if ": error: " in line]
+
+
+class JobStarted(BaseException):
+    """The fake ``os.execve`` succeeded: as the real one, it does not return (the hook's
+    process is now the job's). Not an Exception: nothing of the hook's may catch it."""
 
 
 class Sandbox:
@@ -69,6 +81,7 @@ class Sandbox:
         self.capsys = capsys
         self.outputs = {}
         self.execs = []
+        self.exec_files = []
         self.syslog_lines = []
         self._patch()
 
@@ -109,9 +122,9 @@ class Sandbox:
 
     @staticmethod
     def _hook_modules():
-        from mjf_hooks.cli import htcondor, lsf, slurm
+        from mjf_hooks.cli import gridengine, htcondor, lsf, slurm
 
-        return [slurm, lsf, htcondor]
+        return [slurm, lsf, htcondor, gridengine]
 
     def _run_command(self, argv, timeout_secs, env=None):
         if not os.access(argv[0], os.X_OK):
@@ -122,6 +135,9 @@ class Sandbox:
             name = "scontrol" if argv[2] == "job" else "scontrol-partition"
         elif name in ("bjobs", "condor_status"):
             default = {"bjobs": "00:30:00\n", "condor_status": ""}[name]
+        elif name == "qstat":  # -j JOB (the job's requests), or -F ... -q QUEUE@HOST
+            default = QSTAT_JOB if argv[1] == "-j" else QSTAT_QUEUE_INSTANCE
+            name = "qstat" if argv[1] == "-j" else "qstat-F"
         else:  # a config naming another file of the case directory: as exec would fail
             raise CommandError(f"cannot run {argv[0]}: Permission denied")
         output = self.outputs.get(name, default)
@@ -150,6 +166,8 @@ class Sandbox:
         if not os.access(path, os.X_OK):
             self.execs.pop()
             raise FileNotFoundError(errno.ENOENT, "No such file or directory", path)
+        self.exec_files.append(path)
+        raise JobStarted  # as the real one, it does not return
 
     def _spawn(self, argv, environ):
         self._check_exec(argv, environ)
@@ -185,7 +203,7 @@ class Sandbox:
     def run(self, call, environ, outputs=None, argv0=None) -> Outcome:
         """Call an entry point's main with ``environ`` as the process environment."""
         self.outputs = outputs or {}
-        self.execs, self.syslog_lines = [], []
+        self.execs, self.exec_files, self.syslog_lines = [], [], []
         self.set_environ({name: self.expand(value) for name, value in environ.items()})
         if argv0 is not None:
             self.monkeypatch.setattr(sys, "argv", argv0)
@@ -194,8 +212,11 @@ class Sandbox:
             status = call()
         except SystemExit as exit_:
             status = exit_.code
+        except JobStarted:
+            status = 0  # the job's own, which the recorder does not run: it succeeds
         captured = self.capsys.readouterr()
-        return Outcome(status, captured.out, captured.err, self.syslog_lines, self.execs)
+        return Outcome(status, captured.out, captured.err, self.syslog_lines, self.execs,
+                       self.exec_files)
 
 
 def _remove_tree(path):

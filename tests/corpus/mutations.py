@@ -1,12 +1,13 @@
 """The bad-input corpus: a deterministic, seeded list of mutated hook inputs.
 
 Every case starts from what a real job gave a hook (the recorded Slurm 22.05
-environments, HTCondor 23.9 ads, the LSF 10.1 environments, a Slurm-like cgroup
-tree) and breaks one thing: an environment variable, an ad attribute or the
-whole ad file, a cgroup or /proc file, a line of the config or the whole config,
-what scontrol/bjobs/condor_status print, the state a previous run left, or an
-option. The list depends on nothing but ``SEED``, so the number of cases is
-stable from run to run (the corpus's conftest prints it).
+environments, HTCondor 23.9 ads, the LSF 10.1 environments, a Son of Grid Engine
+8.1.9 job's environments, spool config and pe_hostfile, a Slurm-like cgroup tree)
+and breaks one thing: an environment variable, an ad attribute or the whole ad
+file, a spool config entry or the whole file, a cgroup or /proc file, a line of the
+config or the whole config, what scontrol/bjobs/condor_status/qstat print, the
+state a previous run left, or an option. The list depends on nothing but ``SEED``,
+so the number of cases is stable from run to run (the corpus's conftest prints it).
 """
 
 from __future__ import annotations
@@ -47,12 +48,18 @@ EXEC_FAILS = "exec-fails"
 EFFECTS = (DROPS, SETUP_FAILS, UNREADABLE, USAGE, EXEC_FAILS)
 
 # Entry points that run the job, and their status when its command cannot be executed:
-# what a shell gives (127) for the LSF starter and `mjf run` (README), and for the
-# HTCondor wrapper 1 plus one line in $_CONDOR_WRAPPER_ERROR_FILE.
+# what a shell gives (127) for the LSF and Grid Engine starters and `mjf run` (README), and
+# for the HTCondor wrapper 1 plus one line in $_CONDOR_WRAPPER_ERROR_FILE.
+GRIDENGINE_STARTERS = ("gridengine-starter", "gridengine-starter-after-prolog")
 JOB_RUNNERS = {"htcondor-wrapper": 1, "lsf-starter": 127, "lsf-starter-after-pre-exec": 127,
-               "mjf-run": 127}
+               "mjf-run": 127, **{name: 127 for name in GRIDENGINE_STARTERS}}
 # A wrong command line: 2 for the commands a person types; hooks log it and exit 0.
 USAGE_EXIT = {"mjf-run": 2, "mjf-machine": 2}
+# A failure with on_error = fail: exit 1, except where the batch system reads 1 as the
+# node's fault. Grid Engine puts the queue instance into error for a prolog, epilog or
+# starter exit other than 0, 99 or 100; 100 puts only the job into error.
+GRIDENGINE_ENTRIES = ("gridengine-prolog", "gridengine-epilog", *GRIDENGINE_STARTERS)
+FAILURE_EXIT = {name: 100 for name in GRIDENGINE_ENTRIES}
 # The pure-sh TaskProlog exits 0 whatever happens (a failing TaskProlog cancels the task).
 ALWAYS_ZERO = ("slurm-taskprolog-sh",)
 
@@ -67,7 +74,7 @@ def expected_outcome(entry: str, effect: str, on_error_fail: bool) -> tuple[int,
     if effect == EXEC_FAILS:
         return JOB_RUNNERS[entry], False
     if effect == SETUP_FAILS and on_error_fail:
-        return 1, False
+        return FAILURE_EXIT.get(entry, 1), False
     return 0, runner
 
 
@@ -83,20 +90,22 @@ class Case:
     What the broken input does, decided here: ``effect`` (one of EFFECTS);
     ``next_wrapper``: for the HTCondor wrapper, what it execs before the job - True for
     the entry's configured ``next_wrapper``, None for none (the config in force names none),
-    or another path; ``host_defaults``: the hook falls back to the built-in
-    /etc/mjf/mjf.conf or /run/mjf, which only the in-process harness redirects into the
-    case directory. From these: ``status``, the exit status; ``job_runs``, whether a job
-    runner runs the job (with its argv); ``logs_error``, whether one error line is due.
+    or another path; ``job_command``: for a Grid Engine starter, the ``(file, argv)`` it
+    execs (:func:`gridengine_job_start`), None for the entry's own; ``host_defaults``: the
+    hook falls back to the built-in /etc/mjf/mjf.conf or /run/mjf, which only the
+    in-process harness redirects into the case directory. From these: ``status``, the exit
+    status; ``job_runs``, whether a job runner runs the job (with its argv); ``logs_error``,
+    whether one error line is due.
     """
 
     __slots__ = ("argv", "config", "culprits", "effect", "entry", "env", "files",
-                 "host_defaults", "job_runs", "label", "next_wrapper", "on_error_fail",
-                 "outputs", "status", "via_env_file")
+                 "host_defaults", "job_command", "job_runs", "label", "next_wrapper",
+                 "on_error_fail", "outputs", "status", "via_env_file")
 
     def __init__(self, entry: str, label: str, culprits: tuple[str, ...], env=None, files=None,
                  config: bytes | None = None, argv: tuple[str, ...] = (), outputs=None,
                  on_error_fail: bool = False, effect: str = DROPS, next_wrapper=True,
-                 host_defaults: bool = False) -> None:
+                 host_defaults: bool = False, job_command=None) -> None:
         assert effect in EFFECTS, effect
         self.entry = entry
         self.label = label
@@ -110,6 +119,7 @@ class Case:
         self.on_error_fail = on_error_fail
         self.effect = effect
         self.next_wrapper = next_wrapper
+        self.job_command = job_command
         self.host_defaults = host_defaults
         self.status, self.job_runs = expected_outcome(entry, effect, on_error_fail)
         # NUL cannot be in a real environment: such values travel in an --env-file.
@@ -240,6 +250,43 @@ V1_TREE = {
     f"{V1_JOB}/step_0/memory.limit_in_bytes": b"9223372036854771712\n",
 }
 
+# Grid Engine: job 13 of the recorded cell (`qsub -pe smp 2 -l h_rt=1:00:00,h_vmem=1G,
+# h_cpu=1800 show.sh a b`), its host `vm` this one, its paths moved into the case directory.
+GE = "gridengine-8.1.9"
+GE_SPOOL_DIR = "@D@/spool"  # $SGE_JOB_SPOOL_DIR (execd's active_jobs/13.1)
+GE_SPOOL_CONFIG_PATH = "spool/config"  # in the case directory
+GE_PE_HOSTFILE_PATH = "spool/pe_hostfile"
+GE_SCRIPT = "@D@/job_scripts/13"  # the job's script as execd spooled it
+GE_JOB = [GE_SCRIPT, "a", "b"]  # what the shepherd gives the starter (starter-argv)
+GE_USER = pwd.getpwuid(os.getuid()).pw_name  # a root prolog gives the directory to the job's user
+GE_SPOOL_CONFIG = (FIXTURES / GE / "pe-job/spool-config").read_bytes().replace(
+    b"\nhost=vm\n", f"\nhost={HOST}\n".encode()).replace(
+    b"/var/spool/gridengine/execd/localhost/active_jobs/13.1", GE_SPOOL_DIR.encode()).replace(
+    b"/var/spool/gridengine/execd/localhost/job_scripts/13", GE_SCRIPT.encode())
+GE_PE_HOSTFILE = f"{HOST} 2 all.q@{HOST} UNDEFINED\n".encode()  # as recorded: "vm 2 all.q@vm"
+QSTAT_JOB = fixture_text(f"{GE}/pe-job/qstat-j.txt")  # qstat -j 13: h_rt=3600 requested
+# A job that requested no run time (the recorded binary job, as job 13): qstat -F is asked.
+QSTAT_JOB_WITHOUT_RUN_LIMIT = fixture_text(f"{GE}/binary-job/qstat-j.txt").replace(
+    "job_number:                 12", "job_number:                 13")
+QSTAT_QUEUE_INSTANCE = fixture_text(f"{GE}/qstat-F-queue-instance.txt").replace(
+    "all.q@vm ", f"all.q@{HOST} ")
+
+
+def gridengine_env(hook: str) -> dict[str, str]:
+    """The recorded environment Grid Engine gave a hook of job 13 (``hook``: prolog,
+    starter or epilog), the paths a hook reads moved into the case directory, its host
+    this one, its user the one running the tests (who exists here)."""
+    text = fixture_text(f"{GE}/pe-job/{hook}.env")
+    environ = dict(line.split("=", 1) for line in text.splitlines())
+    moved = {"SGE_JOB_SPOOL_DIR": GE_SPOOL_DIR, "PE_HOSTFILE": f"@D@/{GE_PE_HOSTFILE_PATH}",
+             "TMP": "@D@/scratch", "TMPDIR": "@D@/scratch", "JOB_SCRIPT": GE_SCRIPT,
+             "HOSTNAME": HOST, "USER": GE_USER, "LOGNAME": GE_USER, "HOME": "@D@"}
+    environ.update({name: value for name, value in moved.items() if name in environ})
+    environ["PATH"] = environ["PATH"].replace("/tmp/13.1.all.q", "@D@/scratch")
+    environ["XDG_RUNTIME_DIR"] = "@D@/xdg"
+    return environ
+
+
 # -- what each input means to a hook (the model the expectations come from) -------------------
 #
 # Written from the README and the formats, not from what a hook printed: which variables
@@ -260,6 +307,11 @@ def _valid_job_id(text: str) -> bool:
     ASCII characters (the spec), no ``/`` and not ``.``/``..`` (a path)."""
     return (0 < len(text) <= _MAX_JOB_ID and all("!" <= char <= "~" for char in text)
             and "/" not in text and text not in (".", ".."))
+
+
+def _positive(text: str | None) -> bool:
+    """A Grid Engine job or array task number: decimal, from 1 (qsub(1): JOB_ID, -t)."""
+    return _digits(text) and int(text) > 0
 
 
 def _known_user(name: str) -> bool:
@@ -285,8 +337,10 @@ def environment_effect(entry: str, recorded: dict[str, str | None],
     non-numeric SLURM_JOB_ID writes nothing"; LSF: LSB_JOBID and LSB_JOBINDEX), which role
     it plays (Slurm's Prolog and Epilog follow SLURM_SCRIPT_CONTEXT), whose the job's
     directory is (the Prolog makes it the job's user's and group's; a root pre-exec, the
-    user's of LSB_JOB_EXECUSER, else USER), or where the HTCondor job is (its scratch
-    directory and job ad). Anything else only leaves keys out.
+    user's of LSB_JOB_EXECUSER, else USER; a root Grid Engine prolog, of USER, else
+    LOGNAME), or where the HTCondor job is (its scratch directory and job ad). Grid Engine
+    names a job by JOB_ID and SGE_TASK_ID (``undefined`` outside an array; unset or empty
+    the same). Anything else only leaves keys out.
     """
     def value(name):
         return environ.get(name) or ""
@@ -316,6 +370,15 @@ def environment_effect(entry: str, recorded: dict[str, str | None],
         if any(environ.get(name) != recorded.get(name) for name in _CONDOR_ESSENTIAL):
             return SETUP_FAILS
         return DROPS
+    if entry in GRIDENGINE_ENTRIES:
+        task = value("SGE_TASK_ID")
+        if not _positive(value("JOB_ID")) or (task not in ("", "undefined")
+                                               and not _positive(task)):
+            return SETUP_FAILS
+        if entry == "gridengine-prolog" and os.geteuid() == 0 and not _known_user(
+                value("USER") or value("LOGNAME")):
+            return SETUP_FAILS
+        return DROPS
     return DROPS  # mjf run, mjf machine, the HTCondor cron: no variable is essential
 
 
@@ -336,6 +399,70 @@ def parse_env_file(data) -> dict[str, str] | None:
     return environ
 
 
+def spool_settings(data) -> dict[str, str] | None:
+    """The job's spool config as a hook reads it: ``name=value`` lines (a byte that is not
+    ASCII reads as U+FFFD, CR and CRLF end a line); None where it cannot be read (missing,
+    or a directory)."""
+    if not isinstance(data, bytes):
+        return None
+    text = data.decode("ascii", "replace").replace("\r\n", "\n").replace("\r", "\n")
+    settings = {}
+    for line in text.splitlines():
+        name, equals, value = line.partition("=")
+        if equals and name:
+            settings[name] = value
+    return settings
+
+
+def gridengine_job_start(environ: dict[str, str | None],
+                         spool: dict[str, str] | None) -> tuple[str, list[str]]:
+    """What a Grid Engine starter_method execs for GE_JOB, as Grid Engine itself would have
+    started it (queue_conf(5), shell_start_mode and starter_method): ``(file, argv)``.
+
+    The shell is $SGE_STARTER_SHELL_PATH (else the spool config's shell_path), as
+    ``-name`` where $SGE_STARTER_USE_LOGIN_SHELL is ``true``; a script runs under it, or
+    in ``unix_behavior`` ($SGE_STARTER_SHELL_START_MODE) as itself; a binary job
+    (handle_as_binary=1) under ``shell -c``, or as itself with no_shell=1. Where the spool
+    config cannot be read, or the shell is no absolute path, the job's argv runs as it is.
+    """
+    shell = environ.get("SGE_STARTER_SHELL_PATH") or (spool or {}).get("shell_path", "")
+    if spool is None or not shell.startswith("/"):
+        return GE_JOB[0], list(GE_JOB)
+    name = ("-" if environ.get("SGE_STARTER_USE_LOGIN_SHELL") == "true" else "") \
+        + shell.rsplit("/", 1)[1]
+    if spool.get("handle_as_binary") == "1":
+        if spool.get("no_shell") == "1":
+            return GE_JOB[0], list(GE_JOB)
+        return shell, [name, "-c", " ".join(GE_JOB)]
+    if environ.get("SGE_STARTER_SHELL_START_MODE") == "unix_behavior":
+        return GE_JOB[0], list(GE_JOB)
+    return shell, [name, *GE_JOB]
+
+
+# What a case directory's job can be run with: the host's /bin/sh, and the job's script
+# (executable, with its #! line, as unix_behavior needs). Nothing else a case names exists.
+_RUNNABLE = ("/bin/sh", GE_SCRIPT)
+
+
+def job_start(entry: str, environ: dict[str, str | None] | None, spool_data=GE_SPOOL_CONFIG,
+              effect: str = DROPS) -> dict:
+    """Case keywords for what a Grid Engine starter runs, given the environment it gets
+    (None: none of the job's, as where an --env-file cannot be read) and its spool config's
+    bytes: ``job_command``, and EXEC_FAILS where that file cannot be executed. ``effect``
+    is what the case does to set-up otherwise. Nothing for any other entry point."""
+    if entry not in GRIDENGINE_STARTERS:
+        return {}
+    environ = environ or {}
+    spool_dir = environ.get("SGE_JOB_SPOOL_DIR") or ""
+    readable = spool_dir.startswith("@D@/") and os.path.normpath(spool_dir) == GE_SPOOL_DIR
+    command = gridengine_job_start(environ, spool_settings(spool_data) if readable else None)
+    if command[0] in _RUNNABLE:
+        return {"job_command": command}
+    # A set-up that fails too would log two lines: no single mutation here does both.
+    assert effect == DROPS, (entry, effect, command)
+    return {"job_command": command, "effect": EXEC_FAILS}
+
+
 # A case directory as the config sees it (the real one is no longer: only its kind counts).
 _CASE_DIR = "/" + "d" * 60
 _PATH_MAX = 4095  # Linux, without the terminating NUL
@@ -354,8 +481,8 @@ def _cannot_open(path: str) -> bool:
 
 
 # The config (README, "Configuration"): each known key and what its value must be.
-_PATH, _NUMBER, _INTEGER, _DECIMAL, _BOOLEAN, _LOG, _ATTRIBUTE = (
-    "path", "number", "integer", "decimal", "boolean", "log", "attribute")
+_PATH, _NUMBER, _INTEGER, _DECIMAL, _BOOLEAN, _LOG, _ATTRIBUTE, _CELL = (
+    "path", "number", "integer", "decimal", "boolean", "log", "attribute", "cell")
 CONFIG_KEYS = {
     ("mjf", "base_dir"): _PATH, ("mjf", "on_error"): ("continue", "fail"),
     ("mjf", "log"): _LOG, ("mjf", "legacy_keys"): _BOOLEAN, ("mjf", "command_timeout"): _NUMBER,
@@ -372,6 +499,8 @@ CONFIG_KEYS = {
     ("htcondor", "wall_limit_unit"): ("seconds", "minutes", "hours"),
     ("htcondor", "next_wrapper"): _PATH, ("htcondor", "execute_dir"): _PATH,
     ("lsf", "bjobs"): _PATH, ("lsf", "query_bjobs"): ("yes", "no"),
+    ("gridengine", "qstat"): _PATH, ("gridengine", "query_qstat"): ("yes", "no"),
+    ("gridengine", "sge_root"): _PATH, ("gridengine", "sge_cell"): _CELL,
 }
 _SECTIONS = {section for section, _ in CONFIG_KEYS}
 _SPACE = " \t\r\v\f"  # what the sh TaskProlog's [[:space:]] strips; "\n" ends a line
@@ -414,6 +543,10 @@ def _config_value(kind, value: str):
     if kind == _ATTRIBUTE:
         return value if value and value.isascii() and not value[0].isdigit() \
             and value.replace("_", "a").isalnum() else None
+    if kind == _CELL:  # a directory under $SGE_ROOT: letters, digits, _ - ., no leading .
+        return value if value and value.isascii() and not value.startswith(".") \
+            and value.replace("_", "a").replace("-", "a").replace(".", "a").isalnum() \
+            else None
     return value if value.startswith(("http://", "https://")) else None  # url
 
 
@@ -463,7 +596,7 @@ def config_model(data: bytes) -> dict[tuple[str, str], str] | None:
 
 # Executables a case directory holds (a chained wrapper naming one runs it).
 EXECUTABLE_PATHS = ("@D@/bin/scontrol", "@D@/bin/bjobs", "@D@/bin/condor_status",
-                    "@D@/bin/next")
+                    "@D@/bin/qstat", "@D@/bin/next")
 
 
 def config_effect(entry: str, base: str, data: bytes) -> dict:
@@ -521,10 +654,12 @@ STORE_ROLES = {
     "slurm-prolog": "creates", "lsf-starter": "creates", "lsf-pre-exec": "creates",
     "mjf-run": "creates",
     "mjf-machine": "machine",  # writes machinefeatures/ only
+    "gridengine-prolog": "creates", "gridengine-starter": "creates",
     "slurm-epilog": "removes", "lsf-post-exec": "removes",  # remove the job's directory
+    "gridengine-epilog": "removes",
     # complete (or export) the job directory a Prolog or pre-exec created
     "slurm-taskprolog": "completes", "slurm-taskprolog-sh": "completes",
-    "lsf-starter-after-pre-exec": "completes",
+    "lsf-starter-after-pre-exec": "completes", "gridengine-starter-after-prolog": "completes",
     # only read base_dir: the wrapper writes in the job's scratch, the cron prints
     "htcondor-wrapper": "reads", "htcondor-cron": "reads",
 }
@@ -570,7 +705,8 @@ def option_effect(option: str, text: str) -> str:
 ALSO_NAMED = {"_CONDOR_JOB_AD": ("job ad",), "_CONDOR_MACHINE_AD": ("machine ad",),
               "SLURM_NODELIST": ("SLURM_JOB_CPUS_PER_NODE",), "SLURM_JOBID": ("SLURM_JOB_ID",),
               "SLURM_JOB_ID": ("SLURM_JOBID",), "LSF_BINDIR": ("bjobs",),
-              "MJF_CONFIG": ("/etc/mjf/mjf.conf", "the config")}
+              "MJF_CONFIG": ("/etc/mjf/mjf.conf", "the config"),
+              "SGE_JOB_SPOOL_DIR": ("spool config",)}
 
 
 def env_cases(entry: str, environ: dict[str, str], names: tuple[str, ...]) -> list[Case]:
@@ -582,12 +718,15 @@ def env_cases(entry: str, environ: dict[str, str], names: tuple[str, ...]) -> li
             # A line may name the variable, or quote its (short) value, e.g. as a job id.
             culprits = (name, *ALSO_NAMED.get(name, ()), *([text] if text and len(text) < 40
                                                           and "\n" not in text else []))
+            changed = {**environ, name: text}
             if text is not None and "\0" in text:  # travels in an --env-file, which it breaks
-                outcome = {"effect": UNREADABLE, "next_wrapper": None}
+                outcome = {"effect": UNREADABLE, "next_wrapper": None,
+                           **job_start(entry, None, effect=UNREADABLE)}
             elif name == "MJF_CONFIG":
-                outcome = config_path_effect(text)
+                outcome = {**config_path_effect(text), **job_start(entry, changed)}
             else:
-                outcome = {"effect": environment_effect(entry, environ, {**environ, name: text})}
+                effect = environment_effect(entry, environ, changed)
+                outcome = {"effect": effect, **job_start(entry, changed, effect=effect)}
             cases.append(Case(entry, f"env:{name}:{label}", culprits, env={name: text},
                               **outcome))
     return cases
@@ -598,12 +737,18 @@ def env_file_cases(entry: str, environ: dict[str, str]) -> list[Case]:
     content = _encoded("".join(f"{name}={value}\n" for name, value in environ.items()))
     # A broken file loses variables: the line about it names what is missing.
     culprits = ("env-file", "job.env", "SLURM_", "LSB_", "TMPDIR", "XDG_RUNTIME_DIR")
+    if entry in GRIDENGINE_ENTRIES:
+        culprits += ("JOB_ID", "SGE_TASK_ID", "PE_HOSTFILE", "NSLOTS", "NHOSTS", "spool config",
+                     "USER", "LOGNAME")
     cases = []
     for label, mutated in file_mutations(content):
         replayed = parse_env_file(mutated)
         effect = UNREADABLE if replayed is None else environment_effect(entry, environ, replayed)
+        # A file that cannot be read leaves a hook the environment it was started with:
+        # here the recorded one too.
         cases.append(Case(entry, f"env-file:{label}", culprits, files={"job.env": mutated},
-                          effect=effect))
+                          effect=effect, **job_start(entry, environ if replayed is None
+                                                     else replayed, effect=effect)))
     return cases
 
 
@@ -676,6 +821,46 @@ def ad_cases(entry: str, variable: str, name: str, content: bytes,
                               files={f"scratch/{name}": data},
                               effect=ad_attribute_effect(attribute, label) if names_job
                               else DROPS))
+    return cases
+
+
+def spool_config_cases(entry: str, environ: dict[str, str], keys: tuple[str, ...]) -> list[Case]:
+    """The job's spool config ($SGE_JOB_SPOOL_DIR/config) broken as a whole, and each entry
+    of ``keys`` a hook reads broken or removed. It names no job: it only gives values (the
+    limits, this host's slots and name), so set-up goes on; a starter runs the job as what
+    it can still read says (:func:`job_start`)."""
+    culprits = ("SGE_JOB_SPOOL_DIR", "spool config")
+    cases = [Case(entry, f"spool-config:{label}", culprits,
+                  files={GE_SPOOL_CONFIG_PATH: mutated}, **job_start(entry, environ, mutated))
+             for label, mutated in file_mutations(GE_SPOOL_CONFIG)]
+    lines = GE_SPOOL_CONFIG.decode().splitlines()
+    for key in keys:
+        index = next(i for i, line in enumerate(lines) if line.split("=")[0] == key)
+        original = lines[index].split("=", 1)[1]
+        for label, text in [*value_mutations(original), ("removed", None)]:
+            changed = list(lines)
+            if text is None:
+                del changed[index]
+            else:
+                changed[index] = f"{key}={text}"
+            data = _encoded("\n".join(changed) + "\n")
+            cases.append(Case(entry, f"spool-config:{key}:{label}", (*culprits, key),
+                              files={GE_SPOOL_CONFIG_PATH: data},
+                              **job_start(entry, environ, data)))
+    return cases
+
+
+def pe_hostfile_cases(entry: str, slots: bool = True) -> list[Case]:
+    """$PE_HOSTFILE's file broken as a whole, and (``slots``) this host's slots in it: only
+    allocated_cpu is lost (NSLOTS stands in for a file that cannot be read)."""
+    culprits = ("PE_HOSTFILE",)
+    cases = [Case(entry, f"pe_hostfile:{label}", culprits, files={GE_PE_HOSTFILE_PATH: data})
+             for label, data in file_mutations(GE_PE_HOSTFILE)]
+    if slots:
+        line = GE_PE_HOSTFILE.decode()
+        cases += [Case(entry, f"pe_hostfile:slots:{label}", culprits, files={
+                  GE_PE_HOSTFILE_PATH: _encoded(line.replace(f"{HOST} 2 ", f"{HOST} {text} "))})
+                  for label, text in value_mutations("2")]
     return cases
 
 
@@ -776,5 +961,6 @@ def with_on_error_fail(cases: list[Case], every: int) -> list[Case]:
     whether the job runs follow from the same effect)."""
     return [Case(case.entry, case.label + ":on-error-fail", case.culprits, case.env, case.files,
                  case.config, case.argv, case.outputs, on_error_fail=True, effect=case.effect,
-                 next_wrapper=case.next_wrapper, host_defaults=case.host_defaults)
+                 next_wrapper=case.next_wrapper, host_defaults=case.host_defaults,
+                 job_command=case.job_command)
             for case in cases[::every] if case.config is None]

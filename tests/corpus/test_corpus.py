@@ -11,10 +11,11 @@ never a traceback or an "internal error"; (c) change nothing outside its stores;
 The unbroken recorded input of each entry point is a test of its own: it must
 exit 0, log nothing, and write every key it is expected to write.
 
-The cases run in-process (os.execve, the job spawn, syslog and scontrol/bjobs/
-condor_status replaced by recorders, /proc and /sys/fs/cgroup read from a fake
-tree); a deterministic sample runs again through the installed commands, as
-real processes, for their real exit codes; the pure-sh TaskProlog always does.
+The cases run in-process (os.execve - which, as the real one, does not return -,
+the job spawn, syslog and scontrol/bjobs/condor_status/qstat replaced by recorders,
+/proc and /sys/fs/cgroup read from a fake tree); a deterministic sample runs again
+through the installed commands, as real processes, for their real exit codes; the
+pure-sh TaskProlog always does.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from mjf_hooks.cli import gridengine as cli_gridengine
 from mjf_hooks.cli import htcondor as cli_htcondor
 from mjf_hooks.cli import lsf as cli_lsf
 from mjf_hooks.cli import mjf as cli_mjf
@@ -35,9 +37,19 @@ from tests.conftest import installed_command
 from tests.corpus import harness
 from tests.corpus.mutations import (
     EXEC_FAILS,
+    GE_JOB,
+    GE_PE_HOSTFILE,
+    GE_PE_HOSTFILE_PATH,
+    GE_SCRIPT,
+    GE_SPOOL_CONFIG,
+    GE_SPOOL_CONFIG_PATH,
+    GRIDENGINE_STARTERS,
     JOB_AD,
     JOB_RUNNERS,
     MACHINE_AD,
+    QSTAT_JOB,
+    QSTAT_JOB_WITHOUT_RUN_LIMIT,
+    QSTAT_QUEUE_INSTANCE,
     SCONTROL_JOB,
     SCONTROL_PARTITION,
     USAGE_EXIT,
@@ -48,10 +60,16 @@ from tests.corpus.mutations import (
     env_cases,
     env_file_cases,
     file_mutations,
+    gridengine_env,
+    gridengine_job_start,
+    job_start,
     option_effect,
     output_cases,
+    pe_hostfile_cases,
     recorded_env,
     sample,
+    spool_config_cases,
+    spool_settings,
     state_effect,
     value_mutations,
     with_on_error_fail,
@@ -74,6 +92,7 @@ HTCONDOR_CONFIG = COMMON_CONFIG + (
     "[htcondor]\njob_id = global\nwall_limit_attribute = AllowedJobDuration\n"
     "wall_limit_unit = minutes\nnext_wrapper = @D@/bin/next\n")
 LSF_CONFIG = COMMON_CONFIG + "[lsf]\nbjobs = @D@/bin/bjobs\nquery_bjobs = yes\n"
+GE_CONFIG = COMMON_CONFIG + "[gridengine]\nqstat = @D@/bin/qstat\nquery_qstat = yes\n"
 
 SLURM_PROLOG_ENV = {**recorded_env("slurm-22.05/prolog-sbatch.env"),
                     "SLURM_CONF": "@D@/etc/slurm.conf"}
@@ -93,17 +112,31 @@ CONDOR_ENV = {
 LSF_ENV = {**recorded_env("lsf-10.1/single-host.env"), "TMPDIR": "@D@/scratch",
            "XDG_RUNTIME_DIR": "@D@/xdg"}
 RUN_ENV = {"TMPDIR": "@D@/scratch", "XDG_RUNTIME_DIR": "@D@/xdg"}
+GE_PROLOG_ENV = gridengine_env("prolog")
+GE_STARTER_ENV = gridengine_env("starter")
+GE_EPILOG_ENV = gridengine_env("epilog")
+# mjf-gridengine-starter (the queue's starter_method) takes no options: MJF_CONFIG names
+# the config.
+GE_STARTER_METHOD_ENV = {**GE_STARTER_ENV, "MJF_CONFIG": "@D@/mjf.conf"}
+# The recorded job: posix_compliant, with a login shell - /bin/sh, as "-sh", runs its script.
+GE_JOB_FILE, GE_JOB_ARGV = "/bin/sh", ["-sh", *GE_JOB]
+assert gridengine_job_start(GE_STARTER_ENV, spool_settings(GE_SPOOL_CONFIG)) == (
+    GE_JOB_FILE, GE_JOB_ARGV)
 
 JOB_ARGV = ["/bin/echo", "a b"]
 LSF_COMMAND = "echo a b"
 # What the real job does in the subprocess sample: say what it got.
 SHOW_JOB = ('printf "argv:%s\\n" "$*"; [ -z "$JOBFEATURES" ] || '
             '{ test -f "$JOBFEATURES/job_id" && echo "jobfeatures:complete"; }')
+# The Grid Engine job's script (GE_SCRIPT): its #! line lets it run as itself too.
+GE_JOB_SCRIPT = f"#!/bin/sh\n{SHOW_JOB}\n"
 
 EXECUTABLES = {
     "bin/scontrol": '#!/bin/sh\ncase "$2" in job) cat "${0%/*}/scontrol.out" ;; '
                     '*) cat "${0%/*}/partition.out" ;; esac\n',
     "bin/bjobs": "#!/bin/sh\necho 00:30:00\n",
+    "bin/qstat": '#!/bin/sh\ncase "$1" in -j) cat "${0%/*}/qstat.out" ;; '
+                 '*) cat "${0%/*}/qstat-F.out" ;; esac\n',
     "bin/condor_status": "#!/bin/sh\n",
     "bin/next": '#!/bin/sh\nexec "$@"\n',
 }
@@ -113,12 +146,13 @@ class Entry:
     """One entry point: its recorded environment, config, and how it is called."""
 
     def __init__(self, name, environ, config, call, job_argv=None, prepare=None,
-                 command=None):
+                 command=None, job_file=None):
         self.name = name
         self.environ = environ
         self.config = config
         self.call = call  # (sandbox, argv, environ, outputs) -> Outcome
         self.job_argv = job_argv  # what a job runner execs (None: not a job runner)
+        self.job_file = job_file  # the file it execs, where argv[0] does not name it
         self.prepare = prepare  # runs first, unbroken (e.g. the Prolog before an Epilog)
         self.command = command  # (installed command, argv) for the subprocess sample
 
@@ -154,6 +188,20 @@ def _lsf(role):
     return call
 
 
+def _gridengine(role):
+    def call(sandbox, case, environ):
+        job = [sandbox.expand(arg) for arg in GE_JOB] if role == "starter" else []
+        argv = [*_options(sandbox, case), role, *job]
+        return sandbox.run(lambda: cli_gridengine.main(argv), environ, case.outputs)
+    return call
+
+
+def _gridengine_starter_method(sandbox, case, environ):
+    """mjf-gridengine-starter: every argument is the job's (the config comes from MJF_CONFIG)."""
+    job = [sandbox.expand(arg) for arg in GE_JOB]
+    return sandbox.run(lambda: cli_gridengine.starter_main(job), environ, case.outputs)
+
+
 def _mjf(subcommand):
     def call(sandbox, case, environ):
         argv = [subcommand, *_options(sandbox, case)] + (
@@ -168,6 +216,13 @@ def _prepare(call, environ):
         outcome = call(sandbox, Case("prepare", "", ()), environ)
         assert outcome.status == 0 and not outcome.stderr_lines, outcome.stderr_lines
     return prepare
+
+
+def _prepare_two_gridengine_jobs(sandbox):
+    """Job 13 and task 2 of job 14, each after its prolog."""
+    _prepare(_gridengine("prolog"), GE_PROLOG_ENV)(sandbox)
+    _prepare(_gridengine("prolog"), {**GE_PROLOG_ENV, "JOB_ID": "14",
+                                     "SGE_TASK_ID": "2"})(sandbox)
 
 
 def _prepare_two_slurm_jobs(sandbox):
@@ -197,6 +252,16 @@ ENTRIES = {entry.name: entry for entry in [
     Entry("lsf-starter-after-pre-exec", LSF_ENV, LSF_CONFIG, _lsf("starter"),
           job_argv=["/bin/sh", "-c", LSF_COMMAND],
           prepare=_prepare(_lsf("pre-exec"), LSF_ENV), command=("mjf-lsf", ["starter"])),
+    Entry("gridengine-prolog", GE_PROLOG_ENV, GE_CONFIG, _gridengine("prolog"),
+          command=("mjf-gridengine", ["prolog"])),
+    Entry("gridengine-epilog", GE_EPILOG_ENV, GE_CONFIG, _gridengine("epilog"),
+          prepare=_prepare_two_gridengine_jobs, command=("mjf-gridengine", ["epilog"])),
+    Entry("gridengine-starter", GE_STARTER_ENV, GE_CONFIG, _gridengine("starter"),
+          job_argv=GE_JOB_ARGV, job_file=GE_JOB_FILE, command=("mjf-gridengine", ["starter"])),
+    Entry("gridengine-starter-after-prolog", GE_STARTER_METHOD_ENV, GE_CONFIG,
+          _gridengine_starter_method, job_argv=GE_JOB_ARGV, job_file=GE_JOB_FILE,
+          prepare=_prepare(_gridengine("prolog"), GE_PROLOG_ENV),
+          command=("mjf-gridengine-starter", None)),
     Entry("mjf-run", RUN_ENV, COMMON_CONFIG, _mjf("run"), job_argv=JOB_ARGV,
           command=("mjf", ["run"])),
     Entry("mjf-machine", RUN_ENV, COMMON_CONFIG, _mjf("machine"),
@@ -263,6 +328,27 @@ JOB_STATE = [
 
 def _lsf_state(states):
     return [(label, path.replace("jobs/3", "jobs/1234"), data) for label, path, data in states]
+
+
+def _gridengine_state(states):
+    return [(label, path.replace("jobs/3", "jobs/13"), data) for label, path, data in states]
+
+
+def _gridengine_variants(entry, environ):
+    """The recorded job started in the other ways Grid Engine starts one (not broken: what
+    the starter execs follows from them, mutations.gridengine_job_start)."""
+    binary = GE_SPOOL_CONFIG.replace(b"handle_as_binary=0", b"handle_as_binary=1")
+    variants = [
+        ("binary-job", {}, binary),
+        ("binary-job-shell-no", {}, binary.replace(b"no_shell=0", b"no_shell=1")),
+        ("unix-behavior", {"SGE_STARTER_SHELL_START_MODE": "unix_behavior"}, GE_SPOOL_CONFIG),
+        ("no-login-shell", {"SGE_STARTER_USE_LOGIN_SHELL": "false"}, GE_SPOOL_CONFIG),
+        ("queue-shell-from-spool-config", {"SGE_STARTER_SHELL_PATH": None}, GE_SPOOL_CONFIG),
+    ]
+    return [Case(entry, f"variant:{label}", ("SGE_STARTER_", "spool config"), env=env,
+                 files={GE_SPOOL_CONFIG_PATH: spool},
+                 **job_start(entry, {**environ, **env}, spool))
+            for label, env, spool in variants]
 
 
 def build_cases() -> list[Case]:
@@ -356,6 +442,60 @@ def build_cases() -> list[Case]:
     cases += sample(cgroup_cases(name), 50)
     cases += _state(name, _lsf_state(JOB_STATE))
 
+    # Grid Engine: the prolog (root, outside the job) and the starter (the job's process,
+    # without a prolog before it) gather the same facts; the starter after a prolog only
+    # completes what the prolog left pending; the epilog removes the job.
+    ge_variables = ("JOB_ID", "SGE_TASK_ID", "PE_HOSTFILE", "SGE_JOB_SPOOL_DIR",
+                    "XDG_RUNTIME_DIR")
+    starter_variables = ("TMPDIR", "SGE_STARTER_SHELL_PATH", "SGE_STARTER_SHELL_START_MODE",
+                         "SGE_STARTER_USE_LOGIN_SHELL")
+    for name, environ in (("gridengine-prolog", GE_PROLOG_ENV),
+                          ("gridengine-starter", GE_STARTER_ENV)):
+        prolog = name == "gridengine-prolog"
+        cases += env_cases(name, environ, ge_variables + (
+            ("TMP", "USER", "LOGNAME") if prolog else starter_variables))
+        # An array task; a job without a parallel environment (NSLOTS on NHOSTS=1 hosts).
+        cases += _in_env(name, {**environ, "SGE_TASK_ID": "2"},
+                         env_cases(name, {**environ, "SGE_TASK_ID": "2"}, ("SGE_TASK_ID",)))
+        if prolog:
+            without_pe = {**environ, "PE_HOSTFILE": None}
+            cases += _in_env(name, without_pe, env_cases(name, without_pe, ("NSLOTS", "NHOSTS")))
+        cases += env_file_cases(name, environ)
+        cases += output_cases(name, "qstat", QSTAT_JOB, ())
+        cases += [Case(name, f"qstat:h_rt:{label}", ("qstat", "h_rt"),
+                       outputs={"qstat": QSTAT_JOB.replace("h_rt=3600", f"h_rt={text}")})
+                  for label, text in value_mutations("3600")]
+        queue_cases = output_cases(name, "qstat-F", QSTAT_QUEUE_INSTANCE, ())
+        queue_cases += [Case(name, f"qstat-F:h_rt:{label}", ("qstat", "h_rt"), outputs={
+                        "qstat-F": QSTAT_QUEUE_INSTANCE.replace("qf:h_rt=infinity",
+                                                                f"qf:h_rt={text}")})
+                        for label, text in value_mutations("infinity")]
+        for case in queue_cases:  # a job that requested no run time: both are the queue's
+            case.outputs["qstat"] = QSTAT_JOB_WITHOUT_RUN_LIMIT
+            # What qstat -F prints are the job's queue instance's limits: a line may say so.
+            case.culprits = (*case.culprits, "queue instance")
+        cases += queue_cases
+        cases += spool_config_cases(name, environ, ("h_vmem", "h_cpu", "host_slots")
+                                    if prolog else ("h_vmem", "handle_as_binary"))
+        cases += pe_hostfile_cases(name, slots=prolog)
+        cases += config_cases(name, GE_CONFIG, 30)
+        cases += _state(name, MACHINE_STATE)
+    cases += sample(cgroup_cases("gridengine-starter"), 50)
+    cases += _gridengine_variants("gridengine-starter", GE_STARTER_ENV)
+    name = "gridengine-epilog"
+    cases += env_cases(name, GE_EPILOG_ENV, ("JOB_ID", "SGE_TASK_ID", "XDG_RUNTIME_DIR"))
+    cases += config_cases(name, GE_CONFIG, 40)
+    cases += _state(name, _gridengine_state(JOB_STATE))
+    name = "gridengine-starter-after-prolog"
+    # No --env-file: each argument of mjf-gridengine-starter is the job's.
+    cases += [case for case in env_cases(name, GE_STARTER_METHOD_ENV, (
+        "JOB_ID", "SGE_TASK_ID", "SGE_JOB_SPOOL_DIR", "SGE_STARTER_SHELL_PATH"))
+        if not case.via_env_file]
+    cases += spool_config_cases(name, GE_STARTER_METHOD_ENV, ("h_vmem",))
+    cases += sample(cgroup_cases(name), 50)
+    cases += _state(name, _gridengine_state(JOB_STATE))
+    cases += _gridengine_variants(name, GE_STARTER_METHOD_ENV)
+
     name = "mjf-run"
     for option, value in (("--cpus", "2"), ("--wall-limit", "3600"),
                           ("--memory", "1073741824"), ("--job-id", "job-7")):
@@ -386,7 +526,7 @@ def harness_host():
 
 
 # (case label, entry points) -> why it fails: a known bug, the case kept as a strict xfail
-# until it is fixed. Empty: none is known.
+# until it is fixed.
 KNOWN_BUGS: dict[tuple[str, tuple[str, ...]], str] = {}
 
 
@@ -439,10 +579,13 @@ def lay_out(sandbox, entry: Entry, on_error_fail: bool = False):
              "etc/cgroup.conf": b"ConstrainRAMSpace=yes\n",
              "etc/outside": b"outside", "bin/scontrol.out": SCONTROL_JOB.encode(),
              "bin/partition.out": SCONTROL_PARTITION.encode(),
-             "scratch/.job.ad": JOB_AD, "scratch/.machine.ad": MACHINE_AD}
+             "scratch/.job.ad": JOB_AD, "scratch/.machine.ad": MACHINE_AD,
+             "bin/qstat.out": QSTAT_JOB.encode(), "bin/qstat-F.out": QSTAT_QUEUE_INSTANCE.encode(),
+             GE_SPOOL_CONFIG_PATH: GE_SPOOL_CONFIG, GE_PE_HOSTFILE_PATH: GE_PE_HOSTFILE,
+             GE_SCRIPT.replace("@D@/", ""): GE_JOB_SCRIPT.encode()}
     files.update({path: text.encode() for path, text in EXECUTABLES.items()})
     sandbox.write_files(files)
-    for path in EXECUTABLES:
+    for path in [*EXECUTABLES, GE_SCRIPT.replace("@D@/", "")]:
         os.chmod(sandbox.path(path), 0o755)
     os.chmod(sandbox.path("scratch"), 0o700)
     os.mkdir(sandbox.path("xdg"), 0o700)
@@ -505,7 +648,10 @@ def check_outcome(sandbox, entry: Entry, case: Case, outcome, environ) -> list[s
 
 def expected_job_argv(sandbox, entry: Entry, case: Case) -> list[str]:
     """What a job runner execs: the entry's job argv; for the HTCondor wrapper, the chained
-    wrapper the case says is in force (if any), then the job's argv."""
+    wrapper the case says is in force (if any), then the job's argv; for a Grid Engine
+    starter, what the case says it starts the job with."""
+    if case.job_command is not None:
+        return [sandbox.expand(arg) for arg in case.job_command[1]]
     if entry.name != "htcondor-wrapper":
         return [sandbox.expand(arg) for arg in entry.job_argv]
     chained = entry.job_argv[0] if case.next_wrapper is True else case.next_wrapper
@@ -524,6 +670,9 @@ def check_job_run(sandbox, entry: Entry, case: Case, outcome, environ) -> list[s
     wanted = expected_job_argv(sandbox, entry, case)
     if argv != wanted:
         problems = [*problems, f"the job ran as {argv}, not {wanted}"]
+    file = case.job_command[0] if case.job_command is not None else entry.job_file
+    if file is not None and outcome.exec_files != [sandbox.expand(file)]:
+        problems = [*problems, f"the job ran from {outcome.exec_files}, not {file}"]
     exported = [name for name in ("MACHINEFEATURES", "JOBFEATURES") if job_environ.get(name)]
     if case.with_mjf and len(exported) != 2:
         problems = [*problems, f"the job got only {exported} although set-up went on"]
@@ -591,6 +740,11 @@ BASELINE_JOBS = {
     "lsf-pre-exec": {"1234": (JOB_KEYS - LIMITS, True)},  # the starter adds the limits
     "lsf-post-exec": {},
     "lsf-starter-after-pre-exec": {"1234": (JOB_KEYS, False)},
+    # The spool config gives the prolog the limits; the starter completes them (the cgroup).
+    "gridengine-prolog": {"13": (JOB_KEYS, True)},
+    "gridengine-epilog": {"14.2": (JOB_KEYS, True)},  # job 13 removed, task 14.2 left alone
+    "gridengine-starter": {"13": (JOB_KEYS, False)},
+    "gridengine-starter-after-prolog": {"13": (JOB_KEYS, False)},
     "mjf-run": {},  # removed when the job ended
     "mjf-machine": {},
 }
@@ -603,6 +757,8 @@ BASELINE_EXPORTS = {
                     "1234"),
     "lsf-starter-after-pre-exec": ("@D@/base/machinefeatures",
                                    "@D@/base/jobs/1234/jobfeatures", JOB_KEYS, "1234"),
+    **{name: ("@D@/base/machinefeatures", "@D@/base/jobs/13/jobfeatures", JOB_KEYS, "13")
+       for name in GRIDENGINE_STARTERS},
     "mjf-run": ("@D@/base/machinefeatures", None, RUN_JOB_KEYS, None),  # a generated id
 }
 TASKPROLOG_EXPORTS = ["export MACHINEFEATURES=@D@/base/machinefeatures",
@@ -700,9 +856,11 @@ def test_baseline(sandbox, name, on_error_fail):
 def _real_argv(sandbox, entry: Entry, case: Case, job=None) -> list[str]:
     """The command line a batch system would use, with a job that says it ran."""
     program, role = entry.command
+    if job is None and entry.name in GRIDENGINE_STARTERS:
+        job = [sandbox.expand(arg) for arg in GE_JOB]  # its script runs SHOW_JOB
     job = job or ["/bin/sh", "-c", SHOW_JOB, "job", "a b"]
     argv = [installed_command(program)]
-    if role is None:  # the HTCondor wrapper: its arguments are the job
+    if role is None:  # the HTCondor wrapper, mjf-gridengine-starter: its arguments are the job
         return argv + job
     head, role = (role[:1], role[1:]) if program == "mjf" else ([], role)
     argv += [*head, "--config", sandbox.path("mjf.conf")]
@@ -710,6 +868,8 @@ def _real_argv(sandbox, entry: Entry, case: Case, job=None) -> list[str]:
         argv += ["--env-file", sandbox.path("job.env")]
     if program == "mjf-lsf" and role == ["starter"]:
         return argv + role + (job[2:3] if job[:2] == ["/bin/sh", "-c"] else job)
+    if program == "mjf-gridengine" and role == ["starter"]:
+        return argv + role + job
     return argv + role + (["--", *job] if head == ["run"] else [])
 
 

@@ -1,8 +1,9 @@
 """kill -9 at every point where a hook changes the filesystem.
 
 Each scenario runs a real entry point (Slurm Prolog, Epilog, TaskProlog
-completion, ``mjf drain``, ``mjf machine``) in a child process whose ``os``
-calls that change the filesystem (mkdir, open for writing, write, rename,
+completion; Grid Engine prolog, epilog, and starter - completing a prolog's job,
+or writing one itself; ``mjf drain``, ``mjf machine``) in a child process whose
+``os`` calls that change the filesystem (mkdir, open for writing, write, rename,
 unlink, rmdir, chmod, chown) are counted; the child SIGKILLs itself just
 before the N-th one, for N = 1, 2, ... until a run gets through. After every
 kill, what a reader can see must be whole (each visible job complete, each
@@ -12,6 +13,8 @@ uninterrupted run, and no hidden leftovers.
 
 from __future__ import annotations
 
+import os
+import pwd
 import signal
 import subprocess
 import sys
@@ -61,6 +64,16 @@ MJF = "mjf_hooks.cli.mjf:main"
 # What a killed hook left, and what a job end had no time for, `mjf sync` removes.
 SYNC = [MJF, "sync"]
 SCONTROL_OUTPUT = fixture_text("slurm-22.05/scontrol-show-job-o.txt")
+GRIDENGINE = "mjf_hooks.cli.gridengine:main"
+GE = "gridengine-8.1.9"
+GE_JOB = f"{GE}/pe-job"  # qsub -pe smp 2 -l h_rt=1:00:00,h_vmem=1G,h_cpu=1800
+HOST = os.uname().nodename
+# A root prolog gives the job's directory to the job's user, who must exist here.
+USER = pwd.getpwuid(os.getuid()).pw_name
+# What `mjf sync` asks Grid Engine (qstat -u '*' -q '*@host*' -xml): jobs 1 and 2 run.
+QSTAT_XML = "<?xml version='1.0'?>\n<job_info><queue_info>{}</queue_info></job_info>\n".format(
+    "".join(f'<job_list state="running"><JB_job_number>{job}</JB_job_number></job_list>'
+            for job in (1, 2)))
 
 
 class Node:
@@ -83,6 +96,33 @@ class Node:
         (root / "slurm.conf").write_text("ClusterName=crash\n")
         (root / "cgroup.conf").write_text("ConstrainRAMSpace=yes\n")
 
+        # Grid Engine: the recorded job's spool directory (its host this one), a qstat
+        # printing what the cell printed, the job's scratch and script, the user's runtime dir.
+        self.spool = root / "spool"
+        self.spool.mkdir()
+        config = fixture_text(f"{GE_JOB}/spool-config").replace("\nhost=vm\n", f"\nhost={HOST}\n")
+        (self.spool / "config").write_text(config)
+        (self.spool / "pe_hostfile").write_text(f"{HOST} 2 all.q@{HOST} UNDEFINED\n")
+        # A lower memory limit than the prolog saw, as the job's own process may find
+        # (a memory-limited cgroup): completing the prolog's values then changes them.
+        self.lower_spool = root / "spool-lower"
+        self.lower_spool.mkdir()
+        (self.lower_spool / "config").write_text(config.replace("\nh_vmem=1G\n",
+                                                                "\nh_vmem=256M\n"))
+        qstat = root / "qstat"
+        qstat.write_text(
+            f"#!/bin/sh\ncase \"$1\" in\n"
+            f"-j) cat <<'EOF'\n{fixture_text(f'{GE_JOB}/qstat-j.txt')}EOF\n;;\n"
+            f"-F) cat <<'EOF'\n{fixture_text(f'{GE}/qstat-F-queue-instance.txt')}EOF\n;;\n"
+            f"-u) cat <<'EOF'\n{QSTAT_XML}EOF\n;;\n*) exit 2 ;;\nesac\n")
+        qstat.chmod(0o755)
+        with self.config.open("a") as handle:
+            handle.write(f"[gridengine]\nqstat = {qstat}\n")
+        (root / "scratch").mkdir()
+        (root / "runtime").mkdir(mode=0o700)
+        self.job_script = root / "job"  # as execd spools it: run by the queue's shell
+        self.job_script.write_text("exit 0\n")
+
     def env_file(self, fixture: str, job_id: str, **changes: str) -> Path:
         lines = fixture_text(f"slurm-22.05/{fixture}").split("# scontrol")[0].splitlines()
         environ = dict(line.split("=", 1) for line in lines if "=" in line and line[0] != "#")
@@ -97,6 +137,27 @@ class Node:
         fixture = {"prolog": "prolog-sbatch.env", "epilog": "epilog.env",
                    "taskprolog": "taskprolog-batchstep.env"}[role]
         return [SLURM, role, "--env-file", str(self.env_file(fixture, job_id, **changes))]
+
+    def gridengine(self, role: str, job_id: str, spool: Path | None = None) -> list[str]:
+        """``mjf-gridengine ROLE`` for job ``job_id`` in the recorded job's environment of
+        that hook (its spool directory ``spool``); the starter with the job's script, as
+        the shepherd gives it."""
+        text = fixture_text(f"{GE_JOB}/{role}.env")
+        environ = dict(line.split("=", 1) for line in text.splitlines())
+        environ.update({"JOB_ID": job_id, "SGE_JOB_SPOOL_DIR": str(spool or self.spool),
+                        "PE_HOSTFILE": str(self.spool / "pe_hostfile"), "USER": USER,
+                        "LOGNAME": USER, "HOME": str(self.root),
+                        "XDG_RUNTIME_DIR": str(self.root / "runtime")})
+        for name in ("TMP", "TMPDIR"):
+            if name in environ:
+                environ[name] = str(self.root / "scratch")
+        path = self.root / f"gridengine-{role}.{job_id}"
+        path.write_text("".join(f"{name}={value}\n" for name, value in environ.items()))
+        return [GRIDENGINE, "--env-file", str(path), role] + (
+            [str(self.job_script), "a"] if role == "starter" else [])
+
+    def pending(self, job_id: str) -> bool:
+        return (self.base / "jobs" / job_id / "state/pending").exists()
 
     def run(self, command: list[str], kill_at: int = 0) -> subprocess.CompletedProcess:
         environment = {"PATH": "/usr/bin:/bin", "MJF_CONFIG": str(self.config)}
@@ -132,11 +193,16 @@ def keys(directory: Path) -> dict[str, str]:
     return found
 
 
-def stable(jobs: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
-    """Job values without those that depend on when a hook ran."""
+def stable(jobs: dict[str, dict[str, str]],
+           timed: tuple[str, ...] = ()) -> dict[str, dict[str, str]]:
+    """Job values without those that depend on when a hook ran (and ``timed``: Grid
+    Engine gives no start time, its jobstart_secs is when the hook ran)."""
     return {job: {key: value for key, value in values.items()
-                  if key not in ("shutdowntime_job",)}
+                  if key not in ("shutdowntime_job", *timed)}
             for job, values in jobs.items()}
+
+
+GE_TIMED = ("jobstart_secs",)
 
 
 def crash_everywhere(node_factory, prepare, command, check_crashed, repair, check_repaired):
@@ -148,7 +214,7 @@ def crash_everywhere(node_factory, prepare, command, check_crashed, repair, chec
         if result.returncode != -signal.SIGKILL:
             assert result.returncode == 0, result.stderr
             assert "internal error" not in result.stderr
-            shown = " ".join(command(node)[:2])
+            shown = " ".join(part for part in command(node) if not part.startswith(("/", "-")))
             print(f"{shown}: killed at each of {kill_at - 1} points")  # shown with -s
             return kill_at - 1
         check_crashed(node, kill_at)
@@ -281,3 +347,138 @@ def test_machine_features_killed_anywhere_are_whole_and_the_next_run_cleans_up(n
     points = crash_everywhere(nodes, lambda node: None, lambda node: [MJF, "machine"],
                               check_crashed, lambda node: [[MJF, "machine"]], check_repaired)
     assert points >= 5
+
+
+# -- Grid Engine: the prolog (root, outside the job, values pending), the starter (the job's
+# process: it completes them, or writes them itself without a prolog), the epilog.
+
+
+@pytest.fixture
+def gridengine_reference(nodes):
+    """Jobs 1 and 2 as uninterrupted prologs write them (pending); job 2 as an
+    uninterrupted starter then completes it, finding a lower memory limit than the prolog
+    did; and job 2 as a starter without a prolog writes it."""
+    node = nodes()
+    for job in ("1", "2"):
+        assert node.run(node.gridengine("prolog", job)).returncode == 0
+    reference = stable(node.jobs(), GE_TIMED)
+    result = node.run(node.gridengine("starter", "2", node.lower_spool))
+    assert result.returncode == 0, result.stderr
+    assert node.pending("1") and not node.pending("2")
+    reference["2-completed"] = stable(node.jobs(), GE_TIMED)["2"]
+    assert reference["2-completed"] != reference["2"]  # completing writes values
+    alone = nodes()
+    assert alone.run(alone.gridengine("starter", "2")).returncode == 0
+    reference["2-started"] = stable(alone.jobs(), GE_TIMED)["2"]
+    return reference
+
+
+def test_a_gridengine_prolog_killed_anywhere_leaves_whole_jobs_and_the_next_hooks_repair(
+        nodes, gridengine_reference):
+    reference = gridengine_reference
+
+    def prepare(node):
+        node.run(node.gridengine("prolog", "1"))
+
+    def check_crashed(node, kill_at):
+        seen = stable(node.jobs(), GE_TIMED)
+        assert seen.get("1") == reference["1"], f"job 1 touched (kill at {kill_at})"
+        assert seen.get("2") in (None, reference["2"]), f"job 2 partial (kill at {kill_at})"
+
+    def check_repaired(node, kill_at):
+        assert stable(node.jobs(), GE_TIMED) == {"1": reference["1"]}, kill_at
+        assert node.pending("1"), kill_at
+        assert node.hidden_leftovers() == [], kill_at
+        assert node.machine().keys() >= {"total_cpu", "hs06"}
+
+    points = crash_everywhere(
+        nodes, prepare, lambda node: node.gridengine("prolog", "2"), check_crashed,
+        # Grid Engine runs the prolog again for the rescheduled job, later the epilog; the
+        # timer runs `mjf sync`.
+        lambda node: [node.gridengine("prolog", "2"), node.gridengine("epilog", "2"), SYNC],
+        check_repaired)
+    assert points >= 10
+
+
+def test_a_gridengine_epilog_killed_anywhere_is_finished_by_the_next(
+        nodes, gridengine_reference):
+    reference = gridengine_reference
+
+    def prepare(node):
+        node.run(node.gridengine("prolog", "1"))
+        node.run(node.gridengine("prolog", "2"))
+
+    def check_crashed(node, kill_at):
+        seen = stable(node.jobs(), GE_TIMED)
+        assert seen.get("1") == reference["1"], kill_at
+        assert seen.get("2") in (None, reference["2"]), kill_at
+
+    def check_repaired(node, kill_at):
+        assert stable(node.jobs(), GE_TIMED) == {"1": reference["1"]}, kill_at
+        assert node.hidden_leftovers() == [], kill_at
+
+    points = crash_everywhere(
+        nodes, prepare, lambda node: node.gridengine("epilog", "2"), check_crashed,
+        lambda node: [node.gridengine("epilog", "2"), SYNC], check_repaired)
+    assert points >= 2
+
+
+def test_a_gridengine_starter_completing_a_pending_job_killed_anywhere_is_finished_by_the_next(
+        nodes, gridengine_reference):
+    reference = gridengine_reference
+
+    def prepare(node):
+        node.run(node.gridengine("prolog", "1"))
+        node.run(node.gridengine("prolog", "2"))
+        # Pending until the starter, the job's own process, completes the values.
+        assert node.pending("2")
+
+    def check_crashed(node, kill_at):
+        seen = stable(node.jobs(), GE_TIMED)  # keys() validated every visible value
+        assert seen.get("1") == reference["1"], kill_at
+        # Each value the prolog's or the completed one (the keys are written one by one).
+        before, after = reference["2"], reference["2-completed"]
+        assert seen["2"].keys() <= before.keys() | after.keys(), kill_at
+        for key, value in seen["2"].items():
+            assert value in (before.get(key), after.get(key)), (key, kill_at)
+
+    def check_repaired(node, kill_at):
+        assert not node.pending("2") and node.pending("1"), kill_at
+        assert stable(node.jobs(), GE_TIMED) == {
+            "1": reference["1"], "2": reference["2-completed"]}, kill_at
+        assert node.hidden_leftovers() == [], kill_at
+
+    def starter(node):
+        return node.gridengine("starter", "2", node.lower_spool)
+
+    # The job, rescheduled, is started again (the prolog's values still pending, or not);
+    # the timer runs `mjf sync` (job 2 still runs).
+    points = crash_everywhere(nodes, prepare, starter, check_crashed,
+                              lambda node: [starter(node), SYNC], check_repaired)
+    assert points >= 3
+
+
+def test_a_gridengine_starter_without_a_prolog_killed_anywhere_leaves_whole_jobs(
+        nodes, gridengine_reference):
+    reference = gridengine_reference
+
+    def prepare(node):
+        node.run(node.gridengine("prolog", "1"))
+
+    def check_crashed(node, kill_at):
+        seen = stable(node.jobs(), GE_TIMED)
+        assert seen.get("1") == reference["1"], f"job 1 touched (kill at {kill_at})"
+        assert seen.get("2") in (None, reference["2-started"]), f"job 2 partial ({kill_at})"
+
+    def check_repaired(node, kill_at):
+        assert stable(node.jobs(), GE_TIMED) == {
+            "1": reference["1"], "2": reference["2-started"]}, kill_at
+        assert not node.pending("2"), kill_at
+        assert node.hidden_leftovers() == [], kill_at
+        assert node.machine().keys() >= {"total_cpu", "hs06"}
+
+    points = crash_everywhere(
+        nodes, prepare, lambda node: node.gridengine("starter", "2"), check_crashed,
+        # The job, rescheduled, starts again; the timer runs `mjf sync` (job 2 still runs).
+        lambda node: [node.gridengine("starter", "2"), SYNC], check_repaired)
+    assert points >= 10
