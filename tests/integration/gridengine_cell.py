@@ -12,18 +12,18 @@ from __future__ import annotations
 
 import contextlib
 import glob
-import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
 from tests.conftest import require
-from tests.integration.slurm_cluster import HOOKS_BIN, SITE_CONFIG, USERS, ensure_user, run
+from tests.integration.site import HOOKS_BIN, admin_mjf, mjf_site, run, seen_in
+from tests.integration.site import (
+    assert_no_job_directories_left as site_assert_no_job_directories_left,
+)
 
 SGE_ROOT = Path("/var/lib/gridengine")
 SGE_CELL = "default"
@@ -247,38 +247,15 @@ def mjf_cell():
             "(tests/setup-system)")
     require((HOOKS_BIN / "mjf-gridengine-starter").exists(),
             f"needs the hooks installed in {HOOKS_BIN} (tests/run does it)")
-    root = Path(tempfile.mkdtemp(prefix="mjf-gridengine-"))
-    root.chmod(0o755)
-    (root / "out").mkdir(mode=0o1777)
-    (root / "out").chmod(0o1777)
-    (root / "dump.py").write_text(DUMP)
-    (root / "dump.py").chmod(0o644)
-    (root / "conf").mkdir()
-    for user in USERS:
-        ensure_user(user)
-    saved = SITE_CONFIG.read_bytes() if SITE_CONFIG.exists() else None
-    made_parent = not SITE_CONFIG.parent.exists()
-    SITE_CONFIG.parent.mkdir(parents=True, exist_ok=True)
-    base = root / "mjf"
-    good_config = f"[mjf]\nbase_dir = {base}\n[machinefeatures]\nhs06_per_cpu = 10\n" \
-                  "grace_secs = 600\n"
-    SITE_CONFIG.write_text(good_config)
-    cell = GridEngineCell(root / "conf", HOOKS_BIN)
-    try:
-        cell.start()
-        cell.mjf_base = base
-        cell.job_root = root
-        cell.good_config = good_config
-        yield cell
-    finally:
-        cell.stop()
-        if saved is None:
-            SITE_CONFIG.unlink()
-            if made_parent:
-                SITE_CONFIG.parent.rmdir()
-        else:
-            SITE_CONFIG.write_bytes(saved)
-        shutil.rmtree(root, ignore_errors=True)
+    with mjf_site("mjf-gridengine-", DUMP) as site:
+        (site.root / "conf").mkdir()
+        cell = GridEngineCell(site.root / "conf", HOOKS_BIN)
+        cell.mjf_base, cell.job_root, cell.good_config = site.base, site.root, site.good_config
+        try:
+            cell.start()
+            yield cell
+        finally:
+            cell.stop()
 
 
 def qsub(cell, user: str, name: str, *options: str, command: list[str] | None = None,
@@ -295,16 +272,13 @@ def qsub(cell, user: str, name: str, *options: str, command: list[str] | None = 
 
 
 def seen(cell, name: str) -> dict:
-    path = cell.job_root / "out" / f"{name}.json"
-    deadline = time.monotonic() + 30
-    while not path.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return json.loads(path.read_text())
+    return seen_in(cell.job_root / "out" / f"{name}.json")
+
+
+def mjf(cell, *args: str) -> subprocess.CompletedProcess:
+    """An admin's `mjf` command, as root."""
+    return admin_mjf(ENV, *args)
 
 
 def assert_no_job_directories_left(cell) -> None:
-    jobs = cell.mjf_base / "jobs"
-    deadline = time.monotonic() + 30
-    while jobs.exists() and os.listdir(jobs) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not jobs.exists() or os.listdir(jobs) == []
+    site_assert_no_job_directories_left(cell.mjf_base)

@@ -8,31 +8,21 @@ daemons down and removes the cgroup directories they leave behind.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import socket
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
 from tests.conftest import require
 from tests.integration.job_side import MEMORY_LIMITS
+from tests.integration.site import HOOKS_BIN, mjf_site, run, seen_in
+from tests.integration.site import (
+    assert_no_job_directories_left as site_assert_no_job_directories_left,
+)
 
 MUNGE_SOCKET_DIR = Path("/run/munge")
-
-
-def run(argv, check=True, timeout=60, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, check=check, timeout=timeout, capture_output=True, text=True,
-                          **kwargs)
-
-
-def ensure_user(name: str) -> tuple[int, int]:
-    """An unprivileged user (uid >= 1000) for submitting jobs."""
-    if run(["id", "-u", name], check=False).returncode != 0:
-        run(["useradd", "--create-home", "--shell", "/bin/sh", name])
-    return int(run(["id", "-u", name]).stdout), int(run(["id", "-g", name]).stdout)
 
 
 def ensure_munge() -> None:
@@ -165,10 +155,6 @@ PartitionName=short Nodes={self.node} MaxTime=10 State=UP
                 leftover.rmdir()
 
 
-USERS = ("mjfuser1", "mjfuser2")
-SITE_CONFIG = Path("/etc/mjf/mjf.conf")
-HOOKS_BIN = Path(os.environ.get("MJF_HOOKS_BIN", "/opt/mjf-hooks-ci/venv/bin"))
-
 # Runs inside the job as its user: records what the job sees.
 DUMP = r'''
 import json, os, sys
@@ -201,37 +187,15 @@ def mjf_cluster(cgroups: bool):
             "needs Debian's slurmctld, slurmd, slurm-client and munge (tests/setup-system)")
     require((HOOKS_BIN / "mjf-slurm").exists(),
             f"needs the hooks installed in {HOOKS_BIN} (tests/run does it)")
-    root = Path(tempfile.mkdtemp(prefix="mjf-slurm-"))
-    root.chmod(0o755)
-    (root / "out").mkdir(mode=0o1777)
-    (root / "out").chmod(0o1777)
-    (root / "dump.py").write_text(DUMP)
-    (root / "dump.py").chmod(0o644)
-    for user in USERS:
-        ensure_user(user)
-    saved = SITE_CONFIG.read_bytes() if SITE_CONFIG.exists() else None
-    made_parent = not SITE_CONFIG.parent.exists()
-    SITE_CONFIG.parent.mkdir(parents=True, exist_ok=True)
-    base = root / "mjf"
-    good_config = f"[mjf]\nbase_dir = {base}\n[machinefeatures]\nhs06_per_cpu = 10\n" \
-                  "grace_secs = 600\n"
-    SITE_CONFIG.write_text(good_config)
-    slurm = SlurmCluster(root / "slurm", HOOKS_BIN, cgroups=cgroups)
-    slurm.start()
-    slurm.mjf_base = base
-    slurm.job_root = root
-    slurm.good_config = good_config
-    try:
-        yield slurm
-    finally:
-        slurm.stop()
-        if saved is None:
-            SITE_CONFIG.unlink()
-            if made_parent:
-                SITE_CONFIG.parent.rmdir()
-        else:
-            SITE_CONFIG.write_bytes(saved)
-        shutil.rmtree(root, ignore_errors=True)
+    with mjf_site("mjf-slurm-", DUMP) as site:
+        slurm = SlurmCluster(site.root / "slurm", HOOKS_BIN, cgroups=cgroups)
+        slurm.start()
+        slurm.mjf_base, slurm.job_root, slurm.good_config = site.base, site.root, \
+            site.good_config
+        try:
+            yield slurm
+        finally:
+            slurm.stop()
 
 
 def sbatch(cluster, user, name, *options, wait=True):
@@ -245,16 +209,8 @@ def sbatch(cluster, user, name, *options, wait=True):
 
 
 def seen(cluster, name, task=0):
-    path = cluster.job_root / "out" / f"{name}.{task}.json"
-    deadline = time.monotonic() + 30
-    while not path.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return json.loads(path.read_text())
+    return seen_in(cluster.job_root / "out" / f"{name}.{task}.json")
 
 
 def assert_no_job_directories_left(cluster):
-    jobs = cluster.mjf_base / "jobs"
-    deadline = time.monotonic() + 30
-    while jobs.exists() and os.listdir(jobs) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not jobs.exists() or os.listdir(jobs) == []
+    site_assert_no_job_directories_left(cluster.mjf_base)

@@ -7,7 +7,6 @@ submitted by unprivileged users with ``qsub -sync y``.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import threading
 import time
@@ -17,13 +16,13 @@ import pytest
 from tests.integration.gridengine_cell import (
     ENV,
     QUEUE,
-    SITE_CONFIG,
     assert_no_job_directories_left,
+    mjf,
     mjf_cell,
     qsub,
     seen,
 )
-from tests.integration.slurm_cluster import HOOKS_BIN
+from tests.integration.site import SITE_CONFIG, job_values
 
 pytestmark = pytest.mark.integration
 
@@ -36,29 +35,16 @@ def cell():
         yield started
 
 
-def mjf(cell, *args: str) -> subprocess.CompletedProcess:
-    """An admin's `mjf` command, as root; a hang is a failure (timeout)."""
-    return subprocess.run([str(HOOKS_BIN / "mjf"), *args], capture_output=True, text=True,
-                          timeout=60, env={**ENV, "MJF_CONFIG": str(SITE_CONFIG)})
-
-
 def test_a_parallel_job_sees_every_value(cell):
     submitted = time.time()
     job_id = qsub(cell, "mjfuser1", "pe", "-pe", "mjf_smp", "2",
                   "-l", "h_rt=0:10:0,h_vmem=300M,h_cpu=100")
     view = seen(cell, "pe")
-    base = cell.mjf_base
-    assert view["env"]["MACHINEFEATURES"] == f"{base}/machinefeatures"
-    assert view["env"]["JOBFEATURES"] == f"{base}/jobs/{job_id}/jobfeatures"
-    assert view["MACHINEFEATURES"] == {"grace_secs": "600", "hs06": str(10 * os.cpu_count()),
-                                       "total_cpu": str(os.cpu_count())}
-    job = view["JOBFEATURES"]
-    assert abs(int(job.pop("jobstart_secs")) - submitted) < 30
-    assert int(job.pop("scratch_limit_bytes")) > 0
-    assert job == {"job_id": job_id, "allocated_cpu": "2", "wall_limit_secs": "600",
-                   # h_cpu and h_vmem are per slot: Grid Engine enforces them times 2
-                   "cpu_limit_secs": "200", "max_rss_bytes": str(600 * MIB),
-                   "hs06_job": "20", "grace_secs_job": "600"}
+    assert job_values(view, cell.mjf_base, job_id, submitted) == {
+        "job_id": job_id, "allocated_cpu": "2", "wall_limit_secs": "600",
+        # h_cpu and h_vmem are per slot: Grid Engine enforces them times 2
+        "cpu_limit_secs": "200", "max_rss_bytes": str(600 * MIB),
+        "hs06_job": "20", "grace_secs_job": "600"}
     # The job's own arguments arrived as they were (a binary job under sh -c).
     assert view["argv"][1:] == ["pe"]
     assert_no_job_directories_left(cell)

@@ -20,7 +20,7 @@ import pytest
 from tests.conftest import require
 from tests.integration.htcondor_pool import VENV, CondorPool, condor_arguments
 from tests.integration.job_side import MEMORY_LIMITS, enforced_memory_limit
-from tests.integration.slurm_cluster import ensure_user
+from tests.integration.site import ensure_user
 
 pytestmark = pytest.mark.integration
 

@@ -9,15 +9,13 @@ limit the kernel enforces on the job.
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
 
 from tests.integration.job_side import enforced_memory_limit
+from tests.integration.site import HOOKS_BIN, SITE_CONFIG, job_values
 from tests.integration.slurm_cluster import (
-    HOOKS_BIN,
-    SITE_CONFIG,
     assert_no_job_directories_left,
     mjf_cluster,
     sbatch,
@@ -39,14 +37,7 @@ def test_sbatch_job_sees_every_value(cluster):
     submitted = time.time()
     job_id = sbatch(cluster, "mjfuser1", "batch", "--time=5", "--mem=200M", "-c", "2")
     view = seen(cluster, "batch")
-    base = cluster.mjf_base
-    assert view["env"]["MACHINEFEATURES"] == f"{base}/machinefeatures"
-    assert view["env"]["JOBFEATURES"] == f"{base}/jobs/{job_id}/jobfeatures"
-    assert view["MACHINEFEATURES"] == {"grace_secs": "600", "hs06": str(10 * os.cpu_count()),
-                                       "total_cpu": str(os.cpu_count())}
-    job = view["JOBFEATURES"]
-    assert abs(int(job.pop("jobstart_secs")) - submitted) < 30
-    assert int(job.pop("scratch_limit_bytes")) > 0
+    job = job_values(view, cluster.mjf_base, job_id, submitted)
     expected = {"job_id": job_id, "allocated_cpu": "2", "wall_limit_secs": "300",
                 "cpu_limit_secs": "600", "max_rss_bytes": str(200 * MIB), "hs06_job": "20",
                 "grace_secs_job": "600"}

@@ -1,0 +1,109 @@
+"""What every real batch system's tests set up around its daemons, and check afterwards.
+
+A job root (``dump.py``, the batch system's job-side recorder, and ``out/``, where jobs
+write what they saw), the submitting users, and the site config (/etc/mjf/mjf.conf)
+pointing at a fresh base_dir; all restored afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+USERS = ("mjfuser1", "mjfuser2")
+SITE_CONFIG = Path("/etc/mjf/mjf.conf")
+HOOKS_BIN = Path(os.environ.get("MJF_HOOKS_BIN", "/opt/mjf-hooks-ci/venv/bin"))
+GOOD_CONFIG = "[mjf]\nbase_dir = {base}\n[machinefeatures]\nhs06_per_cpu = 10\ngrace_secs = 600\n"
+
+
+def run(argv, check=True, timeout=60, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, check=check, timeout=timeout, capture_output=True, text=True,
+                          **kwargs)
+
+
+def ensure_user(name: str) -> tuple[int, int]:
+    """An unprivileged user (uid >= 1000) for submitting jobs."""
+    if run(["id", "-u", name], check=False).returncode != 0:
+        run(["useradd", "--create-home", "--shell", "/bin/sh", name])
+    return int(run(["id", "-u", name]).stdout), int(run(["id", "-g", name]).stdout)
+
+
+class Site:
+    """``root`` (holds ``dump.py`` and ``out/``), ``base`` (the base_dir) and
+    ``good_config`` (the site config's text, to restore after breaking it)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.base = root / "mjf"
+        self.good_config = GOOD_CONFIG.format(base=self.base)
+
+
+@contextlib.contextmanager
+def mjf_site(prefix: str, dump: str):
+    """A job root with ``dump`` as ``dump.py``, the users, and the site config; the
+    config (and its directory, if made here) and the job root are removed afterwards."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    root.chmod(0o755)
+    (root / "out").mkdir(mode=0o1777)
+    (root / "out").chmod(0o1777)
+    (root / "dump.py").write_text(dump)
+    (root / "dump.py").chmod(0o644)
+    for user in USERS:
+        ensure_user(user)
+    saved = SITE_CONFIG.read_bytes() if SITE_CONFIG.exists() else None
+    made_parent = not SITE_CONFIG.parent.exists()
+    SITE_CONFIG.parent.mkdir(parents=True, exist_ok=True)
+    site = Site(root)
+    SITE_CONFIG.write_text(site.good_config)
+    try:
+        yield site
+    finally:
+        if saved is None:
+            SITE_CONFIG.unlink()
+            if made_parent:
+                SITE_CONFIG.parent.rmdir()
+        else:
+            SITE_CONFIG.write_bytes(saved)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def admin_mjf(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    """An admin's `mjf` command, as root, with the site config; a hang is a failure."""
+    return subprocess.run([str(HOOKS_BIN / "mjf"), *args], capture_output=True, text=True,
+                          timeout=60, env={**env, "MJF_CONFIG": str(SITE_CONFIG)})
+
+
+def seen_in(path: Path) -> dict:
+    """What a job's dump.py wrote to ``path``, once it is there."""
+    deadline = time.monotonic() + 30
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return json.loads(path.read_text())
+
+
+def job_values(view: dict, base: Path, job_dir: str, submitted: float) -> dict:
+    """The job's values from a dump, after checking what every job sees alike: the
+    variables, the machine features of the site config, a start time and a scratch
+    size; those two are taken out (they vary)."""
+    assert view["env"]["MACHINEFEATURES"] == f"{base}/machinefeatures"
+    assert view["env"]["JOBFEATURES"] == f"{base}/jobs/{job_dir}/jobfeatures"
+    assert view["MACHINEFEATURES"] == {"grace_secs": "600", "hs06": str(10 * os.cpu_count()),
+                                       "total_cpu": str(os.cpu_count())}
+    job = dict(view["JOBFEATURES"])
+    assert abs(int(job.pop("jobstart_secs")) - submitted) < 30
+    assert int(job.pop("scratch_limit_bytes")) > 0
+    return job
+
+
+def assert_no_job_directories_left(base: Path) -> None:
+    jobs = base / "jobs"
+    deadline = time.monotonic() + 30
+    while jobs.exists() and os.listdir(jobs) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not jobs.exists() or os.listdir(jobs) == []
