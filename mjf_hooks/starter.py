@@ -71,10 +71,21 @@ def set_up(context: HookContext, backend: str, job_id: str, in_job: bool,
     return lifecycle.set_up_job(config, log, site, store, job, context.dry_run)
 
 
-def end(context: HookContext, job_id: str) -> None:
-    """Remove the job's directory wherever it is (idempotent)."""
-    for store in job_stores(context):
-        lifecycle.end_job(store, context.log, job_id, context.dry_run)
+def end(context: HookContext, job_id: str, owner_variables: tuple[str, ...]) -> None:
+    """Remove the job's directory wherever it is (idempotent): base_dir, this user's
+    private directory, and - run as root, where neither had it - the job's user's
+    (a starter without a root pre-start put it there)."""
+    removed = [lifecycle.end_job(store, context.log, job_id, context.dry_run)
+               for store in job_stores(context)]
+    if any(removed) or context.dry_run or os.geteuid() != 0:
+        return
+    try:
+        uid, _ = job_user(context.environ, owner_variables)
+    except SiteInputError:
+        return  # no user known here: nothing of theirs to look in
+    for store in lifecycle.job_stores_elsewhere(context.config):
+        if store.owner == uid and uid != 0:
+            lifecycle.end_job(store, context.log, job_id)
 
 
 def job_user(environ: dict[str, str], variables: tuple[str, ...]) -> tuple[int, int]:

@@ -38,6 +38,8 @@ Grid Engine prolog, epilog and starter method for Machine/Job Features.
 # Grid Engine reads a prolog, epilog or job exit status of 100 as "this job failed";
 # any other failure blames the queue instance.
 JOB_ERROR_EXIT = 100
+# Where a job's environment names its user (a root prolog or epilog acts for them).
+OWNER_VARIABLES = ("USER", "LOGNAME")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,7 +73,7 @@ def prolog(context: HookContext, command: list[str]) -> int:
 
 
 def epilog(context: HookContext, command: list[str]) -> int:
-    starter.end(context, gridengine.job_id(context.environ))
+    starter.end(context, gridengine.job_id(context.environ), OWNER_VARIABLES)
     return 0
 
 
@@ -117,7 +119,7 @@ def set_up(context: HookContext, job: _Job, in_job: bool) -> dict[str, str]:
 
     return starter.set_up(context, gridengine.NAME, job_id, in_job, gather,
                           gridengine.scratch_dir(environ, job.spool or {}),
-                          ("USER", "LOGNAME"),
+                          OWNER_VARIABLES,
                           completion=lambda: gridengine.spool_limit_facts(job.spool))
 
 

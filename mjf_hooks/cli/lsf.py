@@ -32,6 +32,8 @@ LSF pre-exec, post-exec and job starter for Machine/Job Features.
 
 """ + COMMON_HELP
 
+# Where a job's environment names its user (a root pre-exec or post-exec acts for them).
+OWNER_VARIABLES = ("LSB_JOB_EXECUSER", "USER")
 _BJOBS_CANDIDATES = ("/usr/bin/bjobs", "/usr/local/bin/bjobs")
 
 
@@ -53,7 +55,7 @@ def _dispatch(context: HookContext) -> int:
         set_up(context, in_job=False)
         return 0
     if role == "post-exec":
-        starter.end(context, lsf.job_id(context.environ))
+        starter.end(context, lsf.job_id(context.environ), OWNER_VARIABLES)
         return 0
     return run_starter(context, command)
 
@@ -78,7 +80,7 @@ def set_up(context: HookContext, in_job: bool) -> dict[str, str]:
                              _run_limit(context, job_id))
 
     return starter.set_up(context, "lsf", job_id, in_job, gather,
-                          environ.get("TMPDIR"), ("LSB_JOB_EXECUSER", "USER"),
+                          environ.get("TMPDIR"), OWNER_VARIABLES,
                           completion=_limits)
 
 

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -611,3 +612,26 @@ def test_root_prolog_then_the_users_starter(public_tmp_path):
     assert not pending(site.base, "12")
     assert site.run("epilog", environ=site.environ("epilog", **nobody)).returncode == 0
     assert not (site.base / "jobs/12").exists()
+
+
+def test_a_root_epilog_finds_what_a_starter_alone_put_in_its_users_private_directory(
+        public_tmp_path):
+    require(os.geteuid() == 0, "needs root to run the starter as another user")
+    private = Path("/tmp/mjf-65534")
+    require(not private.exists(), f"{private} exists already: not this test's to remove")
+    site = Site(public_tmp_path, config_writer(public_tmp_path))
+    site.use("binary-job")
+    (site.base / "jobs").mkdir(parents=True)  # root's, 0755: nobody cannot write there
+    nobody = {"USER": "nobody", "LOGNAME": "nobody"}
+    try:
+        out = site.out / "private"
+        result = site.run("echo", "$JOBFEATURES", ">", str(out), user=65534,
+                          environ=site.environ("starter", **nobody),
+                          command="mjf-gridengine-starter")
+        assert result.returncode == 0, result.stderr
+        assert out.read_text() == f"{private}/jobs/12/jobfeatures\n"
+        result = site.run("epilog", environ=site.environ("epilog", **nobody))
+        assert (result.returncode, result.stderr) == (0, "")
+        assert not (private / "jobs" / "12").exists()
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
