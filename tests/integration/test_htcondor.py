@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require
-from tests.integration.htcondor_pool import VENV, CondorPool, condor_arguments
+from tests.integration.htcondor_pool import CondorPool, condor_arguments
 from tests.integration.job_side import MEMORY_LIMITS, enforced_memory_limit
 from tests.integration.site import ensure_user
+from tests.integration.trixie_root import VENV
 
 pytestmark = pytest.mark.integration
 

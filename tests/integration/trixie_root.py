@@ -1,0 +1,107 @@
+"""A Debian trixie chroot that runs a batch system the host has not (in that version),
+with the hooks installed inside as a package would put them.
+
+``build-trixie-root`` makes it once (kept between runs). The checkout, /tmp and
+/home are bind-mounted at the same paths, so files written by jobs are visible
+outside; users with uid >= 1000 exist inside too. The hooks are installed with the
+chroot's own Python, from wheels built outside (pip inside cannot verify TLS: the
+chroot does not trust the host's CA bundle), and linked to /usr/bin.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+VENV = "/opt/mjf/venv"
+
+
+def run(argv, check=True, timeout=120, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, check=check, timeout=timeout, capture_output=True, text=True,
+                          **kwargs)
+
+
+class TrixieRoot:
+    """The chroot at ``root`` with ``packages``; ``commands``: the hooks to link."""
+
+    def __init__(self, root: Path, packages: tuple[str, ...], commands: tuple[str, ...]) -> None:
+        self.root = root
+        self.packages = packages
+        self.commands = commands
+        self.mounts: list[str] = []
+        self.env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+
+    def prepare(self) -> None:
+        run([str(CHECKOUT / "tests/integration/build-trixie-root"), str(self.root),
+             *self.packages], timeout=900)
+        wheels = self.root / "opt/mjf/wheels"
+        shutil.rmtree(wheels, ignore_errors=True)
+        wheels.mkdir(parents=True)
+        run([sys.executable, "-m", "pip", "wheel", "--quiet", "-w", str(wheels), str(CHECKOUT)],
+            timeout=600)
+        self.chroot(["rm", "-rf", VENV])
+        self.chroot(["python3", "-m", "venv", VENV])
+        self.chroot([f"{VENV}/bin/pip", "install", "--quiet", "--no-index", "--find-links",
+                     "/opt/mjf/wheels", "mjf-hooks"], timeout=300)
+        for command in self.commands:
+            self.chroot(["ln", "-sf", f"{VENV}/bin/{command}", f"/usr/bin/{command}"])
+        self.copy_users()
+
+    def copy_users(self) -> None:
+        """Users with uid >= 1000 exist inside too, so jobs run as them."""
+        for name in ("passwd", "group"):
+            inside = (self.root / "etc" / name).read_text().splitlines()
+            known = {line.split(":")[0] for line in inside}
+            extra = [line for line in Path(f"/etc/{name}").read_text().splitlines()
+                     if line.split(":")[0] not in known
+                     and 1000 <= int(line.split(":")[2]) < 65534]
+            (self.root / "etc" / name).write_text("\n".join(inside + extra) + "\n")
+
+    def chroot(self, argv: list[str], user: str | None = None, timeout: int = 120,
+               check: bool = True, env: dict[str, str] | None = None
+               ) -> subprocess.CompletedProcess:
+        spec = [f"--userspec={user}:{user}"] if user else []
+        return run(["chroot", *spec, str(self.root), *argv], env=env or self.env,
+                   timeout=timeout, check=check)
+
+    def mount(self) -> None:
+        binds = [("proc", None), ("/sys", "rbind"), ("/dev", "bind"), ("/dev/pts", "bind"),
+                 ("/tmp", "bind"), ("/home", "bind"), (str(CHECKOUT), "bind")]
+        for source, kind in binds:
+            target = self.root / source.lstrip("/") if kind else self.root / "proc"
+            target.mkdir(parents=True, exist_ok=True)
+            if kind is None:
+                run(["mount", "-t", "proc", "proc", str(target)])
+            else:
+                run(["mount", f"--{kind}", source, str(target)])
+                if kind == "rbind":
+                    run(["mount", "--make-rslave", str(target)])
+            self.mounts.append(str(target))
+
+    def unmount(self) -> None:
+        """Kill what still runs inside, then unmount deepest first: bind mounts defeat
+        any removal that would cross them."""
+        for pid in self.processes():
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        for target in reversed(self.mounts):
+            run(["umount", "-R", target], check=False)
+        self.mounts.clear()
+
+    def processes(self) -> list[int]:
+        """The processes whose root is this chroot."""
+        found = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    if os.readlink(entry / "root") == str(self.root):
+                        found.append(int(entry.name))
+                except OSError:
+                    continue
+        return found
