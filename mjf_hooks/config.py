@@ -43,7 +43,7 @@ _EXTRA_MACHINE_OPTIONS = {"hs06_per_cpu"}
 # Options of the batch-system backends: section -> option -> what it must be.
 # A tuple lists the values allowed.
 BACKEND_OPTIONS = {
-    "slurm": {"scontrol": "absolute path", "scratch_dir": "absolute path"},
+    "slurm": {"scontrol": "absolute path", "scratch_dir": "absolute path", "nodename": "name"},
     "htcondor": {
         "job_id": ("global", "cluster_proc"),
         "wall_limit_attribute": "attribute name",
@@ -52,7 +52,7 @@ BACKEND_OPTIONS = {
         "execute_dir": "absolute path",
     },
     "lsf": {"bjobs": "absolute path", "query_bjobs": ("yes", "no")},
-    "gridengine": {"sge_root": "absolute path", "sge_cell": "cell name",
+    "gridengine": {"sge_root": "absolute path", "sge_cell": "name",
                    "qstat": "absolute path", "query_qstat": ("yes", "no")},
 }
 _SECTIONS = ("mjf", "machinefeatures", "jobfeatures", *BACKEND_OPTIONS)
@@ -278,10 +278,11 @@ def _backend_value(kind: str | tuple[str, ...], value: str) -> str:
         return value
     if kind == "absolute path":
         return _absolute_path(value)
-    if kind == "cell name":  # a directory name under SGE_ROOT
-        if not value or not value.isascii() or value.startswith(".") \
+    if kind == "name":  # a host's or a cell's: also a file name
+        if not value or not value.isascii() or value.startswith((".", "-")) \
                 or not value.replace("_", "a").replace("-", "a").replace(".", "a").isalnum():
-            raise ValueError("must be a Grid Engine cell name (letters, digits, _ - .)")
+            raise ValueError("must be a name of letters, digits, _ - . (not starting with "
+                             ". or -)")
         return value
     if not value or not value.isascii() or value[0].isdigit() \
             or not value.replace("_", "a").isalnum():

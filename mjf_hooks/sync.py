@@ -45,8 +45,9 @@ def sync(config: Config, log: Log, environ: dict[str, str], now: float | None = 
     return done
 
 
-def _node_name() -> str:
-    return os.uname().nodename.split(".")[0]
+def _short_name(module, config: Config) -> str:
+    """This host's short name for the batch system ``module``."""
+    return batch.node_name(module, config.backend[module.NAME]).split(".")[0]
 
 
 def _batch_drains(config: Config, store: Store, log: Log, environ: dict[str, str],
@@ -60,7 +61,7 @@ def _batch_drains(config: Config, store: Store, log: Log, environ: dict[str, str
             return []  # not known this time: a drain announced stays, none is withdrawn
         if isinstance(answer, str):
             asked = True
-            found += module.drains(answer, _node_name(), now)
+            found += module.drains(answer, _short_name(module, config), now)
     if not asked:
         return []
     summary = drain.follow_batch_system(config, store, log, min(found) if found else None, now)
@@ -79,7 +80,8 @@ def _batch_systems_here(config: Config) -> list:
 def _ask(module, query, config: Config, log: Log, environ: dict[str, str], unknown: str):
     """What a batch system printed for ``query``; None if it has no such command, False
     (logged) if the command failed."""
-    command = query(config.backend[module.NAME], environ, os.uname().nodename)
+    options = config.backend[module.NAME]
+    command = query(options, environ, batch.node_name(module, options))
     if command is None:
         return None
     output = ask(command[0], config.command_timeout_secs, command[1], log, unknown)
@@ -94,7 +96,8 @@ def condor_drain_shutdown(config: Config, log: Log) -> int | None:
         return None
     answer = _ask(htcondor, htcondor.drain_query, config, log, {},
                   "HTCondor drain state not known this time")
-    found = htcondor.drains(answer, _node_name(), 0) if isinstance(answer, str) else []
+    found = htcondor.drains(answer, _short_name(htcondor, config), 0) \
+        if isinstance(answer, str) else []
     return found[0][0] if found else None
 
 

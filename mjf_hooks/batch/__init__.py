@@ -30,9 +30,23 @@ a new batch system adds one module, see the README's "Adding a batch system"):
     ``<parent>/<entry>/<subpath>`` for each entry (HTCondor: each job's scratch).
     The per-user directory of a job whose user cannot write base_dir is shared by
     every job runner (:func:`mjf_hooks.lifecycle.private_base_dir`).
+
+Optional:
+
+``node_name(options)``
+    the name the batch system knows this host by, where that may differ from its
+    host name (Slurm's ``NodeName``); :func:`node_name` gives the host name otherwise.
 """
 
 NAMES = ("slurm", "htcondor", "lsf", "gridengine")
+
+
+def node_name(module, options: dict[str, str]) -> str:
+    """This host's name for the batch system ``module`` (see ``node_name`` above)."""
+    import os
+
+    own = getattr(module, "node_name", None)
+    return own(options) if own else os.uname().nodename
 
 
 def backend(name: str):

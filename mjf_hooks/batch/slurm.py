@@ -50,6 +50,12 @@ def job_store_dirs(options: dict[str, str]) -> list[tuple[str, str]]:
     return []
 
 
+def node_name(options: dict[str, str]) -> str:
+    """``[slurm] nodename`` where slurm.conf's ``NodeName`` for this host is not its host
+    name (``NodeHostname=`` set, or ``slurmd -N``)."""
+    return options.get("nodename") or os.uname().nodename
+
+
 def installed(options: dict[str, str]) -> bool:
     return command_path("scontrol", options.get("scontrol")) is not None
 

@@ -86,6 +86,20 @@ def test_reservations_that_do_not_apply_are_ignored(node):
     assert node.sync().stdout == "" and node.machine("shutdowntime") is None
 
 
+def test_a_node_slurm_knows_by_another_name_follows_its_reservations(node):
+    # slurm.conf: NodeName=wn17 NodeHostname=<this host>; [slurm] nodename says so.
+    node.conf.write_text(node.conf.read_text() + "nodename = wn17\n")
+    start = int(time.time()) + 7200
+    node.reservations(reservation(start, nodes="wn[16-18]") + reservation(start - 600))
+    result = node.sync()
+    assert f"shutdowntime = {start} from Slurm maintenance reservation maint1" in result.stdout
+    squeue_args = node.bindir / "squeue.args"
+    node.store.create_job("5", {"job_id": "5"}, state={"backend": "slurm"})
+    (node.bindir / "squeue").write_text(f'#!/bin/sh\necho "$@" > {squeue_args}\n')
+    node.sync()
+    assert squeue_args.read_text().split()[:3] == ["-h", "-w", "wn17"]
+
+
 def test_an_admins_drain_is_never_withdrawn_or_overridden_by_a_later_one(node):
     admin = int(time.time()) + 3600
     subprocess.run([installed_command("mjf"), "drain", "--at", str(admin)], check=True,

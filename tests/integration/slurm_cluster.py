@@ -1,8 +1,12 @@
 """A throwaway one-node Slurm cluster on loopback, with the installed MJF hooks.
 
-Used by the integration tests (as root, in CI). Debian's slurmctld/slurmd 22.05
-and munge; every path lives in a scratch directory; ``stop()`` shuts the
-daemons down and removes the cgroup directories they leave behind.
+Used by the integration tests (as root, in CI), in two versions: Debian bookworm's
+slurmctld/slurmd 22.05 and munge on the host, and Debian trixie's 24.11 in a
+:class:`~tests.integration.trixie_root.TrixieRoot` (``/srv/mjf-slurm24-root``, built
+once) with its own ports, munge socket and node name, so both can run on one host.
+Every path lives in a scratch directory under /tmp (the same path inside the
+chroot); ``stop()`` shuts the daemons down and removes the cgroup directories they
+leave behind.
 """
 
 from __future__ import annotations
@@ -17,12 +21,16 @@ from pathlib import Path
 
 from tests.conftest import require
 from tests.integration.job_side import MEMORY_LIMITS
-from tests.integration.site import HOOKS_BIN, mjf_site, run, seen_in
+from tests.integration.site import HOOKS_BIN, SITE_CONFIG, mjf_site, run, seen_in
 from tests.integration.site import (
     assert_no_job_directories_left as site_assert_no_job_directories_left,
 )
+from tests.integration.trixie_root import TrixieRoot
 
 MUNGE_SOCKET_DIR = Path("/run/munge")
+SLURM24_ROOT = Path("/srv/mjf-slurm24-root")
+VERSIONS = ("22.05", "24.11")
+HOOKS = ("mjf", "mjf-slurm", "mjf-slurm-taskprolog")
 
 
 def ensure_munge() -> None:
@@ -34,15 +42,35 @@ def ensure_munge() -> None:
 
 
 class SlurmCluster:
-    """slurmctld + slurmd for this host, configured with the hooks in ``bindir``."""
+    """slurmctld + slurmd for this host, configured with the hooks in ``bindir``; in
+    ``chroot`` (a prepared TrixieRoot with Slurm 24.11) if given."""
 
-    def __init__(self, root: Path, bindir: Path, cgroups: bool) -> None:
+    def __init__(self, root: Path, bindir: Path, cgroups: bool,
+                 chroot: TrixieRoot | None = None) -> None:
         self.root = root
         self.bindir = bindir
         self.cgroups = cgroups
-        self.node = socket.gethostname().split(".")[0]
+        self.chroot = chroot
+        self.version = "24.11" if chroot else "22.05"
+        self.host = socket.gethostname().split(".")[0]
+        # Slurm names its cgroups slurm_<NodeName>: a second cluster needs another name.
+        self.node = "vm24" if chroot else self.host
         self.conf = root / "slurm.conf"
         self.env = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "SLURM_CONF": str(self.conf)}
+        self.munged_pid: int | None = None
+
+    def command(self, argv: list[str], check: bool = True, timeout: int = 60,
+                env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        """A command of this cluster's Slurm (or any command, where it runs), as root."""
+        env = {**self.env, **(env or {})}
+        if self.chroot:
+            return self.chroot.chroot(argv, check=check, timeout=timeout, env=env)
+        return run(argv, check=check, timeout=timeout, env=env)
+
+    def mjf(self, *args: str) -> subprocess.CompletedProcess:
+        """An admin's `mjf` command, as root, where this cluster's Slurm is."""
+        return self.command([str(self.bindir / "mjf"), *args], check=False,
+                            env={"MJF_CONFIG": str(SITE_CONFIG)})
 
     def write_config(self) -> None:
         for sub in ("state", "spool", "log"):
@@ -56,12 +84,11 @@ class SlurmCluster:
         )
         self.conf.write_text(f"""\
 ClusterName=mjfci
-SlurmctldHost={self.node}
+SlurmctldHost={self.host}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-CryptoType=crypto/munge
-StateSaveLocation={self.root}/state
+{self._version_lines()}StateSaveLocation={self.root}/state
 SlurmdSpoolDir={self.root}/spool
 SlurmctldPidFile={self.root}/slurmctld.pid
 SlurmdPidFile={self.root}/slurmd.pid
@@ -82,7 +109,7 @@ Prolog={self.bindir}/mjf-slurm
 Epilog={self.bindir}/mjf-slurm
 TaskProlog={self.bindir}/mjf-slurm-taskprolog
 PrologEpilogTimeout=60
-NodeName={self.node} CPUs={cpus} RealMemory=4000 State=UNKNOWN
+NodeName={self.node} {self._node_address()}CPUs={cpus} RealMemory=4000 State=UNKNOWN
 PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE DefaultTime=30 State=UP
 PartitionName=short Nodes={self.node} MaxTime=10 State=UP
 """)
@@ -92,11 +119,40 @@ PartitionName=short Nodes={self.node} MaxTime=10 State=UP
                 "ConstrainCores=yes\nConstrainRAMSpace=yes\nConstrainSwapSpace=yes\n"
             )
 
+    def _version_lines(self) -> str:
+        if not self.chroot:
+            return "CryptoType=crypto/munge\n"
+        # Its own ports and munge socket, beside a 22.05 cluster on the same host.
+        return (f"AuthInfo=socket={self.root}/munge/munge.socket\nSlurmctldPort=7817\n"
+                "SlurmdPort=7818\nMailProg=/bin/true\n")
+
+    def _node_address(self) -> str:
+        return f"NodeHostname={self.host} NodeAddr=127.0.0.1 " if self.chroot else ""
+
+    def _start_munge(self) -> None:
+        if not self.chroot:
+            ensure_munge()
+            return
+        # munged runs as munge, and wants its own directory, writable by no one else.
+        directory = self.root / "munge"
+        directory.mkdir(mode=0o755, exist_ok=True)
+        entry = next(line.split(":") for line in
+                     (self.chroot.root / "etc/passwd").read_text().splitlines()
+                     if line.startswith("munge:"))
+        os.chown(directory, int(entry[2]), int(entry[3]))
+        self.chroot.chroot(["/usr/sbin/munged", f"--socket={directory}/munge.socket",
+                            f"--pid-file={directory}/munged.pid",
+                            f"--log-file={directory}/munged.log",
+                            f"--seed-file={directory}/munged.seed"], user="munge",
+                           env=self.env)
+        self.munged_pid = int((directory / "munged.pid").read_text())
+
     def start(self) -> None:
         self.write_config()
-        ensure_munge()
-        run(["/usr/sbin/slurmctld", "-c", "-f", str(self.conf)], env=self.env)
-        run(["/usr/sbin/slurmd", "-f", str(self.conf)], env=self.env)
+        self._start_munge()
+        self.command(["/usr/sbin/slurmctld", "-c", "-f", str(self.conf)])
+        self.command(["/usr/sbin/slurmd", "-f", str(self.conf)]
+                     + (["-N", self.node] if self.chroot else []))
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             state = self.node_state()
@@ -108,7 +164,7 @@ PartitionName=short Nodes={self.node} MaxTime=10 State=UP
 
     def node_state(self) -> str:
         """The node's state as scontrol prints it, lowercased: `idle`, `idle+drain`, ..."""
-        result = run(["scontrol", "show", "node", "-o", self.node], check=False, env=self.env)
+        result = self.command(["scontrol", "show", "node", "-o", self.node], check=False)
         for field in result.stdout.split():
             if field.startswith("State="):
                 return field[len("State="):].lower()
@@ -120,23 +176,28 @@ PartitionName=short Nodes={self.node} MaxTime=10 State=UP
 
     def as_user(self, user: str, argv: list[str], timeout: int = 120,
                 check: bool = True) -> subprocess.CompletedProcess:
+        if self.chroot:  # su and runuser need PAM, which the minimal chroot lacks
+            environment = [f"{name}={value}" for name, value in self.env.items()]
+            return self.chroot.chroot(["env", "-i", f"HOME=/home/{user}", f"USER={user}",
+                                       *environment, "sh", "-c", 'cd /tmp && exec "$@"', "-",
+                                       *argv], user=user, timeout=timeout, check=check)
         return run(["runuser", "-u", user, "--", *argv], env=self.env, timeout=timeout,
                    check=check, cwd="/tmp")
 
     def resume(self) -> None:
-        run(["scontrol", "update", f"nodename={self.node}", "state=resume"], check=False,
-            env=self.env)
+        self.command(["scontrol", "update", f"nodename={self.node}", "state=resume"],
+                     check=False)
 
     def wait_until_no_jobs(self, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if not run(["squeue", "-h"], env=self.env).stdout.strip():
+            if not self.command(["squeue", "-h"]).stdout.strip():
                 return
             time.sleep(0.2)
-        raise RuntimeError("jobs still queued: " + run(["squeue"], env=self.env).stdout)
+        raise RuntimeError("jobs still queued: " + self.command(["squeue"]).stdout)
 
     def stop(self) -> None:
-        run(["scontrol", "shutdown"], check=False, env=self.env)
+        self.command(["scontrol", "shutdown"], check=False)
         for pidfile in ("slurmd.pid", "slurmctld.pid"):
             path = self.root / pidfile
             deadline = time.monotonic() + 30
@@ -145,7 +206,12 @@ PartitionName=short Nodes={self.node} MaxTime=10 State=UP
                 if not pid or not Path(f"/proc/{pid}").exists():
                     break
                 time.sleep(0.2)
-        # slurmd's cgroup/v1 plugin leaves empty slurm_<host> directories behind.
+        if self.munged_pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.munged_pid, 15)
+        if self.chroot:
+            self.chroot.kill_processes()  # step daemons of jobs a failed test left
+        # slurmd's cgroup/v1 plugin leaves empty slurm_<node> directories behind.
         for controller in Path("/sys/fs/cgroup").iterdir():
             leftover = controller / f"slurm_{self.node}"
             if leftover.is_dir():
@@ -175,27 +241,45 @@ with open(os.path.join(os.path.dirname(__file__), "out", name + ".json"), "w") a
 
 
 @contextlib.contextmanager
-def mjf_cluster(cgroups: bool):
-    """A started cluster whose hooks use a fresh base_dir, with the site config
-    (/etc/mjf/mjf.conf) pointing there; everything is restored afterwards.
+def mjf_cluster(cgroups: bool, version: str = "22.05"):
+    """A started cluster of Slurm ``version`` (one of VERSIONS) whose hooks use a fresh
+    base_dir, with the site config (/etc/mjf/mjf.conf, bind-mounted into a chroot)
+    pointing there; everything is restored afterwards.
 
     Besides SlurmCluster's attributes: ``mjf_base``, ``job_root`` (holds ``dump.py``
     and ``out/``, where jobs write what they saw) and ``good_config``.
     """
     require(os.geteuid() == 0, "needs root to run slurmctld and slurmd")
-    require(shutil.which("slurmctld") is not None and Path("/usr/sbin/slurmd").exists(),
-            "needs Debian's slurmctld, slurmd, slurm-client and munge (tests/setup-system)")
+    if version == "22.05":
+        require(shutil.which("slurmctld") is not None and Path("/usr/sbin/slurmd").exists(),
+                "needs Debian's slurmctld, slurmd, slurm-client and munge (tests/setup-system)")
+    else:
+        require(shutil.which("debootstrap") is not None,
+                "needs debootstrap for the Slurm 24.11 chroot (tests/setup-system)")
     require((HOOKS_BIN / "mjf-slurm").exists(),
             f"needs the hooks installed in {HOOKS_BIN} (tests/run does it)")
     with mjf_site("mjf-slurm-", DUMP) as site:
-        slurm = SlurmCluster(site.root / "slurm", HOOKS_BIN, cgroups=cgroups)
-        slurm.start()
+        chroot = None
+        if version == "24.11":
+            chroot = TrixieRoot(SLURM24_ROOT, ("slurmctld", "slurmd", "slurm-client", "munge"),
+                                HOOKS)
+            chroot.prepare()
+            shutil.copy("/etc/hosts", chroot.root / "etc/hosts")
+            chroot.mount(extra=(str(SITE_CONFIG.parent),))
+        slurm = SlurmCluster(site.root / "slurm", Path("/usr/bin") if chroot else HOOKS_BIN,
+                             cgroups=cgroups, chroot=chroot)
         slurm.mjf_base, slurm.job_root, slurm.good_config = site.base, site.root, \
             site.good_config
+        if slurm.node != slurm.host:  # as a site whose NodeName is not the host name
+            slurm.good_config += f"[slurm]\nnodename = {slurm.node}\n"
+            SITE_CONFIG.write_text(slurm.good_config)
         try:
+            slurm.start()
             yield slurm
         finally:
             slurm.stop()
+            if chroot:
+                chroot.unmount()
 
 
 def sbatch(cluster, user, name, *options, wait=True):

@@ -1,10 +1,12 @@
-"""The Slurm hooks on a real Slurm 22.05 cluster, asserted from inside the jobs.
+"""The Slurm hooks on real Slurm clusters, asserted from inside the jobs.
 
 Runs as root (CI): a throwaway one-node cluster whose slurm.conf names the
 installed hooks (Prolog, Epilog, the sh TaskProlog), jobs submitted by
-unprivileged users with sbatch and srun. The whole module runs twice: without
-cgroups, and with cgroup v1 enforcement, where max_rss_bytes must equal the
-limit the kernel enforces on the job.
+unprivileged users with sbatch and srun. The whole module runs four times: Slurm
+22.05 (the host's) and 24.11 (in a trixie chroot, whose Prolog environment carries
+the job's start and end), each without cgroups and with cgroup v1 enforcement,
+where max_rss_bytes must equal the limit the kernel enforces on the job. The test
+ids name the version.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ import time
 import pytest
 
 from tests.integration.job_side import enforced_memory_limit
-from tests.integration.site import HOOKS_BIN, SITE_CONFIG, job_values
+from tests.integration.site import SITE_CONFIG, job_values
 from tests.integration.slurm_cluster import (
+    VERSIONS,
     assert_no_job_directories_left,
     mjf_cluster,
     sbatch,
@@ -27,9 +30,12 @@ pytestmark = pytest.mark.integration
 MIB = 2**20
 
 
-@pytest.fixture(scope="module", params=["plain", "cgroup-v1"])
+@pytest.fixture(scope="module", params=[(version, cgroups) for version in VERSIONS
+                                        for cgroups in ("plain", "cgroup-v1")],
+                ids=lambda param: f"slurm-{param[0]}-{param[1]}")
 def cluster(request):
-    with mjf_cluster(cgroups=request.param == "cgroup-v1") as slurm:
+    version, cgroups = request.param
+    with mjf_cluster(cgroups=cgroups == "cgroup-v1", version=version) as slurm:
         yield slurm
 
 
@@ -107,7 +113,6 @@ def test_a_broken_config_neither_blocks_the_job_nor_drains_the_node(cluster):
 
 def test_a_maintenance_reservation_reaches_running_jobs_through_sync(cluster):
     import datetime
-    import subprocess as sp
 
     from mjf_hooks.store import Store
 
@@ -123,14 +128,11 @@ def test_a_maintenance_reservation_reaches_running_jobs_through_sync(cluster):
     Store(str(cluster.mjf_base)).create_job("99999", {"job_id": "99999"},
                                             state={"backend": "slurm"})
     start = datetime.datetime.now().replace(microsecond=0) + datetime.timedelta(hours=1)
-    env = {**cluster.env, "MJF_CONFIG": str(SITE_CONFIG)}
-    mjf = str(HOOKS_BIN / "mjf")
-    sp.run(["scontrol", "create", "reservation", "ReservationName=mjfmaint",
-            f"StartTime={start.isoformat()}", "Duration=10", f"Nodes={cluster.node}",
-            "Flags=MAINT,IGNORE_JOBS", "Users=root"], check=True, env=cluster.env,
-           capture_output=True)
+    cluster.command(["scontrol", "create", "reservation", "ReservationName=mjfmaint",
+                     f"StartTime={start.isoformat()}", "Duration=10", f"Nodes={cluster.node}",
+                     "Flags=MAINT,IGNORE_JOBS", "Users=root"])
     try:
-        synced = sp.run([mjf, "sync"], capture_output=True, text=True, env=env, timeout=60)
+        synced = cluster.mjf("sync")
         expected = str(int(start.timestamp()))
         assert f"shutdowntime = {expected} from Slurm maintenance reservation mjfmaint" \
             in synced.stdout, synced.stdout + synced.stderr
@@ -139,12 +141,35 @@ def test_a_maintenance_reservation_reaches_running_jobs_through_sync(cluster):
         assert "removed job 99999: Slurm no longer runs it" in synced.stdout
         assert job.exists()  # the running job is not stale
     finally:
-        sp.run(["scontrol", "delete", "reservation=mjfmaint"], env=cluster.env,
-               capture_output=True)
-    synced = sp.run([mjf, "sync"], capture_output=True, text=True, env=env, timeout=60)
+        cluster.command(["scontrol", "delete", "reservation=mjfmaint"], check=False)
+    synced = cluster.mjf("sync")
     assert "withdrawn" in synced.stdout
     assert not (cluster.mjf_base / "machinefeatures/shutdowntime").exists()
     assert not (job / "shutdowntime_job").exists()
-    sp.run(["scancel", job_id], env=cluster.env, capture_output=True)
+    cluster.command(["scancel", job_id], check=False)
     cluster.wait_until_no_jobs()
+    assert_no_job_directories_left(cluster)
+
+
+def test_the_prolog_asks_scontrol_only_where_slurm_passes_no_time_limit(cluster):
+    # From 23.02 the Prolog's environment has the job's start and end: no scontrol call.
+    recorder = cluster.job_root / "scontrol-recorder"
+    calls = cluster.job_root / "out" / "scontrol.calls"
+    recorder.write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec /usr/bin/scontrol "$@"\n')
+    recorder.chmod(0o755)
+    SITE_CONFIG.write_text(cluster.good_config + f"[slurm]\nscontrol = {recorder}\n"
+                           if "[slurm]" not in cluster.good_config else
+                           cluster.good_config + f"scontrol = {recorder}\n")
+    try:
+        job_id = sbatch(cluster, "mjfuser1", "timed", "--time=7", "--mem=100M")
+        view = seen(cluster, "timed")
+    finally:
+        SITE_CONFIG.write_text(cluster.good_config)
+    prolog_calls = [line for line in (calls.read_text().splitlines() if calls.exists() else [])
+                    if line.startswith("show job")]
+    if cluster.version == "22.05":
+        assert prolog_calls == [f"show job -o {job_id}"]
+    else:
+        assert prolog_calls == []  # SLURM_JOB_END_TIME - SLURM_JOB_START_TIME, nothing else
+    assert view["JOBFEATURES"]["wall_limit_secs"] == "420"
     assert_no_job_directories_left(cluster)

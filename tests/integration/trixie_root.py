@@ -10,14 +10,18 @@ chroot does not trust the host's CA bundle), and linked to /usr/bin.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 VENV = "/opt/mjf/venv"
+# Roots whose hooks this test run installed already (prepared once per run).
+_PREPARED: set[Path] = set()
 
 
 def run(argv, check=True, timeout=120, **kwargs) -> subprocess.CompletedProcess:
@@ -28,6 +32,7 @@ def run(argv, check=True, timeout=120, **kwargs) -> subprocess.CompletedProcess:
 class TrixieRoot:
     """The chroot at ``root`` with ``packages``; ``commands``: the hooks to link."""
 
+
     def __init__(self, root: Path, packages: tuple[str, ...], commands: tuple[str, ...]) -> None:
         self.root = root
         self.packages = packages
@@ -36,6 +41,8 @@ class TrixieRoot:
         self.env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
 
     def prepare(self) -> None:
+        if self.root in _PREPARED:
+            return
         run([str(CHECKOUT / "tests/integration/build-trixie-root"), str(self.root),
              *self.packages], timeout=900)
         wheels = self.root / "opt/mjf/wheels"
@@ -50,6 +57,7 @@ class TrixieRoot:
         for command in self.commands:
             self.chroot(["ln", "-sf", f"{VENV}/bin/{command}", f"/usr/bin/{command}"])
         self.copy_users()
+        _PREPARED.add(self.root)
 
     def copy_users(self) -> None:
         """Users with uid >= 1000 exist inside too, so jobs run as them."""
@@ -68,30 +76,44 @@ class TrixieRoot:
         return run(["chroot", *spec, str(self.root), *argv], env=env or self.env,
                    timeout=timeout, check=check)
 
-    def mount(self) -> None:
+    def mount(self, extra: tuple[str, ...] = ()) -> None:
+        """proc, /sys, /dev, /tmp, /home, the checkout, and ``extra`` directories."""
         binds = [("proc", None), ("/sys", "rbind"), ("/dev", "bind"), ("/dev/pts", "bind"),
-                 ("/tmp", "bind"), ("/home", "bind"), (str(CHECKOUT), "bind")]
-        for source, kind in binds:
-            target = self.root / source.lstrip("/") if kind else self.root / "proc"
-            target.mkdir(parents=True, exist_ok=True)
-            if kind is None:
-                run(["mount", "-t", "proc", "proc", str(target)])
-            else:
-                run(["mount", f"--{kind}", source, str(target)])
-                if kind == "rbind":
-                    run(["mount", "--make-rslave", str(target)])
-            self.mounts.append(str(target))
+                 ("/tmp", "bind"), ("/home", "bind"), (str(CHECKOUT), "bind"),
+                 *((directory, "bind") for directory in extra)]
+        try:
+            for source, kind in binds:
+                target = self.root / source.lstrip("/") if kind else self.root / "proc"
+                target.mkdir(parents=True, exist_ok=True)
+                if kind is None:
+                    run(["mount", "-t", "proc", "proc", str(target)])
+                else:
+                    run(["mount", f"--{kind}", source, str(target)])
+                    self.mounts.append(str(target))
+                    if kind == "rbind":
+                        run(["mount", "--make-rslave", str(target)])
+                    continue
+                self.mounts.append(str(target))
+        except BaseException:
+            self.unmount()  # what was mounted before the failure
+            raise
+
+    def kill_processes(self) -> None:
+        """Kill what still runs inside (a job's step daemon, say), and wait for it."""
+        deadline = time.monotonic() + 10
+        while self.processes() and time.monotonic() < deadline:
+            for pid in self.processes():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, 9)
+            time.sleep(0.1)
 
     def unmount(self) -> None:
         """Kill what still runs inside, then unmount deepest first: bind mounts defeat
         any removal that would cross them."""
-        for pid in self.processes():
-            try:
-                os.kill(pid, 9)
-            except ProcessLookupError:
-                pass
+        self.kill_processes()
         for target in reversed(self.mounts):
-            run(["umount", "-R", target], check=False)
+            if run(["umount", "-R", target], check=False).returncode != 0:
+                run(["umount", "-R", "-l", target], check=False)  # busy: detach it now
         self.mounts.clear()
 
     def processes(self) -> list[int]:

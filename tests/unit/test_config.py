@@ -79,7 +79,7 @@ def test_hs06_per_cpu_and_log_none():
     ("[jobfeatures]\njob_id = x\n", "is set per job"),
     ("[jobfeatures]\nallocated_cpu = 4\n", "is set per job"),
     ("[torque]\nx = 1\n", r"line 1: unknown section \[torque\]"),
-    ("[slurm]\nx = 1\n", r"\[slurm\] x = '1': unknown option; \[slurm\] takes scontrol"),
+    ("[slurm]\nx = 1\n", r"\[slurm\] x = '1': unknown option; \[slurm\] takes nodename, scontrol"),
     ("[slurm]\nscontrol = scontrol\n", "must be an absolute path"),
     ("hs06 = 1\n", "comes before any"),
     ("[mjf]\nbase_dir\n", "is not `key = value`"),
@@ -337,3 +337,20 @@ def test_the_sh_taskprolog_finds_the_base_dir_python_reads(shell, locale):
                 assert not any(base in line for line in exported), (text, exported)
 
         check()
+
+
+@pytest.mark.parametrize(("value", "ok"), [
+    ("vm24", True), ("wn-001.example.org", True), ("node_7", True),
+    ("", False), (".hidden", False), ("-n", False), ("a b", False), ("a/b", False),
+    ("nœud", False),
+])
+def test_a_node_or_cell_name_is_a_plain_name(tmp_path, value, ok):
+    path = tmp_path / "mjf.conf"
+    path.write_text(f"[slurm]\nnodename = {value}\n[gridengine]\nsge_cell = {value}\n")
+    if ok:
+        loaded = config.load(str(path))
+        assert loaded.backend["slurm"]["nodename"] == loaded.backend["gridengine"]["sge_cell"] \
+            == value
+    else:
+        with pytest.raises(SiteInputError, match="must be a name of letters"):
+            config.load(str(path))
