@@ -437,6 +437,20 @@ def completion_needed(facts: dict, settings: dict[str, str]) -> bool:
     return constrained or "max_rss_bytes" not in facts
 
 
+def in_job_cgroup(proc_cgroup: str, job_id: str) -> bool:
+    """Whether a process whose ``/proc/self/cgroup`` is ``proc_cgroup`` runs inside job
+    ``job_id``'s cgroup (a Prolog with ``PrologFlags=RunInJob``, Slurm >= 23.11): a
+    ``job_<id>`` level in its memory hierarchy (cgroup v1), or its unified one (v2)."""
+    level = f"job_{job_id}"
+    for line in proc_cgroup.splitlines():
+        number, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        unified = number == "0" and controllers == ""
+        if (unified or "memory" in controllers.split(",")) and level in path.split("/"):
+            return True
+    return False
+
+
 # uid_t and gid_t are 32 bits; (uid_t) -1 means "unchanged" to chown.
 _MAX_ID = 2**32 - 2
 

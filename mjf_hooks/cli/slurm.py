@@ -7,7 +7,8 @@ to replay a recorded job start.
 
 * Prolog (root, once per job and node): writes machine features if needed and
   the job's directory. Values it cannot know yet (the job's cgroup does not
-  exist when it runs) are marked pending.
+  exist when it runs) are marked pending - unless it runs inside the job's
+  cgroup (``PrologFlags=RunInJob``), where it sees them itself.
 * TaskProlog (job user, before every task): prints ``export`` lines for
   Slurm; the first task of a pending job completes the values from inside the
   job's cgroup. Sites configure the pure-sh ``mjf-slurm-taskprolog``, which
@@ -71,11 +72,14 @@ def prolog(context: HookContext) -> int:
     for warning in warnings:
         log.warning(warning)
     settings = _slurm_settings(environ)
-    pending = slurm.completion_needed(facts, settings)
+    # With PrologFlags=RunInJob the Prolog runs in the job's cgroup and sees its limits
+    # itself: the values are final at once, and the directory stays root's. Otherwise
+    # the job's cgroup does not exist yet.
+    in_job = slurm.in_job_cgroup(read_text("/proc/self/cgroup") or "", job_id)
+    pending = not in_job and slurm.completion_needed(facts, settings)
     uid, gid = slurm.job_owner(environ, pending)
     job = lifecycle.JobStart(
-        "slurm", facts,
-        cgroup_pid=None,  # the job's cgroup does not exist yet
+        "slurm", facts, cgroup_pid="self" if in_job else None,
         scratch_dir=config.backend["slurm"].get("scratch_dir") or settings.get("tmpfs", "/tmp"),
         gid=gid, uid=uid, pending=pending)
     lifecycle.start_job(config, store, log, machine, job, context.dry_run)

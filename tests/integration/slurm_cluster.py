@@ -46,10 +46,12 @@ class SlurmCluster:
     ``chroot`` (a prepared TrixieRoot with Slurm 24.11) if given."""
 
     def __init__(self, root: Path, bindir: Path, cgroups: bool,
-                 chroot: TrixieRoot | None = None) -> None:
+                 chroot: TrixieRoot | None = None, run_in_job: bool = False) -> None:
         self.root = root
         self.bindir = bindir
         self.cgroups = cgroups
+        # PrologFlags=RunInJob (23.11 on; implies Contain): the Prolog runs in the job.
+        self.run_in_job = run_in_job
         self.chroot = chroot
         self.version = "24.11" if chroot else "22.05"
         self.host = socket.gethostname().split(".")[0]
@@ -78,7 +80,7 @@ class SlurmCluster:
         cpus = os.cpu_count()
         cgroup_lines = (
             "ProctrackType=proctrack/cgroup\nTaskPlugin=task/cgroup,task/affinity\n"
-            "PrologFlags=Alloc,Contain\n"
+            f"PrologFlags=Alloc,{'RunInJob' if self.run_in_job else 'Contain'}\n"
             if self.cgroups else
             "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nPrologFlags=Alloc\n"
         )
@@ -231,6 +233,8 @@ for var in ("MACHINEFEATURES", "JOBFEATURES"):
     out[var] = {n: open(os.path.join(d, n), "rb").read().decode()
                 for n in sorted(os.listdir(d))} if d and os.path.isdir(d) else None
 ''' + MEMORY_LIMITS + r'''
+features = os.environ.get("JOBFEATURES")
+out["owner"] = os.stat(features).st_uid if features and os.path.isdir(features) else None
 jobs = os.path.dirname(os.path.dirname(os.environ.get("JOBFEATURES") or "/x/y/z"))
 out["jobs_seen"] = sorted(os.listdir(jobs)) if os.path.isdir(jobs) else None
 suffix = os.environ.get("SLURM_ARRAY_TASK_ID") or os.environ.get("SLURM_PROCID", "0")
@@ -241,7 +245,7 @@ with open(os.path.join(os.path.dirname(__file__), "out", name + ".json"), "w") a
 
 
 @contextlib.contextmanager
-def mjf_cluster(cgroups: bool, version: str = "22.05"):
+def mjf_cluster(cgroups: bool, version: str = "22.05", run_in_job: bool = False):
     """A started cluster of Slurm ``version`` (one of VERSIONS) whose hooks use a fresh
     base_dir, with the site config (/etc/mjf/mjf.conf, bind-mounted into a chroot)
     pointing there; everything is restored afterwards.
@@ -267,7 +271,7 @@ def mjf_cluster(cgroups: bool, version: str = "22.05"):
             shutil.copy("/etc/hosts", chroot.root / "etc/hosts")
             chroot.mount(extra=(str(SITE_CONFIG.parent),))
         slurm = SlurmCluster(site.root / "slurm", Path("/usr/bin") if chroot else HOOKS_BIN,
-                             cgroups=cgroups, chroot=chroot)
+                             cgroups=cgroups, chroot=chroot, run_in_job=run_in_job)
         slurm.mjf_base, slurm.job_root, slurm.good_config = site.base, site.root, \
             site.good_config
         if slurm.node != slurm.host:  # as a site whose NodeName is not the host name

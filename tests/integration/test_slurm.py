@@ -30,12 +30,14 @@ pytestmark = pytest.mark.integration
 MIB = 2**20
 
 
-@pytest.fixture(scope="module", params=[(version, cgroups) for version in VERSIONS
-                                        for cgroups in ("plain", "cgroup-v1")],
+@pytest.fixture(scope="module", params=[*((version, cgroups) for version in VERSIONS
+                                          for cgroups in ("plain", "cgroup-v1")),
+                                        ("24.11", "cgroup-v1-runinjob")],
                 ids=lambda param: f"slurm-{param[0]}-{param[1]}")
 def cluster(request):
     version, cgroups = request.param
-    with mjf_cluster(cgroups=cgroups == "cgroup-v1", version=version) as slurm:
+    with mjf_cluster(cgroups=cgroups != "plain", version=version,
+                     run_in_job=cgroups.endswith("runinjob")) as slurm:
         yield slurm
 
 
@@ -51,6 +53,13 @@ def test_sbatch_job_sees_every_value(cluster):
         assert enforced_memory_limit(view) == 200 * MIB
         expected["max_swap_bytes"] = "0"  # ConstrainSwapSpace, AllowedSwapSpace=0
     assert job == expected
+    # Values the job's cgroup decides, or a memory request the Prolog is not told (24.11
+    # passes none, and it asks no scontrol), are completed by the job's first task, as
+    # the job's user; a Prolog that runs in the job (RunInJob) writes them itself: the
+    # directory stays root's.
+    completed_by_task = not cluster.run_in_job and (cluster.cgroups or cluster.version != "22.05")
+    uid = int(cluster.command(["id", "-u", "mjfuser1"]).stdout)
+    assert view["owner"] == (uid if completed_by_task else 0)
     assert_no_job_directories_left(cluster)
 
 

@@ -279,3 +279,25 @@ def test_cpus_per_node_naming_more_nodes_than_a_cluster_has_fails_fast():
     with pytest.raises(ValueError, match="more than 100000 nodes"):
         slurm.parse_cpus_per_node(",".join(["1(x100000)"] * 11000))
     assert time.monotonic() - started < 1
+
+
+# PrologFlags=RunInJob (recorded from Slurm 24.11): the Prolog runs in the job's cgroup.
+@pytest.mark.parametrize(("sample", "job_id", "inside"), [
+    ("runinjob-prolog.cgroup", "14", True),
+    ("runinjob-prolog.cgroup", "1", False),  # another job's (job_1 is not job_14)
+    ("cgv1-prolog.cgroup", "14", False),  # Contain without RunInJob: slurmd's own cgroup
+    ("runinjob-epilog.cgroup", "14", False),  # the Epilog: only the job's freezer cgroup
+])
+def test_a_prolog_knows_when_it_runs_inside_the_jobs_cgroup(sample, job_id, inside):
+    text = fixture_text(f"slurm-24.11/{sample}")
+    assert slurm.in_job_cgroup(text, job_id) is inside
+
+
+@pytest.mark.parametrize("text", [
+    "0::/system.slice/slurmstepd.scope/job_14/step_extern/slurm\n",  # cgroup v2
+    "4:memory:/slurm_wn1/uid_1/job_14/step_extern\n",
+])
+def test_in_job_cgroup_on_both_cgroup_versions(text):
+    assert slurm.in_job_cgroup(text, "14")
+    assert not slurm.in_job_cgroup(text, "1")
+    assert not slurm.in_job_cgroup("0::/\n4:memory:/\n", "14")
