@@ -69,6 +69,18 @@ class SlurmCluster:
             return self.chroot.chroot(argv, check=check, timeout=timeout, env=env)
         return run(argv, check=check, timeout=timeout, env=env)
 
+    def mount_tmpfs(self, path: Path, options: str) -> None:
+        """A tmpfs at ``path`` (under /tmp), seen by this cluster's daemons and jobs too:
+        mounts made after a chroot's bind of /tmp do not reach into it here."""
+        run(["mount", "-t", "tmpfs", "-o", options, "mjf-test", str(path)])
+        if self.chroot:
+            run(["mount", "--bind", str(path), str(self.chroot.root / str(path).lstrip("/"))])
+
+    def umount(self, path: Path) -> None:
+        if self.chroot:
+            run(["umount", str(self.chroot.root / str(path).lstrip("/"))], check=False)
+        run(["umount", str(path)], check=False)
+
     def mjf(self, *args: str) -> subprocess.CompletedProcess:
         """An admin's `mjf` command, as root, where this cluster's Slurm is."""
         return self.command([str(self.bindir / "mjf"), *args], check=False,

@@ -1,4 +1,4 @@
-"""Hostile users on a real Slurm 22.05 cluster, as real second users.
+"""Hostile users on real Slurm clusters (22.05 and 24.11), as real second users.
 
 The scenarios every real batch system runs (:mod:`tests.integration.hostile`), and
 Slurm's own: mjfuser1 filling the disk that holds base_dir, planting a symlink at a
@@ -18,8 +18,9 @@ import pytest
 
 from tests.integration import hostile
 from tests.integration.hostile import ATTACKER, VICTIM, wait_for
-from tests.integration.site import SITE_CONFIG, admin_mjf
+from tests.integration.site import SITE_CONFIG
 from tests.integration.slurm_cluster import (
+    VERSIONS,
     mjf_cluster,
     sbatch,
     seen,
@@ -47,11 +48,11 @@ os.unlink(fill)
 '''
 
 
-@pytest.fixture(scope="module")
-def cluster():
+@pytest.fixture(scope="module", params=VERSIONS, ids=lambda version: f"slurm-{version}")
+def cluster(request):
     # With memory constrained, a job's values are completed by its first task, so its
     # jobfeatures/ belongs to the job's user: the most a user can reach.
-    with mjf_cluster(cgroups=True) as slurm:
+    with mjf_cluster(cgroups=True, version=request.param) as slurm:
         hostile.install_job_scripts(slurm.job_root)
         (slurm.job_root / "fill.py").write_text(FILL)
         (slurm.job_root / "fill.py").chmod(0o644)
@@ -72,7 +73,7 @@ def submit(cluster, user: str, command, log: str = "/dev/null", memory: str = "1
 
 
 def mjf(cluster, *args: str) -> subprocess.CompletedProcess:
-    return admin_mjf(cluster.env, *args)
+    return cluster.mjf(*args)
 
 
 def assert_node_up(cluster) -> None:
@@ -91,7 +92,7 @@ def batch(cluster) -> hostile.Batch:
         cluster.job_root, cluster.mjf_base,
         submit=lambda user, command, log="/dev/null": submit(cluster, user, command, log),
         run_dump=run_dump, job_dir=lambda view: view["env"]["SLURM_JOB_ID"],
-        cancel=lambda *ids: subprocess.run(["scancel", *ids], env=cluster.env, check=False),
+        cancel=lambda *ids: cluster.command(["scancel", *ids], check=False),
         mjf=lambda *args: mjf(cluster, *args), assert_up=lambda: assert_node_up(cluster))
 
 
@@ -108,8 +109,7 @@ def test_a_user_filling_the_disk_stops_no_job_and_drains_no_node(cluster):
     out = cluster.job_root / "out"
     small = cluster.job_root / "small"
     small.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=755", "mjf-small", small],
-                   check=True)
+    cluster.mount_tmpfs(small, "size=2m,mode=755")
     base = small / "mjf"
     (small / "lock").mkdir(mode=0o1777)
     (small / "lock").chmod(0o1777)
@@ -138,7 +138,7 @@ def test_a_user_filling_the_disk_stops_no_job_and_drains_no_node(cluster):
         (out / "fill.stop").touch()  # the filler ends (and frees the disk) even after a failure
         SITE_CONFIG.write_text(cluster.good_config)
         cluster.wait_until_no_jobs()
-        subprocess.run(["umount", small], check=False)
+        cluster.umount(small)
 
 
 def test_a_base_dir_a_user_planted_under_a_public_directory_is_refused(cluster, target):
@@ -158,8 +158,8 @@ def test_a_base_dir_a_user_planted_under_a_public_directory_is_refused(cluster, 
 
 
 def job_states(cluster, job_id: str) -> str:
-    return subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True,
-                          text=True, env=cluster.env, check=False).stdout.strip()
+    return cluster.command(["squeue", "-h", "-j", job_id, "-o", "%T"],
+                           check=False).stdout.strip()
 
 
 def test_what_a_job_buries_in_its_directory_cannot_make_its_epilog_overrun(cluster):
@@ -167,8 +167,7 @@ def test_what_a_job_buries_in_its_directory_cannot_make_its_epilog_overrun(clust
     big = cluster.job_root / "big"
     big.mkdir()
     # base_dir on a tmpfs, as /run/mjf is: there a user makes entries fastest.
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2g,nr_inodes=2m,mode=755", "mjf-big",
-                    big], check=True)
+    cluster.mount_tmpfs(big, "size=2g,nr_inodes=2m,mode=755")
     base = big / "mjf"
     try:
         SITE_CONFIG.write_text(cluster.good_config.replace(str(cluster.mjf_base), str(base)))
@@ -200,7 +199,7 @@ def test_what_a_job_buries_in_its_directory_cannot_make_its_epilog_overrun(clust
     finally:
         SITE_CONFIG.write_text(cluster.good_config)
         cluster.wait_until_no_jobs()
-        subprocess.run(["umount", big], check=False)
+        cluster.umount(big)
 
 
 def test_one_users_garbled_bookkeeping_breaks_no_drain_or_cancel_for_the_others(
@@ -210,17 +209,15 @@ def test_one_users_garbled_bookkeeping_breaks_no_drain_or_cancel_for_the_others(
     def through_sync(victim, attacker):
         # The same through `mjf sync` following a maintenance reservation that goes away.
         start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() + 7200))
-        subprocess.run(["scontrol", "create", "reservation", "ReservationName=mjfgarble",
-                        f"StartTime={start}", "Duration=10", f"Nodes={cluster.node}",
-                        "Flags=MAINT,IGNORE_JOBS", "Users=root"], check=True, env=cluster.env,
-                       capture_output=True)
+        cluster.command(["scontrol", "create", "reservation", "ReservationName=mjfgarble",
+                         f"StartTime={start}", "Duration=10", f"Nodes={cluster.node}",
+                         "Flags=MAINT,IGNORE_JOBS", "Users=root"])
         try:
             synced = mjf(cluster, "sync")
             assert "from Slurm maintenance reservation mjfgarble" in synced.stdout, synced.stderr
             assert (jobs / victim / "jobfeatures/shutdowntime_job").exists()
         finally:
-            subprocess.run(["scontrol", "delete", "reservation=mjfgarble"], env=cluster.env,
-                           capture_output=True)
+            cluster.command(["scontrol", "delete", "reservation=mjfgarble"], check=False)
         synced = mjf(cluster, "sync")
         assert synced.returncode == 0 and "internal error" not in synced.stderr, synced.stderr
         assert "withdrawn" in synced.stdout
