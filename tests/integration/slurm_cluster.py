@@ -46,12 +46,16 @@ class SlurmCluster:
     ``chroot`` (a prepared TrixieRoot with Slurm 24.11) if given."""
 
     def __init__(self, root: Path, bindir: Path, cgroups: bool,
-                 chroot: TrixieRoot | None = None, run_in_job: bool = False) -> None:
+                 chroot: TrixieRoot | None = None, run_in_job: bool = False,
+                 site_hooks: bool = False) -> None:
         self.root = root
         self.bindir = bindir
         self.cgroups = cgroups
         # PrologFlags=RunInJob (23.11 on; implies Contain): the Prolog runs in the job.
         self.run_in_job = run_in_job
+        # A site's own Prolog and Epilog beside ours (a glob), and its TaskProlog that
+        # ends by running ours.
+        self.site_hooks = site_hooks
         self.chroot = chroot
         self.version = "24.11" if chroot else "22.05"
         self.host = socket.gethostname().split(".")[0]
@@ -119,10 +123,7 @@ MpiDefault=none
 ReturnToService=2
 SchedulerParameters=sched_interval=1
 MinJobAge=2
-Prolog={self.bindir}/mjf-slurm
-Epilog={self.bindir}/mjf-slurm
-TaskProlog={self.bindir}/mjf-slurm-taskprolog
-PrologEpilogTimeout=60
+{self._hook_lines()}PrologEpilogTimeout=60
 NodeName={self.node} {self._node_address()}CPUs={cpus} RealMemory=4000 State=UNKNOWN
 PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE DefaultTime=30 State=UP
 PartitionName=short Nodes={self.node} MaxTime=10 State=UP
@@ -132,6 +133,27 @@ PartitionName=short Nodes={self.node} MaxTime=10 State=UP
                 "CgroupPlugin=cgroup/v1\nCgroupMountpoint=/sys/fs/cgroup\n"
                 "ConstrainCores=yes\nConstrainRAMSpace=yes\nConstrainSwapSpace=yes\n"
             )
+
+    def _hook_lines(self) -> str:
+        if not self.site_hooks:
+            return (f"Prolog={self.bindir}/mjf-slurm\nEpilog={self.bindir}/mjf-slurm\n"
+                    f"TaskProlog={self.bindir}/mjf-slurm-taskprolog\n")
+        for hook in ("prolog", "epilog"):
+            directory = self.root / f"{hook}.d"
+            directory.mkdir(exist_ok=True)
+            site = directory / f"50-site-{hook}"
+            site.write_text(f'#!/bin/sh\necho "$SLURM_JOB_ID" >> {self.root}/site-{hook}.log\n'
+                            f'[ ! -e {self.root}/site-{hook}.fail ]\n')
+            site.chmod(0o755)
+            ours = directory / "mjf"
+            if not ours.is_symlink():
+                ours.symlink_to(self.bindir / "mjf-slurm")
+        task = self.root / "site-taskprolog"
+        task.write_text("#!/bin/sh\necho export SITE_TASKPROLOG=ran\n"
+                        f"exec {self.bindir}/mjf-slurm-taskprolog\n")
+        task.chmod(0o755)
+        return (f"Prolog={self.root}/prolog.d/*\nEpilog={self.root}/epilog.d/*\n"
+                f"TaskProlog={task}\n")
 
     def _version_lines(self) -> str:
         if not self.chroot:
@@ -239,7 +261,8 @@ PartitionName=short Nodes={self.node} MaxTime=10 State=UP
 DUMP = r'''
 import json, os, sys
 out = {"env": {k: os.environ.get(k) for k in
-               ("MACHINEFEATURES", "JOBFEATURES", "SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID")}}
+               ("MACHINEFEATURES", "JOBFEATURES", "SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID",
+                "SITE_TASKPROLOG")}}
 for var in ("MACHINEFEATURES", "JOBFEATURES"):
     d = os.environ.get(var)
     out[var] = {n: open(os.path.join(d, n), "rb").read().decode()
@@ -257,7 +280,8 @@ with open(os.path.join(os.path.dirname(__file__), "out", name + ".json"), "w") a
 
 
 @contextlib.contextmanager
-def mjf_cluster(cgroups: bool, version: str = "22.05", run_in_job: bool = False):
+def mjf_cluster(cgroups: bool, version: str = "22.05", run_in_job: bool = False,
+                site_hooks: bool = False):
     """A started cluster of Slurm ``version`` (one of VERSIONS) whose hooks use a fresh
     base_dir, with the site config (/etc/mjf/mjf.conf, bind-mounted into a chroot)
     pointing there; everything is restored afterwards.
@@ -283,7 +307,8 @@ def mjf_cluster(cgroups: bool, version: str = "22.05", run_in_job: bool = False)
             shutil.copy("/etc/hosts", chroot.root / "etc/hosts")
             chroot.mount(extra=(str(SITE_CONFIG.parent),))
         slurm = SlurmCluster(site.root / "slurm", Path("/usr/bin") if chroot else HOOKS_BIN,
-                             cgroups=cgroups, chroot=chroot, run_in_job=run_in_job)
+                             cgroups=cgroups, chroot=chroot, run_in_job=run_in_job,
+                             site_hooks=site_hooks)
         slurm.mjf_base, slurm.job_root, slurm.good_config = site.base, site.root, \
             site.good_config
         if slurm.node != slurm.host:  # as a site whose NodeName is not the host name
