@@ -21,7 +21,7 @@ import os
 import time
 
 from ..errors import SiteInputError
-from ..spec import MAX_JOB_ID_LENGTH, digits_value
+from ..spec import EARLIEST_TIME, LATEST_TIME, MAX_JOB_ID_LENGTH, digits_value
 
 MIB = 1024**2
 # Slurm memory sizes: a number of MiB, or with a K/M/G/T suffix (powers of 1024).
@@ -367,6 +367,14 @@ def prolog_facts(environ: dict[str, str], job: dict[str, str] | None,
 
     start = _env_seconds(environ, "SLURM_JOB_START_TIME")
     end = _env_seconds(environ, "SLURM_JOB_END_TIME")
+    if not needs_scontrol(environ) and (start is None or end is None or end <= start):
+        # Slurm >= 23.02 gave both (so scontrol is not asked), but not a start and a
+        # later end: the time limit is not known.
+        warnings.append(
+            "wall_limit_secs not written: SLURM_JOB_START_TIME="
+            f"{environ['SLURM_JOB_START_TIME'][:40]!r} and SLURM_JOB_END_TIME="
+            f"{environ['SLURM_JOB_END_TIME'][:40]!r} are not a start and a later end "
+            "(UNIX seconds)")
     if start is not None:
         facts["jobstart_secs"] = (start, "SLURM_JOB_START_TIME")
     elif job and parse_local_time(job.get("StartTime", "")):
@@ -385,7 +393,9 @@ def prolog_facts(environ: dict[str, str], job: dict[str, str] | None,
 
 
 def _env_seconds(environ: dict[str, str], name: str) -> int | None:
-    return digits_value(environ.get(name, "")) or None
+    """A UNIX time in ``name``; None unless plain digits of a plausible time."""
+    value = digits_value(environ.get(name, ""))
+    return value if value is not None and EARLIEST_TIME <= value <= LATEST_TIME else None
 
 
 def _time_limit(job: dict[str, str], partition: dict[str, str] | None, facts: dict,

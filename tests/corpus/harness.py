@@ -51,7 +51,7 @@ DEFAULT_BASE_DIR = "run/mjf"
 class Outcome:
     """What one run did: exit status, log lines, the jobs it started."""
 
-    def __init__(self, status, stdout, stderr, syslog_lines, execs, exec_files=()):
+    def __init__(self, status, stdout, stderr, syslog_lines, execs, exec_files=(), commands=()):
         self.status = status
         self.stdout = stdout
         self.stderr_lines = stderr.splitlines()
@@ -61,6 +61,8 @@ class Outcome:
         self.execs = execs
         # The file each exec ran (what argv[0] names need not be it: a login shell's "-sh").
         self.exec_files = list(exec_files)
+        # The argv of each batch-system command it ran (scontrol, bjobs, ...), in-process only.
+        self.commands = list(commands)
 
     @property
     def errors(self):
@@ -83,6 +85,7 @@ class Sandbox:
         self.execs = []
         self.exec_files = []
         self.syslog_lines = []
+        self.commands = []
         self._patch()
 
     def path(self, relative: str) -> str:
@@ -93,17 +96,16 @@ class Sandbox:
 
     # -- the world the hook sees ---------------------------------------------------------------
 
+    def read_text(self, path):
+        """probe.read_text, with /proc and /sys read from the fake tree below ``D/root``."""
+        if path.startswith(("/proc/", "/sys/")):
+            path = self.path("root") + path
+        return READ_TEXT(path)
+
     def _patch(self):
         patch = self.monkeypatch.setattr
-        root = self.path("root")
-
-        def read_text(path):
-            if path.startswith(("/proc/", "/sys/")):
-                path = root + path
-            return READ_TEXT(path)
-
         for module in (cgroup, cpu):
-            patch(module, "read_text", read_text)
+            patch(module, "read_text", self.read_text)
         for module in [command, sync, *self._hook_modules()]:
             if hasattr(module, "run_command"):
                 patch(module, "run_command", self._run_command)
@@ -127,6 +129,7 @@ class Sandbox:
         return [slurm, lsf, htcondor, gridengine]
 
     def _run_command(self, argv, timeout_secs, env=None):
+        self.commands.append(list(argv))
         if not os.access(argv[0], os.X_OK):
             raise CommandError(f"cannot run {argv[0]}: No such file or directory")
         name = os.path.basename(argv[0])
@@ -203,7 +206,7 @@ class Sandbox:
     def run(self, call, environ, outputs=None, argv0=None) -> Outcome:
         """Call an entry point's main with ``environ`` as the process environment."""
         self.outputs = outputs or {}
-        self.execs, self.exec_files, self.syslog_lines = [], [], []
+        self.execs, self.exec_files, self.syslog_lines, self.commands = [], [], [], []
         self.set_environ({name: self.expand(value) for name, value in environ.items()})
         if argv0 is not None:
             self.monkeypatch.setattr(sys, "argv", argv0)
@@ -216,7 +219,7 @@ class Sandbox:
             status = 0  # the job's own, which the recorder does not run: it succeeds
         captured = self.capsys.readouterr()
         return Outcome(status, captured.out, captured.err, self.syslog_lines, self.execs,
-                       self.exec_files)
+                       self.exec_files, self.commands)
 
 
 def _remove_tree(path):

@@ -1,8 +1,9 @@
 """The bad-input corpus: a deterministic, seeded list of mutated hook inputs.
 
-Every case starts from what a real job gave a hook (the recorded Slurm 22.05
-environments, HTCondor 23.9 ads, the LSF 10.1 environments, a Son of Grid Engine
-8.1.9 job's environments, spool config and pe_hostfile, a Slurm-like cgroup tree)
+Every case starts from what a real job gave a hook (the recorded Slurm 22.05 and
+24.11 environments and 24.11's /proc/self/cgroup, HTCondor 23.9 ads, the LSF 10.1
+environments, a Son of Grid Engine 8.1.9 job's environments, spool config and
+pe_hostfile, a Slurm-like cgroup tree)
 and breaks one thing: an environment variable, an ad attribute or the whole ad
 file, a spool config entry or the whole file, a cgroup or /proc file, a line of the
 config or the whole config, what scontrol/bjobs/condor_status/qstat print, the
@@ -61,7 +62,7 @@ USAGE_EXIT = {"mjf-run": 2, "mjf-machine": 2}
 GRIDENGINE_ENTRIES = ("gridengine-prolog", "gridengine-epilog", *GRIDENGINE_STARTERS)
 FAILURE_EXIT = {name: 100 for name in GRIDENGINE_ENTRIES}
 # The pure-sh TaskProlog exits 0 whatever happens (a failing TaskProlog cancels the task).
-ALWAYS_ZERO = ("slurm-taskprolog-sh",)
+ALWAYS_ZERO = ("slurm-taskprolog-sh", "slurm-24.11-taskprolog-sh")
 
 
 def expected_outcome(entry: str, effect: str, on_error_fail: bool) -> tuple[int, bool]:
@@ -95,17 +96,19 @@ class Case:
     hook falls back to the built-in /etc/mjf/mjf.conf or /run/mjf, which only the
     in-process harness redirects into the case directory. From these: ``status``, the exit
     status; ``job_runs``, whether a job runner runs the job (with its argv); ``logs_error``,
-    whether one error line is due.
+    whether one error line is due. ``job_keys``: where the model says which keys the job's
+    directory gets (a Slurm >= 23.02 Prolog, :func:`slurm_prolog_keys`), a
+    :class:`JobKeys`; None where it is not modelled.
     """
 
     __slots__ = ("argv", "config", "culprits", "effect", "entry", "env", "files",
-                 "host_defaults", "job_command", "job_runs", "label", "next_wrapper",
-                 "on_error_fail", "outputs", "status", "via_env_file")
+                 "host_defaults", "job_command", "job_keys", "job_runs", "label",
+                 "next_wrapper", "on_error_fail", "outputs", "status", "via_env_file")
 
     def __init__(self, entry: str, label: str, culprits: tuple[str, ...], env=None, files=None,
                  config: bytes | None = None, argv: tuple[str, ...] = (), outputs=None,
                  on_error_fail: bool = False, effect: str = DROPS, next_wrapper=True,
-                 host_defaults: bool = False, job_command=None) -> None:
+                 host_defaults: bool = False, job_command=None, job_keys=None) -> None:
         assert effect in EFFECTS, effect
         self.entry = entry
         self.label = label
@@ -121,6 +124,7 @@ class Case:
         self.next_wrapper = next_wrapper
         self.job_command = job_command
         self.host_defaults = host_defaults
+        self.job_keys = job_keys
         self.status, self.job_runs = expected_outcome(entry, effect, on_error_fail)
         # NUL cannot be in a real environment: such values travel in an --env-file.
         self.via_env_file = "job.env" in self.files or any(
@@ -250,6 +254,43 @@ V1_TREE = {
     f"{V1_JOB}/step_0/memory.limit_in_bytes": b"9223372036854771712\n",
 }
 
+# Slurm 24.11 (slurm-24.11/README.md): job 9 (PrologFlags=Alloc,Contain) and job 14
+# (RunInJob), each hook's /proc/self/cgroup as recorded, on cgroup v1 mounted as on the
+# recorded host (host/mountinfo-v1-hybrid.txt: the same v1 layout). Where a hook runs inside
+# the job (the TaskProlog; the Prolog with RunInJob) the job's limit files are there too.
+# They were not recorded: they follow the 22.05 job's (slurm-22.05/job-cgroup-v1.txt: the
+# job and step levels limited to the request, memsw = memory, the task level unlimited), for
+# the recorded request (--mem=300M -c 2).
+S24 = "slurm-24.11"
+S24_MEMORY = 300 * MIB
+V1_UNLIMITED = 9223372036854771712  # LONG_MAX rounded down to the page size
+
+
+def slurm_2411_tree(hook: str) -> dict[str, bytes]:
+    """The fake /proc and cgroup tree (paths below D/root) of the recorded 24.11 ``hook``."""
+    text = (FIXTURES / f"{S24}/{hook}.cgroup").read_bytes()
+    tree = {"proc/self/cgroup": text, "proc/self/mountinfo": V1_MOUNTINFO}
+    paths = dict(line.split(":", 2)[1:] for line in text.decode().splitlines())
+    memory = paths["memory"].strip("/").split("/")
+    levels = [index for index, part in enumerate(memory) if part.startswith("job_")]
+    if levels:
+        for depth in range(levels[0], len(memory)):
+            limit = V1_UNLIMITED if memory[depth].startswith("task_") else S24_MEMORY
+            directory = "sys/fs/cgroup/memory/" + "/".join(memory[:depth + 1])
+            for name in ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes"):
+                tree[f"{directory}/{name}"] = b"%d\n" % limit
+        if paths.get("cpuset", "/") != "/":
+            tree[f"sys/fs/cgroup/cpuset{paths['cpuset']}/cpuset.effective_cpus"] = b"0-1\n"
+    return tree
+
+
+# The recorded hook of each 24.11 entry point (its environment, slurm-24.11/HOOK.env, and
+# its /proc/self/cgroup).
+S24_HOOKS = {"slurm-24.11-prolog": "cgv1-prolog", "slurm-24.11-runinjob-prolog": "runinjob-prolog",
+             "slurm-24.11-epilog": "cgv1-epilog", "slurm-24.11-taskprolog": "cgv1-taskprolog",
+             "slurm-24.11-taskprolog-sh": "cgv1-taskprolog"}
+S24_TREES = {entry: slurm_2411_tree(hook) for entry, hook in S24_HOOKS.items()}
+
 # Grid Engine: job 13 of the recorded cell (`qsub -pe smp 2 -l h_rt=1:00:00,h_vmem=1G,
 # h_cpu=1800 show.sh a b`), its host `vm` this one, its paths moved into the case directory.
 GE = "gridengine-8.1.9"
@@ -322,8 +363,17 @@ def _known_user(name: str) -> bool:
     return True
 
 
-# The role Slurm's Prolog and Epilog take from SLURM_SCRIPT_CONTEXT (the TaskProlog is named).
-_SLURM_ROLE_CONTEXTS = {"slurm-prolog": "prolog_slurmd", "slurm-epilog": "epilog_slurmd"}
+# Each Slurm entry point's role, and the SLURM_SCRIPT_CONTEXT the Prolog and the Epilog take
+# theirs from (the TaskProlog is named on its command line).
+SLURM_ROLES = {"slurm-prolog": "prolog", "slurm-epilog": "epilog",
+               "slurm-taskprolog": "taskprolog", "slurm-taskprolog-sh": "taskprolog",
+               "slurm-24.11-prolog": "prolog", "slurm-24.11-runinjob-prolog": "prolog",
+               "slurm-24.11-epilog": "epilog", "slurm-24.11-taskprolog": "taskprolog",
+               "slurm-24.11-taskprolog-sh": "taskprolog"}
+_SLURM_ROLE_CONTEXTS = {"prolog": "prolog_slurmd", "epilog": "epilog_slurmd"}
+# The Prologs of Slurm >= 23.02 (SLURM_JOB_START_TIME, SLURM_JOB_END_TIME in their
+# environment): what they write is modelled (slurm_prolog_keys).
+TIMED_PROLOGS = ("slurm-24.11-prolog", "slurm-24.11-runinjob-prolog")
 # What the HTCondor wrapper cannot do without: its scratch directory and its job ad
 # (without the ad it cannot tell the job's id). The rest only leaves keys out.
 _CONDOR_ESSENTIAL = ("_CONDOR_SCRATCH_DIR", "_CONDOR_JOB_AD")
@@ -346,16 +396,21 @@ def environment_effect(entry: str, recorded: dict[str, str | None],
         return environ.get(name) or ""
 
     if entry.startswith("slurm"):
-        context = _SLURM_ROLE_CONTEXTS.get(entry)
+        role = SLURM_ROLES[entry]
+        context = _SLURM_ROLE_CONTEXTS.get(role)
         if context and value("SLURM_SCRIPT_CONTEXT") != context:
             return SETUP_FAILS
-        if not _digits(value("SLURM_JOB_ID") or value("SLURM_JOBID"), _MAX_JOB_ID):
+        job = value("SLURM_JOB_ID") or value("SLURM_JOBID")
+        if not _digits(job, _MAX_JOB_ID):
             return SETUP_FAILS
         # cgroup.conf constrains RAM, so the Prolog marks the job pending and gives its
-        # directory to the job's user (and always to its group).
-        if entry == "slurm-prolog" and not all(
+        # directory to the job's user (and always to its group). One that runs inside the
+        # job's cgroups (RunInJob) marks nothing pending: jobfeatures/ stays root's.
+        owners = ("SLURM_JOB_GID",) if slurm_in_job(entry, job) else (
+            "SLURM_JOB_UID", "SLURM_JOB_GID")
+        if role == "prolog" and not all(
                 not value(name) or (_digits(value(name)) and int(value(name)) <= _MAX_ID)
-                for name in ("SLURM_JOB_UID", "SLURM_JOB_GID")):
+                for name in owners):
             return SETUP_FAILS
         return DROPS
     if entry.startswith("lsf"):
@@ -380,6 +435,115 @@ def environment_effect(entry: str, recorded: dict[str, str | None],
             return SETUP_FAILS
         return DROPS
     return DROPS  # mjf run, mjf machine, the HTCondor cron: no variable is essential
+
+
+_RECORDED = object()  # the entry point's recorded /proc/self/cgroup
+
+
+def slurm_in_job(entry: str, job_id: str, proc_cgroup=_RECORDED) -> bool:
+    """Whether a Slurm Prolog runs inside job ``job_id``'s cgroups (README, RunInJob: "a
+    ``job_<id>`` level in its own memory or unified cgroup"), its /proc/self/cgroup the
+    recorded one or ``proc_cgroup`` (a file as a case lays it out: bytes, None, DIRECTORY).
+    False where no /proc/self/cgroup of the entry point's is faked (22.05's Prolog reads the
+    host's own, which is no Slurm job's)."""
+    if SLURM_ROLES.get(entry) != "prolog" or entry not in S24_TREES:
+        return False
+    data = S24_TREES[entry]["proc/self/cgroup"] if proc_cgroup is _RECORDED else proc_cgroup
+    if not isinstance(data, bytes):
+        return False
+    text = data.decode("ascii", "replace").replace("\r\n", "\n").replace("\r", "\n")
+    for line in text.split("\n"):
+        number, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if ((number == "0" and not controllers) or "memory" in controllers.split(",")) \
+                and f"job_{job_id}" in path.split("/"):
+            return True
+    return False
+
+
+_MAX_VALUE = 2**63 - 1  # what a key file may hold (a 64-bit reader)
+CLOCK = "the Prolog's clock"  # jobstart_secs: the time the Prolog ran
+PRESENT = "present"  # a key written, with whatever valid value
+# What the fake scontrol (SCONTROL_JOB) says: TimeLimit=00:05:00.
+SCONTROL_WALL = 300
+_START, _END = "SLURM_JOB_START_TIME", "SLURM_JOB_END_TIME"
+
+
+class JobKeys:
+    """What a Slurm >= 23.02 Prolog leaves in job ``job``'s directory (slurm_prolog_keys):
+    ``keys``, {key: its content, PRESENT, CLOCK, or None where it must be absent} (a key not
+    named is not modelled); ``pending``, whether the job is marked pending (None: not
+    modelled); ``scontrol``, whether the Prolog asks scontrol; ``lost``, the keys it leaves
+    out of what its input should have given, each of which a warning must name (DROPS:
+    "the affected keys are left out (a warning each)")."""
+
+    __slots__ = ("job", "keys", "lost", "pending", "scontrol")
+
+    def __init__(self, job, keys, lost, pending, scontrol):
+        self.job, self.keys, self.lost = job, keys, lost
+        self.pending, self.scontrol = pending, scontrol
+
+
+# The plausible UNIX times (2000..2100, as spec.py's EARLIEST_TIME/LATEST_TIME): outside
+# them a time is a unit mistake, not a time.
+_EARLIEST, _LATEST = 946684800, 4102444800
+
+
+def _epoch(text: str) -> int | None:
+    """A UNIX time as Slurm gives one: plain digits of a plausible time (2000..2100)."""
+    return int(text) if _digits(text) and _EARLIEST <= int(text) <= _LATEST else None
+
+
+def slurm_prolog_keys(entry: str, recorded: dict[str, str | None],
+                      environ: dict[str, str | None], proc_cgroup=_RECORDED) -> JobKeys | None:
+    """The keys a Slurm >= 23.02 Prolog writes, for an environment ``environ`` (``recorded``,
+    changed) it sets up with (README, Slurm: the key table, the versions table, RunInJob):
+
+    * it asks scontrol only where SLURM_JOB_START_TIME or SLURM_JOB_END_TIME is missing
+      (unset or empty, as before 23.02); scontrol then gives the start, the time limit and the
+      memory request (the fake's job: SCONTROL_JOB);
+    * jobstart_secs: SLURM_JOB_START_TIME where it is a UNIX time (plain digits, 2000..2100), else
+      scontrol's StartTime, else the Prolog's clock;
+    * wall_limit_secs: END - START where both are UNIX times and the end is after the start,
+      else scontrol's TimeLimit; else it is lost (a warning names it) - and with it only
+      cpu_limit_secs (wall_limit_secs x allocated_cpu, itself left out above 2**63 - 1): the
+      rest is written;
+    * max_rss_bytes: no 24.11 Prolog's environment has the memory request: scontrol's, or the
+      job's cgroup limit where the Prolog runs inside it (RunInJob);
+    * the job is pending unless the Prolog runs inside its cgroup: its memory request is
+      unknown, or (scontrol's known) cgroup.conf beside $SLURM_CONF constrains RAM.
+
+    None for an entry point whose keys are not modelled."""
+    if entry not in TIMED_PROLOGS:
+        return None
+
+    def value(name):
+        return environ.get(name) or ""
+
+    job = value("SLURM_JOB_ID") or value("SLURM_JOBID")
+    in_job = slurm_in_job(entry, job, proc_cgroup)
+    scontrol = not (value(_START) and value(_END))
+    start, end = _epoch(value(_START)), _epoch(value(_END))
+    keys = {"job_id": job, "jobstart_secs": str(start) if start else PRESENT if scontrol
+            else CLOCK}
+    wall = end - start if start and end and end > start else SCONTROL_WALL if scontrol \
+        else None
+    if wall is not None and wall > _MAX_VALUE:
+        wall = None
+    keys["wall_limit_secs"] = keys["wall_limit_secs_lrms"] = None if wall is None else str(wall)
+    cpus = recorded.get("SLURM_JOB_CPUS_PER_NODE") or ""
+    if _digits(cpus) and environ.get("SLURM_JOB_CPUS_PER_NODE") == cpus:  # one node
+        cpu_limit = None if wall is None or wall * int(cpus) > _MAX_VALUE else wall * int(cpus)
+        keys["cpu_limit_secs"] = keys["cpu_limit_secs_lrms"] = \
+            None if cpu_limit is None else str(cpu_limit)
+    if proc_cgroup is _RECORDED or not in_job:  # a cgroup it is in, broken: not modelled
+        keys["max_rss_bytes"] = keys["mem_limit_MB"] = PRESENT if scontrol or in_job else None
+    if in_job or not scontrol:
+        pending = not in_job
+    else:  # cgroup.conf decides: the case directory's, or one elsewhere (the host's)
+        pending = True if environ.get("SLURM_CONF") == recorded.get("SLURM_CONF") else None
+    return JobKeys(job, keys, () if wall is not None else ("wall_limit_secs",), pending,
+                   scontrol)
 
 
 def parse_env_file(data) -> dict[str, str] | None:
@@ -652,13 +816,16 @@ def ad_attribute_effect(attribute: str, label: str) -> str:
 STORE_ROLES = {
     # write machinefeatures/ and create the job's directory in jobs/
     "slurm-prolog": "creates", "lsf-starter": "creates", "lsf-pre-exec": "creates",
+    "slurm-24.11-prolog": "creates", "slurm-24.11-runinjob-prolog": "creates",
     "mjf-run": "creates",
     "mjf-machine": "machine",  # writes machinefeatures/ only
     "gridengine-prolog": "creates", "gridengine-starter": "creates",
     "slurm-epilog": "removes", "lsf-post-exec": "removes",  # remove the job's directory
+    "slurm-24.11-epilog": "removes",
     "gridengine-epilog": "removes",
     # complete (or export) the job directory a Prolog or pre-exec created
     "slurm-taskprolog": "completes", "slurm-taskprolog-sh": "completes",
+    "slurm-24.11-taskprolog": "completes", "slurm-24.11-taskprolog-sh": "completes",
     "lsf-starter-after-pre-exec": "completes", "gridengine-starter-after-prolog": "completes",
     # only read base_dir: the wrapper writes in the job's scratch, the cron prints
     "htcondor-wrapper": "reads", "htcondor-cron": "reads",
@@ -703,7 +870,8 @@ def option_effect(option: str, text: str) -> str:
 
 # What a line about a broken variable may name instead of the variable.
 ALSO_NAMED = {"_CONDOR_JOB_AD": ("job ad",), "_CONDOR_MACHINE_AD": ("machine ad",),
-              "SLURM_NODELIST": ("SLURM_JOB_CPUS_PER_NODE",), "SLURM_JOBID": ("SLURM_JOB_ID",),
+              "SLURM_NODELIST": ("SLURM_JOB_CPUS_PER_NODE",),
+              "SLURM_JOB_NODELIST": ("SLURM_JOB_CPUS_PER_NODE",), "SLURM_JOBID": ("SLURM_JOB_ID",),
               "SLURM_JOB_ID": ("SLURM_JOBID",), "LSF_BINDIR": ("bjobs",),
               "MJF_CONFIG": ("/etc/mjf/mjf.conf", "the config"),
               "SGE_JOB_SPOOL_DIR": ("spool config",)}
@@ -727,6 +895,8 @@ def env_cases(entry: str, environ: dict[str, str], names: tuple[str, ...]) -> li
             else:
                 effect = environment_effect(entry, environ, changed)
                 outcome = {"effect": effect, **job_start(entry, changed, effect=effect)}
+                if effect == DROPS:
+                    outcome["job_keys"] = slurm_prolog_keys(entry, environ, changed)
             cases.append(Case(entry, f"env:{name}:{label}", culprits, env={name: text},
                               **outcome))
     return cases
@@ -744,11 +914,12 @@ def env_file_cases(entry: str, environ: dict[str, str]) -> list[Case]:
     for label, mutated in file_mutations(content):
         replayed = parse_env_file(mutated)
         effect = UNREADABLE if replayed is None else environment_effect(entry, environ, replayed)
+        keys = slurm_prolog_keys(entry, environ, replayed) if effect == DROPS else None
         # A file that cannot be read leaves a hook the environment it was started with:
         # here the recorded one too.
         cases.append(Case(entry, f"env-file:{label}", culprits, files={"job.env": mutated},
-                          effect=effect, **job_start(entry, environ if replayed is None
-                                                     else replayed, effect=effect)))
+                          effect=effect, job_keys=keys, **job_start(
+                              entry, environ if replayed is None else replayed, effect=effect)))
     return cases
 
 
@@ -906,6 +1077,33 @@ def cgroup_cases(entry: str) -> list[Case]:
     return cases
 
 
+def recorded_cgroup_cases(entry: str, environ: dict[str, str]) -> list[Case]:
+    """The recorded /proc/self/cgroup of a 24.11 entry point (S24_TREES) broken, and (where
+    the hook runs inside the job) the job level's limit files. For a TaskProlog these only
+    give limits; for a RunInJob Prolog /proc/self/cgroup says whether it runs inside the job,
+    and what it writes follows (slurm_prolog_keys). Written below D/root, where the probes
+    read the fake tree."""
+    tree = S24_TREES[entry]
+    original = tree["proc/self/cgroup"]
+    variants = [*file_mutations(original),
+                ("another-job", original.replace(b"/job_", b"/job_7")),
+                ("no-memory-line", b"".join(line for line in original.splitlines(True)
+                                            if b":memory:" not in line))]
+    cases = [Case(entry, f"recorded-cgroup:{label}", ("cgroup",),
+                  files={"root/proc/self/cgroup": data},
+                  job_keys=slurm_prolog_keys(entry, environ, environ, data))
+             for label, data in variants]
+    for path in sorted(tree):
+        directory, name = path.rsplit("/", 1)
+        if not directory.rsplit("/", 1)[-1].startswith("job_"):
+            continue
+        for label, text in value_mutations(tree[path].decode().strip()):
+            cases.append(Case(entry, f"recorded-cgroup:job-{name}:{label}", (name,),
+                              files={f"root/{path}": _encoded(text + "\n")},
+                              job_keys=slurm_prolog_keys(entry, environ, environ)))
+    return cases
+
+
 def config_cases(entry: str, config: str, sample: int) -> list[Case]:
     """The config broken as a whole (all of these), and ``sample`` of its values broken."""
     data = _encoded(config)
@@ -962,5 +1160,5 @@ def with_on_error_fail(cases: list[Case], every: int) -> list[Case]:
     return [Case(case.entry, case.label + ":on-error-fail", case.culprits, case.env, case.files,
                  case.config, case.argv, case.outputs, on_error_fail=True, effect=case.effect,
                  next_wrapper=case.next_wrapper, host_defaults=case.host_defaults,
-                 job_command=case.job_command)
+                 job_command=case.job_command, job_keys=case.job_keys)
             for case in cases[::every] if case.config is None]

@@ -20,10 +20,12 @@ pure-sh TaskProlog always does.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -33,9 +35,11 @@ from mjf_hooks.cli import htcondor as cli_htcondor
 from mjf_hooks.cli import lsf as cli_lsf
 from mjf_hooks.cli import mjf as cli_mjf
 from mjf_hooks.cli import slurm as cli_slurm
+from mjf_hooks.store import job_dir_name
 from tests.conftest import installed_command
 from tests.corpus import harness
 from tests.corpus.mutations import (
+    CLOCK,
     EXEC_FAILS,
     GE_JOB,
     GE_PE_HOSTFILE,
@@ -47,9 +51,12 @@ from tests.corpus.mutations import (
     JOB_AD,
     JOB_RUNNERS,
     MACHINE_AD,
+    PRESENT,
     QSTAT_JOB,
     QSTAT_JOB_WITHOUT_RUN_LIMIT,
     QSTAT_QUEUE_INSTANCE,
+    S24_HOOKS,
+    S24_TREES,
     SCONTROL_JOB,
     SCONTROL_PARTITION,
     USAGE_EXIT,
@@ -66,8 +73,10 @@ from tests.corpus.mutations import (
     option_effect,
     output_cases,
     pe_hostfile_cases,
+    recorded_cgroup_cases,
     recorded_env,
     sample,
+    slurm_prolog_keys,
     spool_config_cases,
     spool_settings,
     state_effect,
@@ -103,6 +112,24 @@ SLURM_MULTI_NODE_ENV = {**SLURM_PROLOG_ENV, "SLURM_JOB_CPUS_PER_NODE": "4(x2),2"
 SLURM_EPILOG_ENV = {**recorded_env("slurm-22.05/epilog.env"), "SLURM_CONF": "@D@/etc/slurm.conf"}
 SLURM_TASK_ENV = {**recorded_env("slurm-22.05/taskprolog-batchstep.env"),
                   "SLURM_CONF": "@D@/etc/slurm.conf"}
+
+def _slurm_2411_env(entry):
+    """A recorded Slurm 24.11 environment, SLURM_CONF moved into the case directory as the
+    22.05 ones' (the recorded /etc/slurm/slurm.conf is not this host's). The job's uid and
+    gid (4711) stay as recorded: the hooks use them only as numbers (the Prolog, as root,
+    gives the job's directory to them), no user of that id need exist."""
+    return {**recorded_env(f"slurm-24.11/{S24_HOOKS[entry]}.env"),
+            "SLURM_CONF": "@D@/etc/slurm.conf"}
+
+
+S24_PROLOG_ENV = _slurm_2411_env("slurm-24.11-prolog")
+S24_RUNINJOB_ENV = _slurm_2411_env("slurm-24.11-runinjob-prolog")
+S24_EPILOG_ENV = _slurm_2411_env("slurm-24.11-epilog")
+S24_TASK_ENV = _slurm_2411_env("slurm-24.11-taskprolog")
+# 24.11 gives the Prolog SLURM_JOB_NODELIST beside SLURM_NODELIST (22.05 only the latter).
+S24_MULTI_NODE_ENV = {**S24_PROLOG_ENV, "SLURM_JOB_CPUS_PER_NODE": "4(x2),2",
+                      "SLURM_JOB_NODELIST": "vm[01-02],gpu7", "SLURM_NODELIST": "vm[01-02],gpu7",
+                      "SLURMD_NODENAME": "vm02", "SLURM_JOB_NUM_NODES": "3"}
 CONDOR_ENV = {
     "_CONDOR_SCRATCH_DIR": "@D@/scratch", "TMPDIR": "@D@/scratch",
     "_CONDOR_JOB_AD": "@D@/scratch/.job.ad", "_CONDOR_MACHINE_AD": "@D@/scratch/.machine.ad",
@@ -146,7 +173,7 @@ class Entry:
     """One entry point: its recorded environment, config, and how it is called."""
 
     def __init__(self, name, environ, config, call, job_argv=None, prepare=None,
-                 command=None, job_file=None):
+                 command=None, job_file=None, tree=None, real_proc=True):
         self.name = name
         self.environ = environ
         self.config = config
@@ -155,6 +182,11 @@ class Entry:
         self.job_file = job_file  # the file it execs, where argv[0] does not name it
         self.prepare = prepare  # runs first, unbroken (e.g. the Prolog before an Epilog)
         self.command = command  # (installed command, argv) for the subprocess sample
+        # Its own fake /proc and cgroup files (below D/root), over the default tree.
+        self.tree = tree or {}
+        # Whether the installed command, reading the host's real /proc, runs as in-process
+        # (False: what it does depends on the fake /proc/self/cgroup).
+        self.real_proc = real_proc
 
 
 def _options(sandbox, case):
@@ -169,6 +201,17 @@ def _slurm(role=None):
         argv = _options(sandbox, case) + ([role] if role else [])
         return sandbox.run(lambda: cli_slurm.main(argv), environ, case.outputs)
     return call
+
+
+def _slurm_2411(role=None):
+    """As _slurm, the hook's own /proc/self/cgroup read from the fake tree too (the 24.11
+    recordings have it: the Prolog asks it whether it runs inside the job's cgroups)."""
+    call = _slurm(role)
+
+    def with_tree(sandbox, case, environ):
+        sandbox.monkeypatch.setattr(cli_slurm, "read_text", sandbox.read_text)
+        return call(sandbox, case, environ)
+    return with_tree
 
 
 def _wrapper(sandbox, case, environ):
@@ -231,6 +274,22 @@ def _prepare_two_slurm_jobs(sandbox):
                                 "SLURM_JOBID": "33"})(sandbox)
 
 
+def _root(tree):
+    return {f"root/{path}": data for path, data in tree.items()}
+
+
+def _prepare_slurm_2411(entry, jobs):
+    """The 24.11 Prolog first, unbroken, for job 9 (and ``jobs``), in its own recorded
+    /proc/self/cgroup (not in the job's cgroups); then the entry's tree again."""
+    def prepare(sandbox):
+        sandbox.write_files(_root(S24_TREES["slurm-24.11-prolog"]))
+        for job in ("9", *jobs):
+            _prepare(_slurm_2411(), {**S24_PROLOG_ENV, "SLURM_JOB_ID": job,
+                                     "SLURM_JOBID": job})(sandbox)
+        sandbox.write_files(_root(S24_TREES[entry]))
+    return prepare
+
+
 ENTRIES = {entry.name: entry for entry in [
     Entry("slurm-prolog", SLURM_PROLOG_ENV, SLURM_CONFIG, _slurm(),
           command=("mjf-slurm", [])),
@@ -238,6 +297,18 @@ ENTRIES = {entry.name: entry for entry in [
           prepare=_prepare_two_slurm_jobs, command=("mjf-slurm", [])),
     Entry("slurm-taskprolog", SLURM_TASK_ENV, SLURM_CONFIG, _slurm("taskprolog"),
           prepare=_prepare(_slurm("prolog"), SLURM_PROLOG_ENV),
+          command=("mjf-slurm", ["taskprolog"])),
+    Entry("slurm-24.11-prolog", S24_PROLOG_ENV, SLURM_CONFIG, _slurm_2411(),
+          tree=S24_TREES["slurm-24.11-prolog"], command=("mjf-slurm", [])),
+    Entry("slurm-24.11-runinjob-prolog", S24_RUNINJOB_ENV, SLURM_CONFIG, _slurm_2411(),
+          tree=S24_TREES["slurm-24.11-runinjob-prolog"], command=("mjf-slurm", []),
+          real_proc=False),
+    Entry("slurm-24.11-epilog", S24_EPILOG_ENV, SLURM_CONFIG, _slurm_2411(),
+          tree=S24_TREES["slurm-24.11-epilog"],
+          prepare=_prepare_slurm_2411("slurm-24.11-epilog", ("33",)), command=("mjf-slurm", [])),
+    Entry("slurm-24.11-taskprolog", S24_TASK_ENV, SLURM_CONFIG, _slurm_2411("taskprolog"),
+          tree=S24_TREES["slurm-24.11-taskprolog"],
+          prepare=_prepare_slurm_2411("slurm-24.11-taskprolog", ()),
           command=("mjf-slurm", ["taskprolog"])),
     Entry("htcondor-wrapper", CONDOR_ENV, HTCONDOR_CONFIG, _wrapper,
           job_argv=["@D@/bin/next", *JOB_ARGV], command=("mjf-htcondor-wrapper", None)),
@@ -326,6 +397,11 @@ JOB_STATE = [
 ]
 
 
+def _job_state(states, job):
+    """JOB_STATE for job ``job`` of a Slurm recording other than 22.05's job 3."""
+    return [(label, path.replace("jobs/3", f"jobs/{job}"), data) for label, path, data in states]
+
+
 def _lsf_state(states):
     return [(label, path.replace("jobs/3", "jobs/1234"), data) for label, path, data in states]
 
@@ -397,6 +473,49 @@ def build_cases() -> list[Case]:
     cases += cgroup_cases(name)
     cases += config_cases(name, SLURM_CONFIG, 40)
     cases += _state(name, JOB_STATE + MACHINE_STATE[:6])
+
+    # Slurm 24.11: the Prolog (PrologFlags=Alloc,Contain; and RunInJob), the Epilog and the
+    # TaskProlog of the recorded job 9 (14 with RunInJob). Its Prolog's environment gives the
+    # start and the time limit, never the memory request: what a Prolog writes is modelled
+    # (Case.job_keys, mutations.slurm_prolog_keys).
+    name = "slurm-24.11-prolog"
+    cases += env_cases(name, S24_PROLOG_ENV, (
+        *SLURM_VARIABLES, "SLURM_JOB_NODELIST", "SLURM_JOB_START_TIME", "SLURM_JOB_END_TIME"))
+    cases += _in_env(name, S24_MULTI_NODE_ENV, env_cases(
+        name, S24_MULTI_NODE_ENV, ("SLURM_JOB_CPUS_PER_NODE", "SLURM_JOB_NODELIST",
+                                   "SLURM_NODELIST", "SLURMD_NODENAME")))
+    cases += env_file_cases(name, S24_PROLOG_ENV)
+    # Not asked (the environment says what it would): a broken scontrol changes nothing.
+    for case in output_cases(name, "scontrol", SCONTROL_JOB, ()):
+        case.job_keys = slurm_prolog_keys(name, S24_PROLOG_ENV, S24_PROLOG_ENV)
+        cases.append(case)
+    cases += config_cases(name, SLURM_CONFIG, 20)
+    cases += _state(name, MACHINE_STATE)
+    cases += _state(name, _job_state(JOB_STATE, "9"))
+
+    name = "slurm-24.11-runinjob-prolog"
+    cases += env_cases(name, S24_RUNINJOB_ENV, (
+        "SLURM_SCRIPT_CONTEXT", "SLURM_JOB_ID", "SLURM_JOBID", "SLURM_JOB_UID", "SLURM_JOB_GID",
+        "SLURM_JOB_START_TIME", "SLURM_JOB_END_TIME"))
+    cases += env_file_cases(name, S24_RUNINJOB_ENV)
+    cases += recorded_cgroup_cases(name, S24_RUNINJOB_ENV)
+    cases += _state(name, _job_state(JOB_STATE, "14"))
+
+    name = "slurm-24.11-epilog"
+    cases += env_cases(name, S24_EPILOG_ENV, ("SLURM_SCRIPT_CONTEXT", "SLURM_JOB_ID",
+                                              "SLURM_JOBID", "SLURM_JOB_START_TIME",
+                                              "SLURM_JOB_END_TIME"))
+    cases += env_file_cases(name, S24_EPILOG_ENV)
+    cases += config_cases(name, SLURM_CONFIG, 15)
+    cases += _state(name, _job_state(JOB_STATE, "9") + MACHINE_STATE[-4:])
+
+    name = "slurm-24.11-taskprolog"
+    cases += env_cases(name, S24_TASK_ENV, ("SLURM_JOB_ID", "SLURM_JOBID", "SLURM_MEM_PER_NODE",
+                                            "SLURM_CPUS_ON_NODE", "SLURM_JOB_START_TIME",
+                                            "SLURM_JOB_END_TIME"))
+    cases += recorded_cgroup_cases(name, S24_TASK_ENV)
+    cases += config_cases(name, SLURM_CONFIG, 20)
+    cases += _state(name, _job_state(JOB_STATE, "9") + MACHINE_STATE[:6])
 
     name = "htcondor-wrapper"
     cases += [case for case in env_cases(name, CONDOR_ENV, (
@@ -529,7 +648,6 @@ def harness_host():
 # until it is fixed.
 KNOWN_BUGS: dict[tuple[str, tuple[str, ...]], str] = {}
 
-
 def _marked(case: Case):
     reasons = [reason for (label, entries), reason in KNOWN_BUGS.items()
                if label in case.label and case.entry in entries]
@@ -584,6 +702,7 @@ def lay_out(sandbox, entry: Entry, on_error_fail: bool = False):
              GE_SPOOL_CONFIG_PATH: GE_SPOOL_CONFIG, GE_PE_HOSTFILE_PATH: GE_PE_HOSTFILE,
              GE_SCRIPT.replace("@D@/", ""): GE_JOB_SCRIPT.encode()}
     files.update({path: text.encode() for path, text in EXECUTABLES.items()})
+    files.update(_root(entry.tree))
     sandbox.write_files(files)
     for path in [*EXECUTABLES, GE_SCRIPT.replace("@D@/", "")]:
         os.chmod(sandbox.path(path), 0o755)
@@ -702,14 +821,54 @@ def check_wrapper_error_file(sandbox, case: Case) -> list[str]:
     return []
 
 
+def check_job_keys(sandbox, case: Case, outcome, started: int, ended: int) -> list[str]:
+    """What a Slurm >= 23.02 Prolog wrote is what the model says (Case.job_keys): each
+    modelled key with its value (or absent), the pending mark, whether scontrol was asked,
+    and a warning naming each key it lost."""
+    model = case.job_keys
+    if model is None:
+        return []
+    job_dir = os.path.join(harness.configured_base_dir(sandbox), "jobs", job_dir_name(model.job))
+    problems = []
+    for key, expected in model.keys.items():
+        try:
+            with open(os.path.join(job_dir, "jobfeatures", key), "rb") as handle:
+                written = handle.read().decode("ascii", "replace").strip()
+        except OSError:
+            written = None
+        if expected is None:
+            if written is not None:
+                problems.append(f"{key} is {written!r}, expected none")
+        elif written is None:
+            problems.append(f"{key} not written, expected {expected}")
+        elif expected == CLOCK:
+            if not (written.isdigit() and started <= int(written) <= ended):
+                problems.append(f"{key} is {written!r}, expected {CLOCK} ({started}-{ended})")
+        elif expected != PRESENT and written != expected:
+            problems.append(f"{key} is {written!r}, expected {expected!r}")
+    pending = os.path.exists(os.path.join(job_dir, "state", "pending"))
+    if model.pending is not None and pending != model.pending:
+        problems.append(f"pending is {pending}, expected {model.pending}")
+    asked = [argv for argv in outcome.commands if os.path.basename(argv[0]) == "scontrol"]
+    if bool(asked) != model.scontrol:
+        problems.append(f"scontrol asked {asked}, expected {'it' if model.scontrol else 'none'}")
+    warnings = [line for line in outcome.stderr_lines if ": warning: " in line]
+    problems += [f"{key} left out without a warning naming it" for key in model.lost
+                 if not any(key in line for line in warnings)]
+    return problems
+
+
 @pytest.mark.parametrize("case", [_marked(case) for case in CASES])
 def test_case(sandbox, case):
     entry = ENTRIES[case.entry]
     box = sandbox()
+    started = int(time.time())
     outcome, store_problems = run_case(box, entry, case)
+    ended = math.ceil(time.time())
     problems = list(store_problems)
     problems += check_outcome(box, entry, case, outcome,
                               {**entry.environ, **case.env} if not case.via_env_file else {})
+    problems += check_job_keys(box, case, outcome, started, ended)
     assert not problems, "\n".join([*problems, "stderr:", *outcome.stderr_lines[:10]])
 
 
@@ -734,6 +893,12 @@ BASELINE_JOBS = {
     "slurm-prolog": {"3": (JOB_KEYS, True)},  # cgroup.conf constrains RAM: the task completes
     "slurm-epilog": {"33": (JOB_KEYS, True)},  # job 3 removed, the other job left alone
     "slurm-taskprolog": {"3": (JOB_KEYS, False)},  # completed from inside the job
+    # 24.11: the Prolog's environment has no memory request (the first task completes it),
+    # a RunInJob Prolog reads it from the job's cgroup (final at once, nothing pending).
+    "slurm-24.11-prolog": {"9": (JOB_KEYS - LIMITS, True)},
+    "slurm-24.11-runinjob-prolog": {"14": (JOB_KEYS, False)},
+    "slurm-24.11-epilog": {"33": (JOB_KEYS - LIMITS, True)},  # job 9 removed
+    "slurm-24.11-taskprolog": {"9": (JOB_KEYS, False)},
     "htcondor-wrapper": {},  # in the job's scratch
     "htcondor-cron": {},
     "lsf-starter": {"1234": (JOB_KEYS, False)},
@@ -761,8 +926,10 @@ BASELINE_EXPORTS = {
        for name in GRIDENGINE_STARTERS},
     "mjf-run": ("@D@/base/machinefeatures", None, RUN_JOB_KEYS, None),  # a generated id
 }
-TASKPROLOG_EXPORTS = ["export MACHINEFEATURES=@D@/base/machinefeatures",
-                      "export JOBFEATURES=@D@/base/jobs/3/jobfeatures"]
+TASKPROLOG_EXPORTS = {
+    name: ["export MACHINEFEATURES=@D@/base/machinefeatures",
+           f"export JOBFEATURES=@D@/base/jobs/{job}/jobfeatures"]
+    for name, job in (("slurm-taskprolog", "3"), ("slurm-24.11-taskprolog", "9"))}
 CRON_ATTRIBUTES = ["MJF_TOTAL_CPU", "MJF_HS06", "MJF_SHUTDOWNTIME", "MJF_GRACE_SECS"]
 
 
@@ -838,8 +1005,8 @@ def test_baseline(sandbox, name, on_error_fail):
                  if harness.normalise(line) not in allowed]
     problems += check_baseline_store(box, entry)
     problems += check_baseline_job(box, entry, outcome)
-    if name == "slurm-taskprolog" and outcome.stdout.splitlines() != [
-            box.expand(line) for line in TASKPROLOG_EXPORTS]:
+    if name in TASKPROLOG_EXPORTS and outcome.stdout.splitlines() != [
+            box.expand(line) for line in TASKPROLOG_EXPORTS[name]]:
         problems.append(f"printed {outcome.stdout!r}")
     if name == "htcondor-cron":
         printed = [line.split(" = ")[0] for line in outcome.stdout.splitlines()]
@@ -879,7 +1046,7 @@ def _runs_for_real(case: Case) -> bool:
     entry = ENTRIES[case.entry]
     return (not case.outputs and not any(path.startswith("root/") for path in case.files)
             and not (entry.command[1] is None and case.via_env_file) and _fits_execve(case)
-            and not case.host_defaults)
+            and not case.host_defaults and entry.real_proc)
 
 
 def _fits_execve(case: Case) -> bool:
@@ -887,7 +1054,7 @@ def _fits_execve(case: Case) -> bool:
     return all(len(value or "") < 100000 for value in case.env.values())
 
 
-REAL_SAMPLE = [case for name in ENTRIES
+REAL_SAMPLE = [case for name in ENTRIES if ENTRIES[name].real_proc
                for case in sample([case for case in CASES if case.entry == name
                                    and _runs_for_real(case)], 5)]
 
@@ -991,11 +1158,20 @@ def test_job_command_cannot_run(sandbox, name, label, job, status):
 
 # -- the pure-sh TaskProlog -------------------------------------------------------------------
 
+# Each pure-sh TaskProlog's recorded task (the in-process entry point whose input it is).
+SH_ENTRIES = {"slurm-taskprolog-sh": "slurm-taskprolog",
+              "slurm-24.11-taskprolog-sh": "slurm-24.11-taskprolog"}
 SH_CASES = [case for case in env_cases("slurm-taskprolog-sh", SLURM_TASK_ENV,
                                        ("SLURM_JOB_ID",))
             if not case.via_env_file and _fits_execve(case)]
 SH_CASES += config_cases("slurm-taskprolog-sh", SLURM_CONFIG, 20)
 SH_CASES += _state("slurm-taskprolog-sh", JOB_STATE)
+SH_CASES += [case for case in env_cases("slurm-24.11-taskprolog-sh", S24_TASK_ENV,
+                                        ("SLURM_JOB_ID", "SLURM_JOB_START_TIME"))
+             if not case.via_env_file and _fits_execve(case)]
+SH_CASES += config_cases("slurm-24.11-taskprolog-sh", SLURM_CONFIG, 20)
+SH_CASES += _state("slurm-24.11-taskprolog-sh", _job_state(JOB_STATE, "9"))
+assert len({case.id for case in SH_CASES}) == len(SH_CASES), "case ids must be unique"
 
 
 def run_sh_taskprolog(box, environ):
@@ -1009,10 +1185,10 @@ def run_sh_taskprolog(box, environ):
 @pytest.mark.parametrize("case", SH_CASES, ids=[case.id for case in SH_CASES])
 def test_sh_taskprolog(sandbox, case):
     """bin/mjf-slurm-taskprolog: exit 0 always, nothing or exactly the two export lines."""
-    entry = ENTRIES["slurm-taskprolog"]
+    entry = ENTRIES[SH_ENTRIES[case.entry]]
     box = sandbox()
     break_inputs(box, entry, case)
-    environ = {name: box.expand(value) for name, value in {**SLURM_TASK_ENV, **case.env}.items()
+    environ = {name: box.expand(value) for name, value in {**entry.environ, **case.env}.items()
                if value is not None}
     before = harness.snapshot(box.d)
     outcome = run_sh_taskprolog(box, environ)
@@ -1028,19 +1204,21 @@ def test_sh_taskprolog(sandbox, case):
     assert not problems, "\n".join([*problems, "stderr:", *outcome.stderr_lines[:10]])
 
 
-def test_sh_taskprolog_baseline(sandbox):
+@pytest.mark.parametrize("name", list(SH_ENTRIES))
+def test_sh_taskprolog_baseline(sandbox, name):
     """The unbroken recorded task: exit 0, nothing logged, the two export lines, and the
     pending job completed (by `mjf-slurm taskprolog`, which the sh one calls)."""
-    entry = ENTRIES["slurm-taskprolog"]
+    entry = ENTRIES[SH_ENTRIES[name]]
     box = sandbox()
-    break_inputs(box, entry, Case("slurm-taskprolog-sh", "baseline", ()))
-    environ = {name: box.expand(value) for name, value in SLURM_TASK_ENV.items()}
+    break_inputs(box, entry, Case(name, "baseline", ()))
+    environ = {name: box.expand(value) for name, value in entry.environ.items()}
     outcome = run_sh_taskprolog(box, environ)
     problems = []
     if outcome.status != 0:
         problems.append(f"exit status {outcome.status}")
     problems += [f"logged {line!r}" for line in outcome.stderr_lines]
-    if outcome.stdout.splitlines() != [box.expand(line) for line in TASKPROLOG_EXPORTS]:
+    if outcome.stdout.splitlines() != [box.expand(line)
+                                       for line in TASKPROLOG_EXPORTS[entry.name]]:
         problems.append(f"printed {outcome.stdout!r}")
     problems += check_baseline_store(box, entry)
     assert not problems, "\n".join([*problems, "stderr:", *outcome.stderr_lines[:10]])

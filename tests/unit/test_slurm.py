@@ -301,3 +301,18 @@ def test_in_job_cgroup_on_both_cgroup_versions(text):
     assert slurm.in_job_cgroup(text, "14")
     assert not slurm.in_job_cgroup(text, "1")
     assert not slurm.in_job_cgroup("0::/\n4:memory:/\n", "14")
+
+
+@pytest.mark.parametrize(("start", "end"), [
+    ("1795393552", "1795393252"),  # the end before the start
+    ("abc", "1795393552"), ("0", "1795393552"), ("17953", "1795393552"),  # not a time
+    ("1795393252", "9223372036854775807"),  # no plausible end
+])
+def test_a_start_and_end_pair_that_is_no_time_limit_is_named(start, end):
+    environ = {"SLURM_JOB_ID": "9", "SLURM_JOB_CPUS_PER_NODE": "2", "SLURMD_NODENAME": "vm",
+               "SLURM_JOB_NODELIST": "vm", "SLURM_JOB_START_TIME": start,
+               "SLURM_JOB_END_TIME": end}
+    facts, warnings = slurm.prolog_facts(environ, None, None, 1795393300)
+    assert "wall_limit_secs" not in facts
+    assert len(warnings) == 1 and warnings[0].startswith("wall_limit_secs not written: ")
+    assert "SLURM_JOB_START_TIME" in warnings[0] and "SLURM_JOB_END_TIME" in warnings[0]
