@@ -324,13 +324,18 @@ def mjf_cluster(cgroups: bool, version: str = "22.05", run_in_job: bool = False,
 
 
 def sbatch(cluster, user, name, *options, wait=True):
+    """Submit dump.py as job ``name``; with ``wait``, until the job has left the queue
+    (polled: faster than ``sbatch --wait``, which polls every few seconds)."""
     argv = ["sbatch", "--parsable", "-J", name, "-o", f"{cluster.job_root}/out/{name}.log",
             *options, "--wrap", f"/usr/bin/python3 {cluster.job_root}/dump.py {name}"]
-    if wait:
-        argv.insert(1, "--wait")
     result = cluster.as_user(user, argv, check=False)
     assert result.returncode == 0, result.stderr + cluster.log("slurmd")
-    return result.stdout.strip().split(";")[0]
+    job_id = result.stdout.strip().split(";")[0]
+    deadline = time.monotonic() + 120
+    while wait and cluster.command(["squeue", "-h", "-j", job_id], check=False).stdout.strip():
+        assert time.monotonic() < deadline, f"job {job_id} still queued"
+        time.sleep(0.1)
+    return job_id
 
 
 def seen(cluster, name, task=0):
