@@ -473,9 +473,9 @@ class JobKeys:
     """What a Slurm >= 23.02 Prolog leaves in job ``job``'s directory (slurm_prolog_keys):
     ``keys``, {key: its content, PRESENT, CLOCK, or None where it must be absent} (a key not
     named is not modelled); ``pending``, whether the job is marked pending (None: not
-    modelled); ``scontrol``, whether the Prolog asks scontrol; ``lost``, the keys it leaves
-    out of what its input should have given, each of which a warning must name (DROPS:
-    "the affected keys are left out (a warning each)")."""
+    modelled); ``scontrol``, whether the Prolog asks scontrol (None: not modelled); ``lost``,
+    the keys it leaves out of what its input should have given, each of which a warning must
+    name (DROPS: "the affected keys are left out (a warning each)")."""
 
     __slots__ = ("job", "keys", "lost", "pending", "scontrol")
 
@@ -1035,8 +1035,90 @@ def pe_hostfile_cases(entry: str, slots: bool = True) -> list[Case]:
     return cases
 
 
+# What the cgroup model (cgroup_job_keys) knows of the Slurm 22.05 TaskProlog's job 3: the
+# Prolog wrote scontrol's MinMemoryNode=200M (the task's SLURM_MEM_PER_NODE=300 is more), and
+# the corpus's config caps max_swap_bytes at 1 GiB.
+SLURM_TASK_MEMORY = 200 * MIB
+CONFIG_SWAP = 1 << 30
+_V2_MOUNT = ("/", "/sys/fs/cgroup", "cgroup2")  # (root, mount point, type) of V2_MOUNTINFO
+
+
+def _kernel_text(data) -> str | None:
+    """A /proc or cgroup file as a case lays it out, as text (None: it cannot be read)."""
+    if not isinstance(data, bytes):
+        return None
+    return data.decode("ascii", "replace").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _limit(data) -> int | None:
+    """A memory limit file's limit in bytes: one plain number below v1's "unlimited" (any
+    other content - ``max``, junk, a directory, nothing - limits nothing)."""
+    text = (_kernel_text(data) or "").strip()
+    if not (text.isascii() and text.isdigit()) or len(text) > 19:
+        return None
+    return int(text) if int(text) < V1_UNLIMITED else None
+
+
+def _names_job(proc_cgroup, mountinfo, line: str) -> bool:
+    """Whether /proc/self/cgroup still has the job's ``line`` and mountinfo the cgroup2
+    mount (its root, mount point and type: the rest of its line is not used)."""
+    cgroup_text, mount_text = _kernel_text(proc_cgroup), _kernel_text(mountinfo)
+    if not cgroup_text or not mount_text or line not in cgroup_text.split("\n"):
+        return False
+    for fields in (text.split() for text in mount_text.split("\n")):
+        if "-" in fields[6:] and len(fields) >= fields.index("-", 6) + 4 and (
+                fields[3], fields[4], fields[fields.index("-", 6) + 1]) == _V2_MOUNT:
+            return True
+    return False
+
+
+def cgroup_model(files: dict) -> tuple[int | None, int | None]:
+    """(memory, swap) the job's cgroup limits, for the files a cgroup case lays out below
+    D/root over CGROUP_TREE (or V1_TREE, where it lays that out): the minimum over the job's
+    and step's levels; on v1 swap is memsw - memory (both known). (None, None) where
+    /proc/self/cgroup or mountinfo no longer lead to the job's cgroup."""
+    tree = {**{f"root/{path}": data for path, data in CGROUP_TREE.items()}, **files}
+    v1 = tree["root/proc/self/cgroup"] == V1_TREE["proc/self/cgroup"]
+    if v1:
+        memory = _limit(tree[f"root/{V1_JOB}/memory.limit_in_bytes"])
+        memsw = _limit(tree[f"root/{V1_JOB}/memory.memsw.limit_in_bytes"])
+        return memory, None if memory is None or memsw is None else max(0, memsw - memory)
+    if not _names_job(tree.get("root/proc/self/cgroup"), tree.get("root/proc/self/mountinfo"),
+                      CGROUP_TREE["proc/self/cgroup"].decode().strip()):
+        return None, None
+    limits = []
+    for name in ("memory.max", "memory.swap.max"):
+        known = [limit for limit in (_limit(tree.get(f"root/{V2_JOB}/{name}")),
+                                     _limit(tree.get(f"root/{V2_JOB}/step_0/{name}")))
+                 if limit is not None]
+        limits.append(min(known) if known else None)
+    return limits[0], limits[1]
+
+
+def cgroup_job_keys(entry: str, files: dict) -> JobKeys | None:
+    """The limits the Slurm 22.05 TaskProlog completes job 3 with (README, Slurm's key table):
+    max_rss_bytes the least of the Prolog's (SLURM_TASK_MEMORY) and the cgroup's memory limit,
+    max_swap_bytes the least of the config's (CONFIG_SWAP) and the cgroup's swap limit. A lost
+    cgroup limit only lets the others decide: no key is left out. Nothing pending after it.
+    None for the other entry points (their keys are not modelled here)."""
+    if entry != "slurm-taskprolog":
+        return None
+    memory, swap = cgroup_model(files)
+    keys = {"max_rss_bytes": str(min(SLURM_TASK_MEMORY, memory if memory is not None
+                                     else SLURM_TASK_MEMORY)),
+            "max_swap_bytes": str(min(CONFIG_SWAP, swap if swap is not None else CONFIG_SWAP)),
+            "mem_limit_MB": PRESENT}
+    return JobKeys("3", keys, (), False, None)
+
+
+def _cgroup_case(entry: str, label: str, culprits: tuple[str, ...], files: dict) -> Case:
+    return Case(entry, label, culprits, files=files, job_keys=cgroup_job_keys(entry, files))
+
+
 def cgroup_cases(entry: str) -> list[Case]:
-    """The job's cgroup tree and the /proc files that lead to it, broken."""
+    """The job's cgroup tree and the /proc files that lead to it, broken (below D/root, where
+    the probes read the fake tree). A broken limit or path only loses cgroup limits: set-up
+    goes on (DROPS), and for the TaskProlog the model says what it writes (cgroup_job_keys)."""
     cases = []
     limit_files = [f"{V2_JOB}/memory.max", f"{V2_JOB}/memory.swap.max",
                    f"{V2_JOB}/step_0/cpuset.cpus.effective"]
@@ -1047,18 +1129,20 @@ def cgroup_cases(entry: str) -> list[Case]:
         variants += [("max", b"max\n"), ("abc", b"abc\n"), ("missing", None),
                      ("directory", DIRECTORY), ("huge-file", b"1" * (2 * MIB))]
         for label, data in variants:
-            cases.append(Case(entry, f"cgroup:{name}:{label}", (name,), files={path: data}))
+            cases.append(_cgroup_case(entry, f"cgroup:{name}:{label}", (name,),
+                                      {f"root/{path}": data}))
     for path in ("proc/self/cgroup", "proc/self/mountinfo", "proc/cpuinfo"):
         name = path.replace("/", "-")
         for label, data in file_mutations(CGROUP_TREE[path]):
-            cases.append(Case(entry, f"probe:{name}:{label}", (path,), files={path: data}))
+            cases.append(_cgroup_case(entry, f"probe:{name}:{label}", (path,),
+                                      {f"root/{path}": data}))
     for label, data in [
         ("no-colons", b"garbage\n"), ("escape-root", b"0::/../../../../etc\n"),
         ("relative", b"0::system.slice\n"), ("v1-unknown-controller", b"4:nomemory:/x\n"),
         ("empty-path", b"0::\n"), ("many-lines", b"0::/a\n" * 100000),
     ]:
-        cases.append(Case(entry, f"probe:proc-self-cgroup:{label}", ("cgroup",),
-                          files={"proc/self/cgroup": data}))
+        cases.append(_cgroup_case(entry, f"probe:proc-self-cgroup:{label}", ("cgroup",),
+                                  {"root/proc/self/cgroup": data}))
     for label, data in [
         ("no-separator", b"35 24 0:30 / /sys/fs/cgroup rw cgroup2 cgroup2 rw\n"),
         ("short", b"35 24 0:30 / - cgroup2\n"),
@@ -1066,14 +1150,14 @@ def cgroup_cases(entry: str) -> list[Case]:
         ("relative-mount", b"35 24 0:30 / sys/fs/cgroup rw - cgroup2 cgroup2 rw\n"),
         ("root-mount", b"35 24 0:30 / / rw - cgroup2 cgroup2 rw\n"),
     ]:
-        cases.append(Case(entry, f"probe:mountinfo:{label}", ("mountinfo",),
-                          files={"proc/self/mountinfo": data}))
-    v1 = {path: data for path, data in V1_TREE.items()}
+        cases.append(_cgroup_case(entry, f"probe:mountinfo:{label}", ("mountinfo",),
+                                  {"root/proc/self/mountinfo": data}))
+    v1 = {f"root/{path}": data for path, data in V1_TREE.items()}
     for path in (f"{V1_JOB}/memory.limit_in_bytes", f"{V1_JOB}/memory.memsw.limit_in_bytes"):
         name = path.rsplit("/", 1)[1]
-        for label, text in value_mutations(v1[path].decode().strip()):
-            cases.append(Case(entry, f"cgroup-v1:{name}:{label}", (name,),
-                              files={**v1, path: _encoded(text + "\n")}))
+        for label, text in value_mutations(V1_TREE[path].decode().strip()):
+            cases.append(_cgroup_case(entry, f"cgroup-v1:{name}:{label}", (name,),
+                                      {**v1, f"root/{path}": _encoded(text + "\n")}))
     return cases
 
 

@@ -850,7 +850,7 @@ def check_job_keys(sandbox, case: Case, outcome, started: int, ended: int) -> li
     if model.pending is not None and pending != model.pending:
         problems.append(f"pending is {pending}, expected {model.pending}")
     asked = [argv for argv in outcome.commands if os.path.basename(argv[0]) == "scontrol"]
-    if bool(asked) != model.scontrol:
+    if model.scontrol is not None and bool(asked) != model.scontrol:
         problems.append(f"scontrol asked {asked}, expected {'it' if model.scontrol else 'none'}")
     warnings = [line for line in outcome.stderr_lines if ": warning: " in line]
     problems += [f"{key} left out without a warning naming it" for key in model.lost
@@ -1033,6 +1033,7 @@ def _real_argv(sandbox, entry: Entry, case: Case, job=None) -> list[str]:
     argv += [*head, "--config", sandbox.path("mjf.conf")]
     if case.via_env_file:
         argv += ["--env-file", sandbox.path("job.env")]
+    argv += list(case.argv)  # the case's own options (mjf run's), as in-process (_options)
     if program == "mjf-lsf" and role == ["starter"]:
         return argv + role + (job[2:3] if job[:2] == ["/bin/sh", "-c"] else job)
     if program == "mjf-gridengine" and role == ["starter"]:
