@@ -71,6 +71,7 @@ class Config:
         "file_mode",
         "hs06_per_cpu",
         "job",
+        "jobstatus",
         "legacy_keys",
         "log",
         "machine",
@@ -85,6 +86,8 @@ class Config:
         self.on_error = "continue"
         self.log: tuple[str, ...] = LOG_DESTINATIONS
         self.legacy_keys = False
+        # Give every job an empty $JOBSTATUS directory its pilot may fill (draft 0.99).
+        self.jobstatus = False
         self.dir_mode = 0o755
         self.file_mode = 0o644
         self.command_timeout_secs = DEFAULT_COMMAND_TIMEOUT_SECS
@@ -235,6 +238,8 @@ def _apply_mjf_option(config: Config, key: str, value: str) -> None:
         config.log = destinations
     elif key == "legacy_keys":
         config.legacy_keys = _boolean(value)
+    elif key == "jobstatus":
+        config.jobstatus = _boolean(value)
     elif key in ("dir_mode", "file_mode"):
         widest = 0o755 if key == "dir_mode" else 0o644
         mode = _octal_mode(value)
@@ -266,7 +271,7 @@ def _apply_mjf_option(config: Config, key: str, value: str) -> None:
         config.command_timeout_secs = timeout
     else:
         raise ValueError(
-            "unknown option; [mjf] takes base_dir, on_error, log, legacy_keys, "
+            "unknown option; [mjf] takes base_dir, on_error, log, legacy_keys, jobstatus, "
             "dir_mode, file_mode, command_timeout, export, url_base, batch_systems"
         )
 

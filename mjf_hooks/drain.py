@@ -105,6 +105,12 @@ def _grace(config: Config, store: Store) -> tuple[int, str]:
     return max(promises) if promises else (0, "")
 
 
+def earliest_notice(config: Config, store: Store) -> tuple[int, str]:
+    """The notice a drain must give (seconds) and the key that promises it."""
+    grace, promise = _grace(config, store)
+    return grace, promise or "no grace_secs"
+
+
 def _notice_problem(config: Config, store: Store, shutdown: int, now: int) -> str | None:
     """Why a shutdown at ``shutdown`` breaks the notice promised to jobs, or None."""
     grace, promise = _grace(config, store)

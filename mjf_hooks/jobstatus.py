@@ -69,14 +69,22 @@ class StatusError(Exception):
     """A value that is not one, a lock not had in time, a directory that cannot be used."""
 
 
+class InvalidValue(StatusError):
+    """A key or value that is not one, or a set that does not hold together."""
+
+
+class LockTimeout(StatusError):
+    """``used_CPU`` stayed locked (or kept being replaced) for the whole timeout."""
+
+
 def parse(key: str, text: str) -> int | bool:
     """A key's file content -> its value (StatusError naming what is wrong). One trailing
     newline is allowed (``echo 6 > used_CPU``); nothing else around the value."""
     kind = KEYS.get(key)
     if kind is None:
-        raise StatusError(f"{key!r} is not a $JOBSTATUS key ({', '.join(KEYS)})")
+        raise InvalidValue(f"{key!r} is not a $JOBSTATUS key ({', '.join(KEYS)})")
     value = text[:-1] if text.endswith("\n") else text
-    problem = StatusError(f"{key}: {value[:MAX_VALUE_BYTES]!r} is not {_KIND_TEXT[kind]}")
+    problem = InvalidValue(f"{key}: {value[:MAX_VALUE_BYTES]!r} is not {_KIND_TEXT[kind]}")
     if kind == BOOLEAN:
         if value not in ("True", "False"):
             raise problem
@@ -95,11 +103,11 @@ def format_value(key: str, value: object) -> str:
     file's content; StatusError if it is not one of the key's."""
     kind = KEYS.get(key)
     if kind is None:
-        raise StatusError(f"{key!r} is not a $JOBSTATUS key ({', '.join(KEYS)})")
+        raise InvalidValue(f"{key!r} is not a $JOBSTATUS key ({', '.join(KEYS)})")
     if isinstance(value, str):
         return _canonical(key, parse(key, value))
     if (kind == BOOLEAN) != isinstance(value, bool) or not isinstance(value, int):
-        raise StatusError(f"{key}: {value!r} is not {_KIND_TEXT[kind]}")
+        raise InvalidValue(f"{key}: {value!r} is not {_KIND_TEXT[kind]}")
     return _canonical(key, parse(key, str(value) if kind != BOOLEAN else repr(value)))
 
 
@@ -193,7 +201,7 @@ def update(values: dict[str, object], directory: str | None = None,
     wanted = {key: None if value is None else format_value(key, value)
               for key, value in values.items()}
     if wanted.get(LOCK_KEY, "") is None:
-        raise StatusError("used_CPU cannot be removed: it is the file every reader locks")
+        raise InvalidValue("used_CPU cannot be removed: it is the file every reader locks")
     directory = directory or directory_from_environ()
     if allocated_cpu is None:
         allocated_cpu = allocated_cpu_from_environ()
@@ -208,11 +216,11 @@ def update(values: dict[str, object], directory: str | None = None,
                 merged.update({key: parse(key, text) for key, text in wanted.items()
                                if text is not None})
                 if LOCK_KEY not in merged:
-                    raise StatusError("used_CPU must be set with the first update: it is the "
+                    raise InvalidValue("used_CPU must be set with the first update: it is the "
                                       "file every reader locks")
                 problems = set_problems(merged, allocated_cpu)
                 if problems:
-                    raise StatusError("; ".join(problems))
+                    raise InvalidValue("; ".join(problems))
                 _commit(dir_fd, directory, wanted)
             finally:
                 os.close(lock_fd)
@@ -361,7 +369,7 @@ def _lock(dir_fd: int, label: str, exclusive: bool, timeout: float,
                         raise StatusError(f"{label}/{LOCK_KEY}: cannot be locked: "
                                           f"{_why(error)}") from None
                 if time.monotonic() >= deadline:
-                    raise StatusError(f"{label}/{LOCK_KEY} stayed locked by another process "
+                    raise LockTimeout(f"{label}/{LOCK_KEY} stayed locked by another process "
                                       f"for {timeout:g} s")
                 time.sleep(delay)
                 delay = min(delay * 2, 0.05)
@@ -377,7 +385,7 @@ def _lock(dir_fd: int, label: str, exclusive: bool, timeout: float,
         # A writer committed a new used_CPU while we waited: lock that one.
         os.close(fd)
         if time.monotonic() >= deadline:
-            raise StatusError(f"{label}/{LOCK_KEY} kept being replaced for {timeout:g} s")
+            raise LockTimeout(f"{label}/{LOCK_KEY} kept being replaced for {timeout:g} s")
 
 
 def _commit(dir_fd: int, label: str, wanted: dict[str, str | None]) -> None:

@@ -15,7 +15,7 @@ from . import spec
 from .config import Config
 from .errors import StoreError
 from .log import Log
-from .store import BACKEND_MARKER, OWN_PREFIX, RUNNER_MARKER, Store
+from .store import BACKEND_MARKER, JOB_STATUS_DIR, OWN_PREFIX, RUNNER_MARKER, Store
 
 # Type names only: importing collections.abc at run time costs every job start ~2 ms.
 # The value computation and the probes load where a job starts (or machine features
@@ -191,16 +191,17 @@ class JobStart:
     root writes for them; ``pending``: values are to be completed from inside the job
     (:func:`complete_if_pending`); ``runner``: the identity of the process the job
     lives in, where no batch system will say when it ended (standalone); ``backend``:
-    the batch system that runs the job, recorded for `mjf sync`.
+    the batch system that runs the job, recorded for `mjf sync`; ``user``: the job's
+    user, when root writes for it (its ``jobstatus/`` is that user's).
     """
 
     __slots__ = ("backend", "cgroup_pid", "facts", "gid", "pending", "runner", "scratch_dir",
-                 "uid")
+                 "uid", "user")
 
     def __init__(self, backend: str, facts: Mapping[str, tuple],
                  cgroup_pid: int | str | None = "self", scratch_dir: str | None = None,
                  gid: int | None = None, uid: int | None = None, pending: bool = False,
-                 runner: str | None = None) -> None:
+                 runner: str | None = None, user: int | None = None) -> None:
         self.backend = backend
         self.facts = facts
         self.cgroup_pid = cgroup_pid
@@ -209,6 +210,7 @@ class JobStart:
         self.uid = uid
         self.pending = pending
         self.runner = runner
+        self.user = user if user is not None else uid
 
 
 def set_up_job(config: Config, log: Log, site: Store, store: Store, job: JobStart,
@@ -251,7 +253,8 @@ def start_job(config: Config, store: Store, log: Log, machine: Features, job: Jo
     path = store.job_features_dir(job_id)
     report(log, path, features, rendered, dry_run)
     if not dry_run:
-        store.create_job(job_id, rendered, job.gid, job.uid, job.pending, state)
+        store.create_job(job_id, rendered, job.gid, job.uid, job.pending, state,
+                         status=config.jobstatus, status_uid=job.user)
         log.info(f"{path}: created with {len(rendered)} keys")
         used = machine.get("shutdowntime")
         _follow_drains(store, machine_store or store, job_id, batch.get("shutdowntime_job"),
@@ -354,9 +357,16 @@ def exports(config: Config, machine_dir: str, job_dir: str) -> dict[str, str]:
 
     Only what lies under ``base_dir`` has a URL (the server serves base_dir);
     a directory elsewhere (an HTCondor scratch, a private fallback) stays a path.
+    ``JOBSTATUS`` (where the site offers it and the job has one) is always a path: the
+    job's pilot writes there.
     """
-    return {"MACHINEFEATURES": _exported(config, machine_dir),
-            "JOBFEATURES": _exported(config, job_dir)}
+    variables = {"MACHINEFEATURES": _exported(config, machine_dir),
+                 "JOBFEATURES": _exported(config, job_dir)}
+    if config.jobstatus:
+        status_dir = os.path.join(os.path.dirname(job_dir), JOB_STATUS_DIR)
+        if os.path.isdir(status_dir):
+            variables["JOBSTATUS"] = status_dir
+    return variables
 
 
 def _exported(config: Config, path: str) -> str:

@@ -4,6 +4,7 @@ Layout (the contract in DESIGN.md)::
 
     <base_dir>/machinefeatures/<key>
     <base_dir>/jobs/<job dir name>/jobfeatures/<key>
+    <base_dir>/jobs/<job dir name>/jobstatus/<key>     (where the site offers $JOBSTATUS)
 
 plus ``jobs/<job dir>/state/`` and ``<base_dir>/state/`` for the suite's own
 bookkeeping. This module knows the layout; the safe-filesystem layer it stands on
@@ -41,6 +42,8 @@ from .safefs import Dir, check_trusted_path, describe
 MACHINE_DIR = "machinefeatures"
 JOBS_DIR = "jobs"
 JOB_FEATURES_DIR = "jobfeatures"
+# The job's $JOBSTATUS, where a site offers it: its user's, for its pilot to fill.
+JOB_STATUS_DIR = "jobstatus"
 # Hidden names never collide with a job's directory: job dir names never start with ".".
 # Beside jobfeatures/, the suite's own bookkeeping for a job; readers never see it
 # (the spec allows nothing but key files in jobfeatures/).
@@ -117,6 +120,9 @@ class Store:
     def job_features_dir(self, job_id: str) -> str:
         return f"{self.base_dir}/{JOBS_DIR}/{job_dir_name(job_id)}/{JOB_FEATURES_DIR}"
 
+    def job_status_dir(self, job_id: str) -> str:
+        return f"{self.base_dir}/{JOBS_DIR}/{job_dir_name(job_id)}/{JOB_STATUS_DIR}"
+
     # Machine features.
     def write_machine(self, values: dict[str, str], managed: frozenset[str]) -> list[str]:
         """Make the machine keys in ``managed`` equal ``values``; return what changed.
@@ -187,7 +193,8 @@ class Store:
     # Job features.
     def create_job(self, job_id: str, values: dict[str, str], gid: int | None = None,
                    uid: int | None = None, pending: bool = False,
-                   state: dict[str, str] | None = None) -> str:
+                   state: dict[str, str] | None = None, status: bool = False,
+                   status_uid: int | None = None) -> str:
         """Build a job's directory completely, then make it appear at once.
 
         An existing directory of the same job id (a requeued job, a leftover)
@@ -196,7 +203,9 @@ class Store:
         let the job read them. With ``uid`` the jobfeatures (and state)
         directory belongs to the job's user, so values can be completed from
         inside the job (``pending`` marks that they are to be). ``state``: the
-        suite's bookkeeping files for the job. Returns the jobfeatures path.
+        suite's bookkeeping files for the job. With ``status`` an empty ``jobstatus/``
+        for its pilot, belonging to ``status_uid`` (the job's user, when root writes).
+        Returns the jobfeatures path.
         """
         name = job_dir_name(job_id)
         with self._open_top(JOBS_DIR, create=True) as jobs:
@@ -212,6 +221,8 @@ class Store:
                         with top.make_dir(STATE_DIR, self.dir_mode, gid, uid) as bookkeeping:
                             for entry, content in state.items():
                                 bookkeeping.create(entry, content, self.file_mode, gid)
+                    if status:
+                        top.make_dir(JOB_STATUS_DIR, self.dir_mode, gid, status_uid).close()
                 jobs.rename_into_place(temp, name)
             except BaseException:
                 try:
@@ -301,6 +312,20 @@ class Store:
                 else:
                     features.replace(key, wanted, self.file_mode)
                 return 1
+
+    def job_dir_names(self) -> list[str]:
+        """The directory names in ``jobs/``, one per job, sorted (none without jobs/)."""
+        jobs = self._open_jobs()
+        if jobs is None:
+            return []
+        with jobs:
+            return sorted(name for name in os.listdir(jobs.fd) if not name.startswith("."))
+
+    def open_job_dir(self, dir_name: str) -> Dir:
+        """A job's directory as listed in ``jobs/``, opened without following a symlink
+        (FileNotFoundError once the job has ended, StoreError if it is not a directory)."""
+        with self._open_top(JOBS_DIR) as jobs:
+            return jobs.open_subdir(dir_name)
 
     def read_job_state(self, dir_name: str, entry: str) -> str | None:
         """A bookkeeping file of the job whose directory in ``jobs/`` is ``dir_name`` (as

@@ -465,12 +465,12 @@ def in_job_cgroup(proc_cgroup: str, job_id: str) -> bool:
 _MAX_ID = 2**32 - 2
 
 
-def job_owner(environ: dict[str, str], pending: bool) -> tuple[int | None, int | None]:
-    """The uid and gid the Prolog gives a job's directory: the job's group always (so
-    narrowed modes still let it read), the job's user only while its values are pending
-    (to complete them from inside the job); otherwise it stays root's."""
-    uid = _id(environ, "SLURM_JOB_UID") if pending else None
-    return uid, _id(environ, "SLURM_JOB_GID")
+def job_owner(environ: dict[str, str]) -> tuple[int | None, int | None]:
+    """The job's uid and gid. The Prolog gives a job's directory the job's group always
+    (so narrowed modes still let it read), its jobfeatures/ to the job's user only while
+    its values are pending (to complete them from inside the job), and its jobstatus/
+    to that user always."""
+    return _id(environ, "SLURM_JOB_UID"), _id(environ, "SLURM_JOB_GID")
 
 
 def _id(environ: dict[str, str], name: str) -> int | None:

@@ -199,19 +199,33 @@ def remaining() -> None:
 @click.option("--in", "in_", metavar="DURATION", help="Shut down after DURATION (90m, 2h, 1d).")
 @click.option("--at", metavar="TIME", help="Shut down at TIME (ISO-8601 or UNIX seconds).")
 @click.option("--cancel", is_flag=True, help="Withdraw the announced shutdown.")
+@click.option("--plan", is_flag=True,
+              help="Propose the shutdown within --within that wastes least (jobs' $JOBSTATUS).")
+@click.option("--within", metavar="DURATION", help="With --plan: the window, from now.")
+@click.option("--apply", "apply_", is_flag=True, help="With --plan: announce the best time.")
+@click.option("--json", "as_json", is_flag=True, help="With --plan: print the plan as JSON.")
 @click.option("--force", is_flag=True, help="Allow a shutdown sooner than grace_secs (loudly).")
-def drain_command(in_: str | None, at: str | None, cancel: bool, force: bool) -> None:
+def drain_command(in_: str | None, at: str | None, cancel: bool, plan: bool,
+                  within: str | None, apply_: bool, as_json: bool, force: bool) -> None:
     """Announce this machine's shutdown to it and its jobs (shutdowntime, shutdowntime_job)."""
     from .. import config as config_module
     from .. import drain, lifecycle
     from ..log import Log
 
-    if [bool(in_), bool(at), cancel].count(True) != 1:
-        raise click.UsageError("give exactly one of --in, --at and --cancel")
+    if [bool(in_), bool(at), cancel, plan].count(True) != 1:
+        raise click.UsageError("give exactly one of --in, --at, --cancel and --plan")
+    if not plan and (within or apply_ or as_json):
+        raise click.UsageError("--within, --apply and --json go with --plan")
+    if plan and not within:
+        raise click.UsageError("--plan needs --within DURATION (the window, from now)")
     try:
         config = config_module.load()
         store = lifecycle.store_for(config)
         log = Log("mjf drain", config.log)
+        if plan:
+            _drain_plan(config, store, log, drain.parse_duration_secs(within), apply_, as_json,
+                        force)
+            return
         if cancel:
             summary = drain.cancel(config, store, log)
         else:
@@ -221,6 +235,99 @@ def drain_command(in_: str | None, at: str | None, cancel: bool, force: bool) ->
     except MJFError as error:
         raise click.ClickException(str(error)) from None
     click.echo(summary)
+
+
+def _drain_plan(config, store, log, within: int, apply_: bool, as_json: bool,
+                force: bool) -> None:
+    from .. import drain, drainplan, status
+
+    now = int(time.time())
+    grace, promise = drain.earliest_notice(config, store)
+    earliest, latest = now + grace, now + within
+    if latest < earliest:
+        raise click.ClickException(
+            f"the window ends in {within} s, before the earliest shutdown allowed "
+            f"({promise} = {grace} s from now): give a longer --within")
+    reports = status.collect(config)
+    candidates = drainplan.plan(reports, now, earliest, latest)
+    chosen = drainplan.best(candidates)
+    if as_json:
+        click.echo(json.dumps({"now": now, "earliest": earliest, "latest": latest,
+                               "best": chosen.time, "applied": apply_,
+                               "candidates": [candidate.as_dict() for candidate in candidates]},
+                              indent=2))
+    else:
+        click.echo(f"{len(reports)} job(s); window {_when(earliest)} (the earliest allowed) to "
+                   f"{_when(latest)}")
+        click.echo(f"  {'SHUTDOWN':<21} {'UNIX':>10} {'WASTE core-s':>14} {'core-h':>9}  WHY")
+        for candidate in candidates:
+            mark = "*" if candidate is chosen else " "
+            click.echo(f"{mark} {_when(candidate.time):<21} {candidate.time:>10} "
+                       f"{candidate.waste:>14} {candidate.waste / 3600:>9.1f}  {candidate.why}")
+        click.echo(f"Least waste: {_when(chosen.time)} ({chosen.time}); per job:")
+        for job_id, (waste, why) in sorted(chosen.jobs.items(), key=lambda item: -item[1][0]):
+            click.echo(f"  {job_id:<20} {waste:>12}  {why}")
+    if apply_:
+        summary = drain.drain(config, store, log, chosen.time, force)
+        click.echo(summary, err=as_json)
+    elif not as_json:
+        click.echo("Not announced: --apply does.")
+
+
+def _when(moment: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(moment))
+
+
+@cli.command("status", context_settings={"ignore_unknown_options": False})
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--timeout", type=click.FloatRange(0, 60), default=2.0, show_default=True,
+              help="Seconds to wait, in all, for locks the pilots hold.")
+@click.argument("jobs", nargs=-1)
+def status_command(as_json: bool, timeout: float, jobs: tuple[str, ...]) -> None:
+    """What the pilots of this node's jobs report in $JOBSTATUS (draft 0.99).
+
+    Per job: the values and the draft's figures (remaining_time, draining_waste,
+    kill_waste, in seconds and core-seconds), the job whose loss costs least
+    first. A pilot updates its own with `mjf status set KEY=VALUE...`.
+    Exit 1 if a named job is not found.
+    """
+    from .. import config as config_module
+    from .. import status
+
+    try:
+        config = config_module.load()
+        reports = status.collect(config, jobs, timeout)
+    except MJFError as error:
+        raise click.ClickException(str(error)) from None
+    now = int(time.time())
+    ordered = status.least_critical_first(reports, now)
+    if as_json:
+        click.echo(json.dumps({"now": now, "jobs": [report.as_dict(now) for report in ordered]},
+                              indent=2))
+    else:
+        for report in ordered:
+            figures = report.figures(now)
+            cores = report.allocated_cpu if report.allocated_cpu is not None else "?"
+            click.echo(f"job {report.job_id}  allocated_cpu {cores}  {report.describe()}")
+            values = report.status.raw if report.status else {}
+            if values:
+                click.echo("  " + "  ".join(f"{key}={value.rstrip()}"
+                                            for key, value in values.items()))
+            for key, why in (report.status.problems.items() if report.status else ()):
+                click.echo(f"  {key}: {why}")
+            shown = [f"{name} {_figure(figures[name])}" for name in (
+                "remaining_time", "draining_waste", "kill_waste", "priority_factor",
+                "can_postpone_last_job")]
+            click.echo("  " + ("assumed: " if figures["assumed"] else "") + "  ".join(shown))
+    found = {report.job_id for report in reports}
+    missing = [job for job in jobs if job not in found]
+    for job in missing:
+        click.echo(f"mjf status: job {job} is not on this node", err=True)
+    sys.exit(1 if missing else 0)
+
+
+def _figure(value) -> str:
+    return "?" if value is None else str(value)
 
 
 @cli.command("check")

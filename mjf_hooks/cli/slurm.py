@@ -77,11 +77,11 @@ def prolog(context: HookContext) -> int:
     # the job's cgroup does not exist yet.
     in_job = slurm.in_job_cgroup(read_text("/proc/self/cgroup") or "", job_id)
     pending = not in_job and slurm.completion_needed(facts, settings)
-    uid, gid = slurm.job_owner(environ, pending)
+    uid, gid = slurm.job_owner(environ)
     job = lifecycle.JobStart(
         "slurm", facts, cgroup_pid="self" if in_job else None,
         scratch_dir=config.backend["slurm"].get("scratch_dir") or settings.get("tmpfs", "/tmp"),
-        gid=gid, uid=uid, pending=pending)
+        gid=gid, uid=uid if pending else None, pending=pending, user=uid)
     lifecycle.start_job(config, store, log, machine, job, context.dry_run)
     return 0
 

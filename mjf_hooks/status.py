@@ -1,0 +1,211 @@
+"""``mjf status``: every job's pilot status on this node, and the draft's figures.
+
+Draft 0.99 ("Conversion formulas") derives, for use cases 9 to 12::
+
+    remaining_time = last_exp_job_end - now
+    draining_waste = (allocated_CPU - used_CPU) * (first_exp_job_end - now) + add_final_exp_waste
+    kill_waste     = add_uncom_time + used_CPU * (now - last_job_start)
+
+A time already past counts as now (no figure is negative); ``add_final_exp_waste`` and
+``add_uncom_time`` count as 0 where the pilot did not write them. A job that reports
+nothing (or nothing readable) is assumed to be one payload using all its cores since
+it started, running to its wall limit: kill_waste = allocated_cpu * (now -
+jobstart_secs), draining_waste 0, remaining_time to jobstart_secs + wall_limit_secs.
+Such figures are marked ``assumed``.
+
+What a job's user wrote is hostile input to root: each job's ``jobstatus/`` is opened
+without following symlinks, its files are read by :func:`jobstatus.read_at` (bounded,
+never waited on, only regular files of the directory's owner), a lock held too long is
+waited for once for all jobs together, and a job that fails is reported with why while
+the others are still shown. Nothing here writes.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from . import jobstatus, lifecycle, spec
+from .config import Config
+from .errors import StoreError
+from .store import JOB_FEATURES_DIR, JOB_STATUS_DIR, Store
+
+# The jobfeatures keys the figures and the drain planner use.
+_JOB_KEYS = ("job_id", "allocated_cpu", "jobstart_secs", "wall_limit_secs")
+# Pause between attempts at locks that were held when first tried.
+_RETRY_PAUSE_SECS = 0.02
+
+
+class JobReport:
+    """One job as ``mjf status`` sees it: its features, its pilot's status and figures.
+
+    ``status``: what the pilot reported (None where it could not be read: ``unreadable``
+    says why, or where the job has no ``jobstatus/``: ``offered`` is False).
+    """
+
+    __slots__ = ("features", "job_id", "location", "offered", "status", "unreadable")
+
+    def __init__(self, job_id: str, location: str, features: dict[str, int]) -> None:
+        self.job_id = job_id
+        self.location = location
+        self.features = features
+        self.offered = False
+        self.status: jobstatus.Status | None = None
+        self.unreadable: str | None = None
+
+    @property
+    def allocated_cpu(self) -> int | None:
+        return self.features.get("allocated_cpu")
+
+    @property
+    def reports(self) -> bool:
+        """Whether the pilot reported what the figures need (used_CPU at least)."""
+        return self.status is not None and "used_CPU" in self.status.values
+
+    def planned_end(self) -> int | None:
+        """When the batch system ends the job at the latest: jobstart + wall limit."""
+        start, limit = self.features.get("jobstart_secs"), self.features.get("wall_limit_secs")
+        return start + limit if start is not None and limit is not None else None
+
+    def figures(self, now: int) -> dict:
+        """The draft's figures at ``now`` (None where an input is missing), and whether
+        they are ``assumed`` (the job reports nothing)."""
+        if not self.reports:
+            return self._assumed_figures(now)
+        values = self.status.values
+        used = values["used_CPU"]
+        allocated = self.allocated_cpu
+        last_end, first_end = values.get("last_exp_job_end"), values.get("first_exp_job_end")
+        last_start = values.get("last_job_start")
+        draining = kill = None
+        if allocated is not None and first_end is not None:
+            draining = (max(allocated - used, 0) * max(first_end - now, 0)
+                        + values.get("add_final_exp_waste", 0))
+        if last_start is not None or used == 0:
+            elapsed = max(now - last_start, 0) if last_start is not None else 0
+            kill = values.get("add_uncom_time", 0) + used * elapsed
+        return {"remaining_time": None if last_end is None else max(last_end - now, 0),
+                "draining_waste": draining, "kill_waste": kill,
+                "priority_factor": values.get("priority_factor"),
+                "can_postpone_last_job": values.get("can_postpone_last_job"),
+                "assumed": False}
+
+    def _assumed_figures(self, now: int) -> dict:
+        allocated, start = self.allocated_cpu, self.features.get("jobstart_secs")
+        end = self.planned_end()
+        return {"remaining_time": None if end is None else max(end - now, 0),
+                "draining_waste": 0,
+                "kill_waste": None if allocated is None or start is None
+                else allocated * max(now - start, 0),
+                "priority_factor": None, "can_postpone_last_job": None, "assumed": True}
+
+    def describe(self) -> str:
+        """What the pilot reported, in a few words."""
+        if self.unreadable:
+            return f"unreadable: {self.unreadable}"
+        if not self.offered:
+            return "no $JOBSTATUS (the job started before the site offered it)"
+        if self.status is None or not self.status.reported:
+            return "reports nothing"
+        if not self.reports:
+            return "reports no valid used_CPU"
+        return "reports"
+
+    def as_dict(self, now: int) -> dict:
+        status = self.status or jobstatus.Status()
+        return {"job_id": self.job_id, "jobstatus": self.location,
+                "features": self.features, "state": self.describe(),
+                "values": status.raw, "problems": status.problems,
+                "figures": self.figures(now)}
+
+
+def collect(config: Config, job_ids: tuple[str, ...] = (),
+            timeout: float = jobstatus.DEFAULT_READ_TIMEOUT_SECS) -> list[JobReport]:
+    """Every job on this node (or those named) with its pilot's status, each read under
+    its lock; locks held by pilots are waited for at most ``timeout`` seconds in all."""
+    reports, waiting = [], []
+    for store in [lifecycle.store_for(config), *lifecycle.job_stores_elsewhere(config)]:
+        try:
+            names = store.job_dir_names()
+        except (OSError, StoreError):
+            continue  # a store refused (a planted symlink) or unreadable to this user
+        for name in names:
+            report, status_dir = _open_job(store, name)
+            if report is None or (job_ids and report.job_id not in job_ids):
+                if status_dir is not None:
+                    os.close(status_dir)
+                continue
+            reports.append(report)
+            if status_dir is not None and not _read(report, status_dir, 0.0, final=False):
+                waiting.append((report, status_dir))
+    deadline = time.monotonic() + timeout
+    while waiting:
+        time.sleep(_RETRY_PAUSE_SECS)
+        last = time.monotonic() >= deadline
+        waiting = [(report, fd) for report, fd in waiting
+                   if not _read(report, fd, 0.0, final=last)]
+    return reports
+
+
+def _open_job(store: Store, name: str) -> tuple[JobReport | None, int | None]:
+    """A job's report with its features, and its ``jobstatus/`` open (or None)."""
+    try:
+        top = store.open_job_dir(name)
+    except (FileNotFoundError, StoreError):
+        return None, None  # ended meanwhile, or not a directory: not a job
+    with top:
+        features: dict[str, int] = {}
+        job_id = name
+        try:
+            with top.open_subdir(JOB_FEATURES_DIR) as directory:
+                for key in _JOB_KEYS:
+                    text = directory.read(key)
+                    if text is None:
+                        continue
+                    if key == "job_id":
+                        job_id = text
+                        continue
+                    try:
+                        features[key] = int(spec.parse_value(key, text))
+                    except ValueError:
+                        pass  # mjf check reports it; the figures do without
+        except (FileNotFoundError, StoreError):
+            return None, None  # a directory being built or removed
+        report = JobReport(job_id, f"{top.path}/{JOB_STATUS_DIR}", features)
+        try:
+            status_dir = top.open_subdir(JOB_STATUS_DIR)
+        except FileNotFoundError:
+            return report, None
+        except StoreError as error:
+            report.offered, report.unreadable = True, str(error)
+            return report, None
+    report.offered = True
+    return report, status_dir.fd  # left open: _read closes it, once read under the lock
+
+
+def _read(report: JobReport, fd: int, timeout: float, final: bool = True) -> bool:
+    """Read a job's status from its open ``jobstatus/``; False if its lock was held and
+    this is not the ``final`` attempt (the descriptor then stays open)."""
+    try:
+        owner = os.fstat(fd).st_uid
+        report.status = jobstatus.read_at(fd, report.location, timeout, owner,
+                                          report.allocated_cpu)
+    except jobstatus.LockTimeout as error:
+        if not final:
+            return False
+        report.unreadable = str(error)
+    except (jobstatus.StatusError, OSError) as error:
+        report.unreadable = str(error)
+    os.close(fd)
+    return True
+
+
+def least_critical_first(reports: list[JobReport], now: int) -> list[JobReport]:
+    """Use case 12: the job whose loss costs least first - by kill_waste (assumed for a
+    job that reports nothing), then the pilot's priority_factor (which only its own
+    jobs compare by), then job id; a job whose cost is unknown last."""
+    def key(report: JobReport) -> tuple:
+        figures = report.figures(now)
+        kill = figures["kill_waste"]
+        return (kill is None, kill or 0, figures["priority_factor"] or 0, report.job_id)
+    return sorted(reports, key=key)
