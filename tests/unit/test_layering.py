@@ -35,3 +35,33 @@ def test_the_entry_points_import_in_one_direction():
     hooks = imported_modules(PACKAGE / "cli/hook_commands.py")
     assert "mjf_hooks.cli.interactive" not in hooks and "mjf_hooks.cli.mjf" not in hooks
     assert "mjf_hooks.cli.mjf" not in imported_modules(PACKAGE / "cli/interactive.py")
+
+
+def test_the_pilot_library_stands_alone():
+    """A pilot may carry mjf_hooks/jobstatus.py by itself: it imports nothing of the
+    suite, and only the standard library."""
+    path = PACKAGE / "jobstatus.py"
+    assert imported_modules(path) == set()
+    tree = ast.parse(path.read_text())
+    names = {alias.name.split(".")[0] for node in ast.walk(tree)
+             if isinstance(node, ast.Import) for alias in node.names}
+    names |= {node.module.split(".")[0] for node in ast.walk(tree)
+              if isinstance(node, ast.ImportFrom) and node.module and not node.level}
+    # What it may use, all of the standard library (sys.stdlib_module_names is 3.10+).
+    assert names <= {"__future__", "_thread", "errno", "fcntl", "os", "stat", "threading",
+                     "time", "urllib"}
+
+
+def test_a_pilot_status_update_loads_no_click():
+    """`mjf status set` runs at every payload start and end: no click on its path."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from mjf_hooks.cli import mjf; "
+            "sys.argv = ['mjf', 'status', 'set', '--help']; "
+            "import contextlib, io\n"
+            "with contextlib.redirect_stdout(io.StringIO()): mjf.main(sys.argv[1:])\n"
+            "print('click' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "False"
