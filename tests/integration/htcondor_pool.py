@@ -7,13 +7,23 @@ Debian bookworm has no condor package; trixie's (23.9) runs inside a
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
+from tests.conftest import require
+from tests.integration.site import ensure_user
 from tests.integration.trixie_root import CHECKOUT, TrixieRoot
 
 COMMANDS = ("mjf", "mjf-htcondor-wrapper", "mjf-htcondor-cron")
+# The unprivileged user the tests submit as, the chroot, and the site config its
+# hooks read (/etc/mjf/mjf.conf inside).
+USER = "mjfuser1"
+ROOT = Path(os.environ.get("MJF_CONDOR_ROOT", "/srv/mjf-condor-root"))
+GOOD_CONFIG = "[machinefeatures]\nhs06 = 123.5\ngrace_secs = 900\n"
 
 POOL_CONFIG = """\
 CONDOR_HOST = 127.0.0.1
@@ -105,3 +115,36 @@ class CondorPool(TrixieRoot):
         while self.processes() and time.monotonic() < deadline:
             time.sleep(0.5)
         self.unmount()
+
+
+@contextlib.contextmanager
+def condor_pool(config: str = GOOD_CONFIG):
+    """A started pool whose site config reads ``config``, with a fresh work directory
+    (``work``, the user's: the schedd writes the user logs as the user) holding ``out/``,
+    where jobs write what they saw; stopped and removed afterwards.
+
+    Besides CondorPool's attributes: ``work``, ``site_config`` (its path, outside the
+    chroot) and ``good_config`` (``config``).
+    """
+    require(os.geteuid() == 0, "needs root to build a chroot and run HTCondor")
+    require(shutil.which("debootstrap") is not None or (ROOT / ".mjf-ready").exists(),
+            "needs debootstrap (tests/setup-system) or a prepared chroot")
+    ensure_user(USER)
+    work = Path(tempfile.mkdtemp(prefix="mjf-condor-"))
+    work.chmod(0o755)
+    shutil.chown(work, USER, USER)
+    (work / "out").mkdir()
+    (work / "out").chmod(0o1777)
+    condor = CondorPool(ROOT)
+    condor.prepare()
+    condor.site_config = ROOT / "etc/mjf/mjf.conf"
+    condor.site_config.parent.mkdir(parents=True, exist_ok=True)
+    condor.site_config.write_text(config)
+    condor.good_config = config
+    condor.work = work
+    try:
+        condor.start()
+        yield condor
+    finally:
+        condor.stop()
+        shutil.rmtree(work, ignore_errors=True)

@@ -105,3 +105,88 @@ with open(os.path.join(state, "own_shutdowntime_job"), "wb") as handle:
 open(os.path.join(out, "garble.ready"), "w").close()
 time.sleep(120)
 '''
+
+
+# Runs in a job as its user, with the hooks' own Python: a multi-job pilot reporting
+# through $JOBSTATUS (draft 0.99). Args: out directory, name, steps, burst seconds. It
+# publishes <name>.ready (what it found), waits for <name>.watching (root polls `mjf
+# status` meanwhile), then reports steps n = 1, 2, ..., every key of a set derived from
+# n: `steps` payload starts a quarter second apart (jobstatus.update, or `mjf status set`
+# every fifth), a burst of updates 2 ms apart for `burst` seconds (where a reader that
+# did not lock would catch a set half written), and a last step by `mjf status set`.
+# Then <name>.done, and it waits for <name>.seen before it ends (its directory goes
+# with it).
+PILOT = r'''
+import json, os, stat, subprocess, sys, time, traceback
+out, name, steps, burst = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+
+
+def path(suffix):
+    return os.path.join(out, name + "." + suffix)
+
+
+def publish(suffix, data):
+    with open(path(suffix) + ".tmp", "w") as f:
+        json.dump(data, f)
+    os.rename(path(suffix) + ".tmp", path(suffix))
+
+
+def wait_for(suffix):
+    deadline = time.time() + 90
+    while not os.path.exists(path(suffix)) and time.time() < deadline:
+        time.sleep(0.05)
+
+
+try:
+    from mjf_hooks import jobstatus
+    directory, features = os.environ.get("JOBSTATUS"), os.environ.get("JOBFEATURES")
+    info = os.stat(directory) if directory else None
+    allocated = int(open(os.path.join(features, "allocated_cpu")).read())
+    base = int(time.time()) - 100000  # every job start is past, every job end to come
+    publish("ready", {
+        "JOBSTATUS": directory, "JOBFEATURES": features, "uid": os.getuid(),
+        "is_dir": bool(info and stat.S_ISDIR(info.st_mode)),
+        "owner": info and info.st_uid, "listing": os.listdir(directory) if info else None,
+        "job_id": open(os.path.join(features, "job_id")).read(),
+        "allocated": allocated, "base": base})
+    wait_for("watching")
+
+    def values(n):
+        return {"used_CPU": n % allocated + 1, "last_job_start": base + n,
+                "first_exp_job_end": base + 200000 + n,
+                "last_exp_job_end": base + 300000 + n,
+                "last_max_job_end": base + 400000 + n, "add_uncom_time": n,
+                "add_final_exp_waste": 2 * n, "can_postpone_last_job": n % 2 == 1,
+                "priority_factor": n}
+
+    mjf = os.path.join(os.path.dirname(sys.executable), "mjf")
+    shell_steps = []
+
+    def shell_set(n):
+        result = subprocess.run(
+            [mjf, "status", "set", *("%s=%s" % item for item in values(n).items())],
+            capture_output=True, text=True, timeout=60)
+        if result.returncode:
+            raise RuntimeError("mjf status set: exit %d: %s" % (result.returncode, result.stderr))
+        shell_steps.append(n)
+
+    for n in range(1, steps + 1):
+        time.sleep(0.25)  # a payload starts
+        if n % 5:
+            jobstatus.update(values(n))
+        else:
+            shell_set(n)
+    n, end = steps, time.time() + burst
+    while time.time() < end:
+        n += 1
+        jobstatus.update(values(n))
+        time.sleep(0.002)
+    shell_set(n + 1)
+    own = jobstatus.read()
+    publish("done", {"raw": own.raw, "problems": own.problems, "shell_steps": shell_steps,
+                     "last": n + 1, "burst": n - steps})
+except BaseException:
+    publish("done", {"error": traceback.format_exc()})
+    raise
+wait_for("seen")
+'''

@@ -281,10 +281,11 @@ with open(os.path.join(os.path.dirname(__file__), "out", name + ".json"), "w") a
 
 @contextlib.contextmanager
 def mjf_cluster(cgroups: bool, version: str = "22.05", run_in_job: bool = False,
-                site_hooks: bool = False):
+                site_hooks: bool = False, extra_config: str = ""):
     """A started cluster of Slurm ``version`` (one of VERSIONS) whose hooks use a fresh
     base_dir, with the site config (/etc/mjf/mjf.conf, bind-mounted into a chroot)
-    pointing there; everything is restored afterwards.
+    pointing there, ``extra_config`` appended (``[mjf]\njobstatus = yes\n``, say);
+    everything is restored afterwards.
 
     Besides SlurmCluster's attributes: ``mjf_base``, ``job_root`` (holds ``dump.py``
     and ``out/``, where jobs write what they saw) and ``good_config``.
@@ -313,6 +314,8 @@ def mjf_cluster(cgroups: bool, version: str = "22.05", run_in_job: bool = False,
             site.good_config
         if slurm.node != slurm.host:  # as a site whose NodeName is not the host name
             slurm.good_config += f"[slurm]\nnodename = {slurm.node}\n"
+        if slurm.node != slurm.host or extra_config:
+            slurm.good_config += extra_config
             SITE_CONFIG.write_text(slurm.good_config)
         try:
             slurm.start()

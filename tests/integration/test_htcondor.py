@@ -10,24 +10,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import require
-from tests.integration.htcondor_pool import CondorPool, condor_arguments
+from tests.integration.htcondor_pool import GOOD_CONFIG, USER, condor_arguments, condor_pool
 from tests.integration.job_side import MEMORY_LIMITS, enforced_memory_limit
-from tests.integration.site import ensure_user
 from tests.integration.trixie_root import VENV
 
 pytestmark = pytest.mark.integration
-
-USER = "mjfuser1"
-ROOT = Path(os.environ.get("MJF_CONDOR_ROOT", "/srv/mjf-condor-root"))
-GOOD_CONFIG = "[machinefeatures]\nhs06 = 123.5\ngrace_secs = 900\n"
 
 DUMP = r'''
 import json, os, sys
@@ -52,29 +43,10 @@ sys.exit(int(os.environ.get("DUMP_EXIT", "0")))
 
 @pytest.fixture(scope="module")
 def pool():
-    require(os.geteuid() == 0, "needs root to build a chroot and run HTCondor")
-    require(shutil.which("debootstrap") is not None or (ROOT / ".mjf-ready").exists(),
-            "needs debootstrap (tests/setup-system) or a prepared chroot")
-    ensure_user(USER)
-    work = Path(tempfile.mkdtemp(prefix="mjf-condor-"))
-    work.chmod(0o755)
-    shutil.chown(work, USER, USER)  # the schedd writes the user logs as the user
-    (work / "out").mkdir()
-    (work / "out").chmod(0o1777)
-    (work / "dump.py").write_text(DUMP)
-    (work / "dump.py").chmod(0o644)
-    condor = CondorPool(ROOT)
-    condor.prepare()
-    condor.site_config = ROOT / "etc/mjf/mjf.conf"
-    condor.site_config.parent.mkdir(parents=True, exist_ok=True)
-    condor.site_config.write_text(GOOD_CONFIG)
-    condor.work = work
-    try:
-        condor.start()
+    with condor_pool() as condor:
+        (condor.work / "dump.py").write_text(DUMP)
+        (condor.work / "dump.py").chmod(0o644)
         yield condor
-    finally:
-        condor.stop()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def submit_and_wait(pool, name, jobs, extra=""):
