@@ -31,23 +31,25 @@ _REPORTED_INPUTS = ("first_exp_job_end", "last_exp_job_end", "last_job_start")
 
 
 class Candidate:
-    """A shutdown time, why it is one, and the waste of each job (job id -> (core-s, why))."""
+    """A shutdown time, why it is one, and the waste of each job: ``(report, core-s, why)``
+    (a list, not keyed by job id: a job in a store its user owns could claim another's)."""
 
     __slots__ = ("jobs", "time", "why")
 
     def __init__(self, moment: int, why: str) -> None:
         self.time = moment
         self.why = why
-        self.jobs: dict[str, tuple[int, str]] = {}
+        self.jobs: list[tuple[JobReport, int, str]] = []
 
     @property
     def waste(self) -> int:
-        return sum(waste for waste, _ in self.jobs.values())
+        return sum(waste for _, waste, _ in self.jobs)
 
     def as_dict(self) -> dict:
         return {"time": self.time, "why": self.why, "waste_core_secs": self.waste,
-                "jobs": {job: {"waste_core_secs": waste, "why": why}
-                         for job, (waste, why) in self.jobs.items()}}
+                "jobs": [{"job_id": report.job_id, "jobstatus": report.location,
+                          "waste_core_secs": waste, "why": why}
+                         for report, waste, why in self.jobs]}
 
 
 def expected_end(report: JobReport, now: int) -> tuple[int | None, str]:
@@ -106,8 +108,7 @@ def plan(reports: list[JobReport], now: int, earliest: int, latest: int) -> list
     candidates = []
     for moment in sorted(moments):
         candidate = Candidate(moment, moments[moment])
-        for report in reports:
-            candidate.jobs[report.job_id] = job_waste(report, moment, now)
+        candidate.jobs = [(report, *job_waste(report, moment, now)) for report in reports]
         candidates.append(candidate)
     return candidates
 

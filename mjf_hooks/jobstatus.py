@@ -222,6 +222,19 @@ def update(values: dict[str, object], directory: str | None = None,
                 if problems:
                     raise InvalidValue("; ".join(problems))
                 _commit(dir_fd, directory, wanted)
+            except BaseException:
+                # An empty used_CPU is the one _lock made to lock (a committed one never
+                # is): a failed first update leaves none, as it found none. Whoever waits
+                # on it finds the name gone once it has the lock.
+                try:
+                    held, named = os.fstat(lock_fd), os.stat(LOCK_KEY, dir_fd=dir_fd,
+                                                             follow_symlinks=False)
+                    if held.st_size == 0 and (held.st_dev, held.st_ino) == (named.st_dev,
+                                                                            named.st_ino):
+                        os.unlink(LOCK_KEY, dir_fd=dir_fd)
+                except OSError:
+                    pass
+                raise
             finally:
                 os.close(lock_fd)
         finally:
@@ -252,23 +265,41 @@ def read_at(dir_fd: int, label: str, timeout: float, owner: int | None,
     are opened, the directory is never listed. A file that fails is a problem of its key;
     StatusError only for the lock (held too long, or ``used_CPU`` not a file one can lock).
     """
+    deadline = time.monotonic() + timeout
     try:
         lock_fd = _lock(dir_fd, label, exclusive=False, timeout=timeout, owner=owner)
     except FileNotFoundError:  # nothing committed: what is there was written unlocked
+        lock_fd = None
         status = _read_set(dir_fd, label, None, owner)
-        if status.reported:
-            status.problems.setdefault(LOCK_KEY, "absent: the other keys were written "
-                                                 "without the lock")
-    else:
+        if status.reported and _exists(dir_fd, LOCK_KEY):
+            # ... unless a first update began meanwhile: it made used_CPU to lock, and
+            # what was read may be half of it. Read it under its lock after all (once).
+            try:
+                lock_fd = _lock(dir_fd, label, exclusive=False, owner=owner,
+                                timeout=max(deadline - time.monotonic(), 0.0))
+            except FileNotFoundError:  # that update failed: it left no used_CPU
+                status = _read_set(dir_fd, label, None, owner)
+    if lock_fd is not None:
         try:
             status = _read_set(dir_fd, label, lock_fd, owner)
         finally:
             os.close(lock_fd)
+    if status.reported and LOCK_KEY not in status.raw:
+        status.problems.setdefault(LOCK_KEY, "absent: the other keys were written "
+                                             "without the lock")
     used = status.values.get(LOCK_KEY)
     if used is not None and allocated_cpu is not None and used > allocated_cpu:
         del status.values[LOCK_KEY]
         status.problems[LOCK_KEY] = set_problems({LOCK_KEY: used}, allocated_cpu)[0]
     return status
+
+
+def _exists(dir_fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return False
+    return True
 
 
 def _read_set(dir_fd: int, label: str, lock_fd: int | None, owner: int | None) -> Status:
@@ -284,6 +315,8 @@ def _read_set(dir_fd: int, label: str, lock_fd: int | None, owner: int | None) -
         except (OSError, StatusError) as error:
             status.problems[key] = _why(error)
             continue
+        if key == LOCK_KEY and not text:
+            continue  # the file a first update made to lock: no set committed yet
         status.raw[key] = text
         try:
             status.values[key] = parse(key, text)
@@ -356,29 +389,33 @@ def _lock(dir_fd: int, label: str, exclusive: bool, timeout: float,
             raise StatusError(f"{label}/{LOCK_KEY}: {_why(error)}") from None
         try:
             info = os.fstat(fd)
-            try:
-                _check_file(info, LOCK_KEY, owner)
-            except StatusError as error:
-                raise StatusError(f"{label}/{error}") from None
-            while True:
+            # No link left: a writer's commit replaced it since it was opened (a file
+            # from elsewhere has more than one). Open the new one.
+            if info.st_nlink:
                 try:
-                    fcntl.lockf(fd, operation)
-                    break
-                except OSError as error:
-                    if error.errno not in (errno.EACCES, errno.EAGAIN):
-                        raise StatusError(f"{label}/{LOCK_KEY}: cannot be locked: "
-                                          f"{_why(error)}") from None
-                if time.monotonic() >= deadline:
-                    raise LockTimeout(f"{label}/{LOCK_KEY} stayed locked by another process "
-                                      f"for {timeout:g} s")
-                time.sleep(delay)
-                delay = min(delay * 2, 0.05)
-            try:
-                named = os.stat(LOCK_KEY, dir_fd=dir_fd, follow_symlinks=False)
-            except FileNotFoundError:
-                named = None
-            if named is not None and (named.st_dev, named.st_ino) == (info.st_dev, info.st_ino):
-                return fd
+                    _check_file(info, LOCK_KEY, owner)
+                except StatusError as error:
+                    raise StatusError(f"{label}/{error}") from None
+                while True:
+                    try:
+                        fcntl.lockf(fd, operation)
+                        break
+                    except OSError as error:
+                        if error.errno not in (errno.EACCES, errno.EAGAIN):
+                            raise StatusError(f"{label}/{LOCK_KEY}: cannot be locked: "
+                                              f"{_why(error)}") from None
+                    if time.monotonic() >= deadline:
+                        raise LockTimeout(f"{label}/{LOCK_KEY} stayed locked by another "
+                                          f"process for {timeout:g} s")
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.05)
+                try:
+                    named = os.stat(LOCK_KEY, dir_fd=dir_fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    named = None
+                if named is not None and (named.st_dev, named.st_ino) == (info.st_dev,
+                                                                          info.st_ino):
+                    return fd
         except BaseException:
             os.close(fd)
             raise

@@ -43,7 +43,7 @@ class JobReport:
     says why, or where the job has no ``jobstatus/``: ``offered`` is False).
     """
 
-    __slots__ = ("features", "job_id", "location", "offered", "status", "unreadable")
+    __slots__ = ("features", "job_id", "location", "offered", "owner", "status", "unreadable")
 
     def __init__(self, job_id: str, location: str, features: dict[str, int]) -> None:
         self.job_id = job_id
@@ -52,6 +52,8 @@ class JobReport:
         self.offered = False
         self.status: jobstatus.Status | None = None
         self.unreadable: str | None = None
+        # The uid its jobstatus/ belongs to: the job's user (None where there is none).
+        self.owner: int | None = None
 
     @property
     def allocated_cpu(self) -> int | None:
@@ -143,7 +145,7 @@ def collect(config: Config, job_ids: tuple[str, ...] = (),
         time.sleep(_RETRY_PAUSE_SECS)
         last = time.monotonic() >= deadline
         waiting = [(report, fd) for report, fd in waiting
-                   if not _read(report, fd, 0.0, final=last)]
+                   if not _read(report, fd, 0.0, final=last, waited=timeout)]
     return reports
 
 
@@ -163,7 +165,9 @@ def _open_job(store: Store, name: str) -> tuple[JobReport | None, int | None]:
                     if text is None:
                         continue
                     if key == "job_id":
-                        job_id = text
+                        # A user writes it where the store is its own: shown only if it
+                        # is a job id (else the directory's name).
+                        job_id = text if spec.is_valid_job_id(text) else name
                         continue
                     try:
                         features[key] = int(spec.parse_value(key, text))
@@ -183,17 +187,21 @@ def _open_job(store: Store, name: str) -> tuple[JobReport | None, int | None]:
     return report, status_dir.fd  # left open: _read closes it, once read under the lock
 
 
-def _read(report: JobReport, fd: int, timeout: float, final: bool = True) -> bool:
+def _read(report: JobReport, fd: int, timeout: float, final: bool = True,
+          waited: float | None = None) -> bool:
     """Read a job's status from its open ``jobstatus/``; False if its lock was held and
-    this is not the ``final`` attempt (the descriptor then stays open)."""
+    this is not the ``final`` attempt (the descriptor then stays open). ``waited``: how
+    long its lock was waited for in all, for the message (default ``timeout``)."""
     try:
-        owner = os.fstat(fd).st_uid
+        owner = report.owner = os.fstat(fd).st_uid
         report.status = jobstatus.read_at(fd, report.location, timeout, owner,
                                           report.allocated_cpu)
     except jobstatus.LockTimeout as error:
         if not final:
             return False
-        report.unreadable = str(error)
+        report.unreadable = str(error) if waited is None else (
+            f"{report.location}/{jobstatus.LOCK_KEY} stayed locked by another process for "
+            f"{waited:g} s")
     except (jobstatus.StatusError, OSError) as error:
         report.unreadable = str(error)
     os.close(fd)
@@ -202,10 +210,13 @@ def _read(report: JobReport, fd: int, timeout: float, final: bool = True) -> boo
 
 def least_critical_first(reports: list[JobReport], now: int) -> list[JobReport]:
     """Use case 12: the job whose loss costs least first - by kill_waste (assumed for a
-    job that reports nothing), then the pilot's priority_factor (which only its own
-    jobs compare by), then job id; a job whose cost is unknown last."""
+    job that reports nothing); of equal cost, one user's jobs by their priority_factor
+    (the draft: it compares only one user's jobs), then by job id; a job whose cost is
+    unknown last."""
     def key(report: JobReport) -> tuple:
         figures = report.figures(now)
         kill = figures["kill_waste"]
-        return (kill is None, kill or 0, figures["priority_factor"] or 0, report.job_id)
+        owner = -1 if report.owner is None else report.owner
+        return (kill is None, kill or 0, owner, figures["priority_factor"] or 0,
+                report.job_id)
     return sorted(reports, key=key)

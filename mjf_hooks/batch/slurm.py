@@ -465,12 +465,12 @@ def in_job_cgroup(proc_cgroup: str, job_id: str) -> bool:
 _MAX_ID = 2**32 - 2
 
 
-def job_owner(environ: dict[str, str]) -> tuple[int | None, int | None]:
-    """The job's uid and gid. The Prolog gives a job's directory the job's group always
-    (so narrowed modes still let it read), its jobfeatures/ to the job's user only while
-    its values are pending (to complete them from inside the job), and its jobstatus/
-    to that user always."""
-    return _id(environ, "SLURM_JOB_UID"), _id(environ, "SLURM_JOB_GID")
+def job_owner(environ: dict[str, str], uid_needed: bool) -> tuple[int | None, int | None]:
+    """The job's uid (where ``uid_needed``, else None) and gid. The Prolog gives a job's
+    directory the job's group always (so narrowed modes still let it read), its
+    jobfeatures/ to the job's user only while its values are pending (to complete them
+    from inside the job), and its jobstatus/ (where the site offers one) to that user."""
+    return _id(environ, "SLURM_JOB_UID") if uid_needed else None, _id(environ, "SLURM_JOB_GID")
 
 
 def _id(environ: dict[str, str], name: str) -> int | None:

@@ -241,14 +241,14 @@ def _drain_plan(config, store, log, within: int, apply_: bool, as_json: bool,
                 force: bool) -> None:
     from .. import drain, drainplan, status
 
-    now = int(time.time())
     grace, promise = drain.earliest_notice(config, store)
-    earliest, latest = now + grace, now + within
-    if latest < earliest:
+    if within < grace:
         raise click.ClickException(
             f"the window ends in {within} s, before the earliest shutdown allowed "
             f"({promise} = {grace} s from now): give a longer --within")
-    reports = status.collect(config)
+    reports = status.collect(config)  # may wait for pilots' locks: now is taken after
+    now = int(time.time())
+    earliest, latest = now + grace, now + within
     candidates = drainplan.plan(reports, now, earliest, latest)
     chosen = drainplan.best(candidates)
     if as_json:
@@ -263,12 +263,13 @@ def _drain_plan(config, store, log, within: int, apply_: bool, as_json: bool,
         for candidate in candidates:
             mark = "*" if candidate is chosen else " "
             click.echo(f"{mark} {_when(candidate.time):<21} {candidate.time:>10} "
-                       f"{candidate.waste:>14} {candidate.waste / 3600:>9.1f}  {candidate.why}")
+                       f"{candidate.waste:>14} {candidate.waste / 3600:>9.1f}  "
+                       f"{_shown(candidate.why)}")
         click.echo(f"Least waste: {_when(chosen.time)} ({chosen.time}); per job:")
-        for job_id, (waste, why) in sorted(chosen.jobs.items(), key=lambda item: -item[1][0]):
-            click.echo(f"  {job_id:<20} {waste:>12}  {why}")
+        for report, waste, why in sorted(chosen.jobs, key=lambda job: -job[1]):
+            click.echo(f"  {_shown(report.job_id):<20} {waste:>12}  {_shown(why)}")
     if apply_:
-        summary = drain.drain(config, store, log, chosen.time, force)
+        summary = drain.drain(config, store, log, chosen.time, force, now=now)
         click.echo(summary, err=as_json)
     elif not as_json:
         click.echo("Not announced: --apply does.")
@@ -308,13 +309,14 @@ def status_command(as_json: bool, timeout: float, jobs: tuple[str, ...]) -> None
         for report in ordered:
             figures = report.figures(now)
             cores = report.allocated_cpu if report.allocated_cpu is not None else "?"
-            click.echo(f"job {report.job_id}  allocated_cpu {cores}  {report.describe()}")
+            click.echo(f"job {_shown(report.job_id)}  allocated_cpu {cores}  "
+                       f"{_shown(report.describe())}")
             values = report.status.raw if report.status else {}
             if values:
-                click.echo("  " + "  ".join(f"{key}={value.rstrip()}"
+                click.echo("  " + "  ".join(f"{key}={_shown(value.rstrip())}"
                                             for key, value in values.items()))
             for key, why in (report.status.problems.items() if report.status else ()):
-                click.echo(f"  {key}: {why}")
+                click.echo(f"  {key}: {_shown(why)}")
             shown = [f"{name} {_figure(figures[name])}" for name in (
                 "remaining_time", "draining_waste", "kill_waste", "priority_factor",
                 "can_postpone_last_job")]
@@ -324,6 +326,12 @@ def status_command(as_json: bool, timeout: float, jobs: tuple[str, ...]) -> None
     for job in missing:
         click.echo(f"mjf status: job {job} is not on this node", err=True)
     sys.exit(1 if missing else 0)
+
+
+def _shown(text: str) -> str:
+    """What a job's user wrote, safe for root's terminal: no control characters (a
+    forged line, an escape sequence), at most 200 characters."""
+    return "".join(char if " " <= char <= "~" else "?" for char in text[:200])
 
 
 def _figure(value) -> str:

@@ -77,7 +77,9 @@ def prolog(context: HookContext) -> int:
     # the job's cgroup does not exist yet.
     in_job = slurm.in_job_cgroup(read_text("/proc/self/cgroup") or "", job_id)
     pending = not in_job and slurm.completion_needed(facts, settings)
-    uid, gid = slurm.job_owner(environ)
+    # The job's uid only where something becomes its user's: a pending jobfeatures/, a
+    # jobstatus/ (a malformed SLURM_JOB_UID fails nothing else).
+    uid, gid = slurm.job_owner(environ, uid_needed=pending or config.jobstatus)
     job = lifecycle.JobStart(
         "slurm", facts, cgroup_pid="self" if in_job else None,
         scratch_dir=config.backend["slurm"].get("scratch_dir") or settings.get("tmpfs", "/tmp"),

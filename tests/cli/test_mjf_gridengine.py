@@ -635,3 +635,25 @@ def test_a_root_epilog_finds_what_a_starter_alone_put_in_its_users_private_direc
         assert not (private / "jobs" / "12").exists()
     finally:
         shutil.rmtree(private, ignore_errors=True)
+
+
+# --- $JOBSTATUS -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", ["mjf-gridengine-starter", "mjf-gridengine"])
+@pytest.mark.parametrize("prolog", [True, False])
+def test_with_jobstatus_the_job_gets_one_beside_its_jobfeatures(site, command, prolog):
+    site.configure(mjf="jobstatus = yes\n")
+    if prolog:
+        assert site.prolog().returncode == 0
+    script = site.tmp_path / "status-job"
+    script.write_text(f'{{ echo "${{JOBSTATUS-unset}}"; test -d "${{JOBSTATUS-}}" && echo dir; '
+                      f'ls -A "${{JOBSTATUS-/nonexistent}}" | wc -l; echo "$JOBFEATURES"; }} '
+                      f'> {site.out}/status\n')
+    result = site.starter(str(script), command=command)
+    assert (result.returncode, result.stderr) == (0, "")
+    status, is_dir, entries, features = (site.out / "status").read_text().split("\n")[:4]
+    assert (status, is_dir, entries.strip(), features) == (
+        f"{site.base}/jobs/13/jobstatus", "dir", "0", f"{site.base}/jobs/13/jobfeatures")
+    site.configure()
+    assert site.starter(str(script), command=command).returncode == 0
+    assert (site.out / "status").read_text().split("\n")[0] == "unset"

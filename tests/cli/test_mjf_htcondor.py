@@ -238,3 +238,22 @@ def test_what_the_wrapper_writes_passes_mjf_check(starter):
     result = starter.run("/bin/sh", "-c", f"{bindir}/mjf check; echo status=$?")
     assert result.stdout.splitlines()[-1] == "status=1", result.stdout  # no hs06: warnings
     assert "ERROR" not in result.stdout
+
+
+# The job prints its $JOBSTATUS, whether it is a directory, and its jobfeatures.
+STATUS_SHOW = ('echo "${JOBSTATUS-unset}"; test -d "${JOBSTATUS-}" && echo directory; '
+               'ls -A "${JOBSTATUS-/nonexistent}" 2>/dev/null | wc -l; echo "$JOBFEATURES"')
+
+
+def test_with_jobstatus_the_job_gets_one_beside_its_jobfeatures(starter):
+    starter.configure("[mjf]\njobstatus = yes\n")
+    result = starter.run("/bin/sh", "-c", STATUS_SHOW)
+    assert result.returncode == 0, result.stderr
+    status, is_dir, entries, features = result.stdout.split("\n")[:4]
+    job = f"{starter.scratch}/.mjf/jobs/vm#1.0#1795319385"
+    assert (status, is_dir, entries.strip(), features) == (
+        f"{job}/jobstatus", "directory", "0", f"{job}/jobfeatures")
+    assert starter.outside_scratch() == [] and starter.error_file() is None
+    starter.configure("[mjf]\njobstatus = no\n")
+    result = starter.run("/bin/sh", "-c", STATUS_SHOW)
+    assert result.stdout.split("\n")[0] == "unset"

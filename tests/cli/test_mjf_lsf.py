@@ -223,3 +223,24 @@ def test_what_the_starter_writes_passes_mjf_check(site):
     result = site.run("starter", f"{mjf} check; echo status=$?", environ=environ)
     assert result.stdout.splitlines()[-1] == "status=1", result.stdout  # no hs06: warnings
     assert "ERROR" not in result.stdout
+
+
+# The job prints its $JOBSTATUS, whether it is a directory, and its jobfeatures.
+STATUS_SHOW = ('echo "${JOBSTATUS-unset}"; test -d "${JOBSTATUS-}" && echo directory; '
+               'ls -A "${JOBSTATUS-/nonexistent}" 2>/dev/null | wc -l; echo "$JOBFEATURES"')
+
+
+@pytest.mark.parametrize("pre_exec", [False, True])
+def test_with_jobstatus_the_job_gets_one_beside_its_jobfeatures(site, pre_exec):
+    site.configure("[mjf]\njobstatus = yes\n")
+    if pre_exec:  # the pre-exec makes the job's directory, the starter completes it
+        assert site.run("pre-exec").returncode == 0
+    result = site.run("starter", STATUS_SHOW)
+    assert result.returncode == 0, result.stderr
+    status, is_dir, entries, features = result.stdout.split("\n")[:4]
+    job = f"{site.base}/jobs/1234"
+    assert (status, is_dir, entries.strip(), features) == (
+        f"{job}/jobstatus", "directory", "0", f"{job}/jobfeatures")
+    assert site.run("post-exec").returncode == 0 and not os.path.exists(job)
+    site.configure()
+    assert site.run("starter", STATUS_SHOW).stdout.split("\n")[0] == "unset"

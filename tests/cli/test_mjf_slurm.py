@@ -269,3 +269,55 @@ def test_what_the_prolog_writes_passes_mjf_check(slurm_site):
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 1, result.stdout  # warnings only: hs06 is not configured
     assert "ERROR" not in result.stdout and "hs06" in result.stdout
+
+
+def test_with_jobstatus_the_prolog_makes_it_the_users_and_both_taskprologs_export_it(
+        slurm_site):
+    slurm_site.configure("[mjf]\njobstatus = yes\n")
+    env = slurm_site.env_file(SLURM_JOB_START_TIME="1795319471", SLURM_JOB_END_TIME="1795323071")
+    assert slurm_site.run("prolog", env_file=env).returncode == 0
+    jobstatus_dir = slurm_site.base / "jobs/3/jobstatus"  # beside jobfeatures/
+    assert jobstatus_dir.is_dir() and os.listdir(jobstatus_dir) == []
+    if os.geteuid() == 0:  # the pilot's to write: its user's (SLURM_JOB_UID), always
+        assert (jobstatus_dir.stat().st_uid, jobstatus_dir.stat().st_gid) == (1001, 1001)
+        # Also where the values are final at once and jobfeatures/ stays root's.
+        final = slurm_site.env_file(SLURM_JOB_ID="2", SLURM_JOBID="2")
+        assert slurm_site.run("prolog", env_file=final).returncode == 0
+        assert not pending(slurm_site.base, "2")
+        assert (slurm_site.base / "jobs/2/jobfeatures").stat().st_uid == 0
+        assert (slurm_site.base / "jobs/2/jobstatus").stat().st_uid == 1001
+    task_env = slurm_site.env_file("taskprolog-batchstep.env")
+    expected = (f"export MACHINEFEATURES={slurm_site.base}/machinefeatures\n"
+                f"export JOBFEATURES={slurm_site.base}/jobs/3/jobfeatures\n"
+                f"export JOBSTATUS={jobstatus_dir}\n")
+    environ = dict(line.split("=", 1) for line in task_env.read_text().splitlines())
+    sh = subprocess.run([installed_command("mjf-slurm-taskprolog")], capture_output=True,
+                        text=True, env={**environ, "MJF_CONFIG": str(slurm_site.conf)})
+    assert (sh.returncode, sh.stdout) == (0, expected)
+    python = slurm_site.run("taskprolog", env_file=task_env)
+    assert (python.returncode, python.stdout) == (0, expected)
+    # Served by URL, the features are URLs; $JOBSTATUS, which the pilot writes, a path.
+    slurm_site.configure("[mjf]\njobstatus = yes\nexport = url\nurl_base = http://wn1:8480\n")
+    sh = subprocess.run([installed_command("mjf-slurm-taskprolog")], capture_output=True,
+                        text=True, env={**environ, "MJF_CONFIG": str(slurm_site.conf)})
+    python = slurm_site.run("taskprolog", env_file=task_env)
+    assert sh.stdout == python.stdout == (
+        "export MACHINEFEATURES=http://wn1:8480/machinefeatures\n"
+        "export JOBFEATURES=http://wn1:8480/jobs/3/jobfeatures\n"
+        f"export JOBSTATUS={jobstatus_dir}\n")
+    # What the pilot wrote goes with the job.
+    (jobstatus_dir / "used_CPU").write_text("2")
+    epilog = slurm_site.run(env_file=slurm_site.env_file("epilog.env"))
+    assert epilog.returncode == 0 and not (slurm_site.base / "jobs/3").exists()
+
+
+def test_without_jobstatus_no_taskprolog_exports_it(slurm_site):
+    slurm_site.run("prolog", env_file=slurm_site.env_file())
+    assert not (slurm_site.base / "jobs/3/jobstatus").exists()
+    task_env = slurm_site.env_file("taskprolog-batchstep.env")
+    environ = dict(line.split("=", 1) for line in task_env.read_text().splitlines())
+    sh = subprocess.run([installed_command("mjf-slurm-taskprolog")], capture_output=True,
+                        text=True, env={**environ, "MJF_CONFIG": str(slurm_site.conf)})
+    python = slurm_site.run("taskprolog", env_file=task_env)
+    assert sh.stdout == python.stdout and sh.stdout.count("export ") == 2
+    assert "JOBSTATUS" not in sh.stdout

@@ -39,7 +39,7 @@ CONSEQUENCES = ("running the command without MJF",)
 # Where the hooks look for the batch system's environment: what a case may replace (and
 # MJF's own variables, which a job must get from the hook, not from the test's process).
 ENV_PREFIXES = ("SLURM", "_CONDOR", "LSB_", "LSF_", "MJF_", "TMPDIR", "XDG_RUNTIME_DIR", "USER",
-                "MACHINEFEATURES", "JOBFEATURES",
+                "MACHINEFEATURES", "JOBFEATURES", "JOBSTATUS",
                 # Grid Engine's (TMP: a prolog's TMPDIR; QUEUE, HOSTNAME: its queue instance, host)
                 "JOB_ID", "SGE_", "PE_HOSTFILE", "NSLOTS", "NHOSTS", "TMP", "LOGNAME", "QUEUE",
                 "HOSTNAME")
@@ -57,7 +57,8 @@ class Outcome:
         self.stderr_lines = stderr.splitlines()
         self.syslog_lines = syslog_lines
         # (argv, environ, problems with the JOBFEATURES it was given, {variable: the names
-        # in the directory MACHINEFEATURES / JOBFEATURES named when the job started})
+        # in the directory MACHINEFEATURES / JOBFEATURES / JOBSTATUS named when the job
+        # started, for each that named a directory})
         self.execs = execs
         # The file each exec ran (what argv[0] names need not be it: a login shell's "-sh").
         self.exec_files = list(exec_files)
@@ -161,7 +162,8 @@ class Sandbox:
         if environ.get("JOBFEATURES"):
             problems = job_dir_problems(environ["JOBFEATURES"])
         listing = {name: sorted(os.listdir(environ[name])) for name in
-                   ("MACHINEFEATURES", "JOBFEATURES") if os.path.isdir(environ.get(name) or "")}
+                   ("MACHINEFEATURES", "JOBFEATURES", "JOBSTATUS")
+                   if os.path.isdir(environ.get(name) or "")}
         self.execs.append((list(argv), dict(environ), problems, listing))
 
     def _execve(self, path, argv, environ):

@@ -99,16 +99,24 @@ class Case:
     whether one error line is due. ``job_keys``: where the model says which keys the job's
     directory gets (a Slurm >= 23.02 Prolog, :func:`slurm_prolog_keys`), a
     :class:`JobKeys`; None where it is not modelled.
+
+    ``jobstatus``: the case directory's config (``config`` None), and so what runs first
+    (the Prolog before a TaskProlog...), offers $JOBSTATUS (``[mjf] jobstatus = yes``):
+    each job's directory gets an empty ``jobstatus/`` beside its ``jobfeatures/``.
+    ``names``: what the error line must name besides a culprit (a config value refused:
+    its key).
     """
 
     __slots__ = ("argv", "config", "culprits", "effect", "entry", "env", "files",
-                 "host_defaults", "job_command", "job_keys", "job_runs", "label",
-                 "next_wrapper", "on_error_fail", "outputs", "status", "via_env_file")
+                 "host_defaults", "job_command", "job_keys", "job_runs", "jobstatus",
+                 "label", "names", "next_wrapper", "on_error_fail", "outputs", "status",
+                 "via_env_file")
 
     def __init__(self, entry: str, label: str, culprits: tuple[str, ...], env=None, files=None,
                  config: bytes | None = None, argv: tuple[str, ...] = (), outputs=None,
                  on_error_fail: bool = False, effect: str = DROPS, next_wrapper=True,
-                 host_defaults: bool = False, job_command=None, job_keys=None) -> None:
+                 host_defaults: bool = False, job_command=None, job_keys=None,
+                 jobstatus: bool = False, names: tuple[str, ...] = ()) -> None:
         assert effect in EFFECTS, effect
         self.entry = entry
         self.label = label
@@ -125,6 +133,8 @@ class Case:
         self.job_command = job_command
         self.host_defaults = host_defaults
         self.job_keys = job_keys
+        self.jobstatus = jobstatus
+        self.names = names
         self.status, self.job_runs = expected_outcome(entry, effect, on_error_fail)
         # NUL cannot be in a real environment: such values travel in an --env-file.
         self.via_env_file = "job.env" in self.files or any(
@@ -380,17 +390,19 @@ _CONDOR_ESSENTIAL = ("_CONDOR_SCRATCH_DIR", "_CONDOR_JOB_AD")
 
 
 def environment_effect(entry: str, recorded: dict[str, str | None],
-                       environ: dict[str, str | None]) -> str:
-    """What a batch system's environment ``environ`` (``recorded``, changed) does to set-up.
+                       environ: dict[str, str | None], jobstatus: bool = False) -> str:
+    """What a batch system's environment ``environ`` (``recorded``, changed) does to set-up,
+    the site offering $JOBSTATUS or not (``jobstatus``).
 
     Set-up fails where the hook cannot tell which job it is for (README: "a missing or
     non-numeric SLURM_JOB_ID writes nothing"; LSF: LSB_JOBID and LSB_JOBINDEX), which role
     it plays (Slurm's Prolog and Epilog follow SLURM_SCRIPT_CONTEXT), whose the job's
-    directory is (the Prolog makes it the job's user's and group's; a root pre-exec, the
-    user's of LSB_JOB_EXECUSER, else USER; a root Grid Engine prolog, of USER, else
-    LOGNAME), or where the HTCondor job is (its scratch directory and job ad). Grid Engine
-    names a job by JOB_ID and SGE_TASK_ID (``undefined`` outside an array; unset or empty
-    the same). Anything else only leaves keys out.
+    directory is (the Prolog makes it the job's user's and group's, and its jobstatus/ the
+    job's user's; a root pre-exec, the user's of LSB_JOB_EXECUSER, else USER; a root Grid
+    Engine prolog, of USER, else LOGNAME), or where the HTCondor job is (its scratch
+    directory and job ad). Grid Engine names a job by JOB_ID and SGE_TASK_ID
+    (``undefined`` outside an array; unset or empty the same). Anything else only leaves
+    keys out.
     """
     def value(name):
         return environ.get(name) or ""
@@ -405,8 +417,9 @@ def environment_effect(entry: str, recorded: dict[str, str | None],
             return SETUP_FAILS
         # cgroup.conf constrains RAM, so the Prolog marks the job pending and gives its
         # directory to the job's user (and always to its group). One that runs inside the
-        # job's cgroups (RunInJob) marks nothing pending: jobfeatures/ stays root's.
-        owners = ("SLURM_JOB_GID",) if slurm_in_job(entry, job) else (
+        # job's cgroups (RunInJob) marks nothing pending: jobfeatures/ stays root's, and
+        # only a jobstatus/ (where the site offers $JOBSTATUS) is the job's user's.
+        owners = ("SLURM_JOB_GID",) if slurm_in_job(entry, job) and not jobstatus else (
             "SLURM_JOB_UID", "SLURM_JOB_GID")
         if role == "prolog" and not all(
                 not value(name) or (_digits(value(name)) and int(value(name)) <= _MAX_ID)
@@ -650,6 +663,7 @@ _PATH, _NUMBER, _INTEGER, _DECIMAL, _BOOLEAN, _LOG, _ATTRIBUTE, _CELL = (
 CONFIG_KEYS = {
     ("mjf", "base_dir"): _PATH, ("mjf", "on_error"): ("continue", "fail"),
     ("mjf", "log"): _LOG, ("mjf", "legacy_keys"): _BOOLEAN, ("mjf", "command_timeout"): _NUMBER,
+    ("mjf", "jobstatus"): _BOOLEAN,
     ("mjf", "export"): ("path", "url"), ("mjf", "url_base"): "url",
     ("machinefeatures", "total_cpu"): _INTEGER, ("machinefeatures", "hs06"): _DECIMAL,
     ("machinefeatures", "grace_secs"): _INTEGER,
@@ -1211,8 +1225,10 @@ def config_cases(entry: str, config: str, sample: int) -> list[Case]:
         ("refused-key", config + "[jobfeatures]\njob_id = 7\n"),
         ("wrong-section", config + "[jobfeatures]\ntotal_cpu = 4\n"),
         ("export-url-without-base", config.replace("[mjf]\n", "[mjf]\nexport = url\n")),
+        ("jobstatus-maybe", config.replace("[mjf]\n", "[mjf]\njobstatus = maybe\n")),
     ]
     cases += [Case(entry, f"config:{label}", culprits, config=_encoded(text),
+                   names=("jobstatus",) if "jobstatus" in label else (),
                    **config_effect(entry, config, _encoded(text)))
               for label, text in structural]
     lines = config.splitlines()
@@ -1232,6 +1248,33 @@ def config_cases(entry: str, config: str, sample: int) -> list[Case]:
     return cases
 
 
+_YES = ("1", "yes", "true", "on")  # what a boolean of the config takes for yes (README)
+
+
+def offers_jobstatus(config: bytes) -> bool:
+    """Whether a config (as the hook reads it) offers $JOBSTATUS: ``[mjf] jobstatus`` is a
+    yes (1, yes, true, on, in any case); a config that is refused offers nothing."""
+    settings = config_model(config) or {}
+    return settings.get(("mjf", "jobstatus"), "no").lower() in _YES
+
+
+def jobstatus_config_cases(entry: str, config: str) -> list[Case]:
+    """``[mjf] jobstatus`` spelled every way a boolean may be, and broken in every way
+    (config_cases breaks it to ``maybe`` for every entry point). Where its value is refused
+    on a line of its own, the error line names the key."""
+    culprits = ("mjf.conf", "/run/mjf", "(set [")
+    values = [(f"spelled-{text}", text) for text in ("Yes", "on", "TRUE", "1", "no", "Off")]
+    cases = []
+    for label, text in values + value_mutations("yes"):
+        data = _encoded(config.replace("[mjf]\n", f"[mjf]\njobstatus = {text}\n", 1))
+        effect = config_effect(entry, config, data)
+        one_line = "\n" not in text and "\0" not in text and text.isprintable()
+        cases.append(Case(entry, f"config:jobstatus:{label}", culprits, config=data,
+                          names=("jobstatus",) if effect["effect"] == UNREADABLE and one_line
+                          else (), **effect))
+    return cases
+
+
 def sample(cases: list[Case], count: int) -> list[Case]:
     """A seeded sample of ``count`` cases, in their original order."""
     chosen = set(random.Random(f"{SEED}:{cases[0].entry}").sample(range(len(cases)), count))
@@ -1244,5 +1287,41 @@ def with_on_error_fail(cases: list[Case], every: int) -> list[Case]:
     return [Case(case.entry, case.label + ":on-error-fail", case.culprits, case.env, case.files,
                  case.config, case.argv, case.outputs, on_error_fail=True, effect=case.effect,
                  next_wrapper=case.next_wrapper, host_defaults=case.host_defaults,
-                 job_command=case.job_command, job_keys=case.job_keys)
+                 job_command=case.job_command, job_keys=case.job_keys,
+                 jobstatus=case.jobstatus, names=case.names)
             for case in cases[::every] if case.config is None]
+
+
+def _environment_of(case: Case, recorded: dict[str, str]) -> dict[str, str | None] | None:
+    """The batch system's environment a case's hook sets up with (None: unreadable)."""
+    if "job.env" in case.files:
+        return parse_env_file(case.files["job.env"])
+    return {**recorded, **case.env}
+
+
+def with_jobstatus(cases: list[Case], every: int, recorded: dict[str, str]) -> list[Case]:
+    """Every ``every``-th case (from the middle of each run of ``every``: not those
+    with_on_error_fail takes) again with the case directory's config offering $JOBSTATUS
+    (``jobstatus = yes``), and every case whose effect it changes: a Prolog running inside
+    the job's cgroups (RunInJob) then needs the job's uid too, for its jobstatus/. Only
+    cases that keep the case directory's config (``config`` None). ``recorded``: the
+    entry point's recorded environment. What the job loses is the same either way: a
+    jobstatus/ is no key."""
+    variants = []
+    for index, case in enumerate(cases):
+        if case.config is not None:
+            continue
+        effect = case.effect
+        environ = _environment_of(case, recorded)
+        if effect == DROPS and environ is not None:
+            effect = environment_effect(case.entry, recorded, environ, jobstatus=True)
+        if index % every != every // 2 and effect == case.effect:
+            continue
+        variants.append(Case(
+            case.entry, case.label + ":jobstatus", case.culprits, case.env, case.files,
+            case.config, case.argv, case.outputs, on_error_fail=case.on_error_fail,
+            effect=effect, next_wrapper=case.next_wrapper, host_defaults=case.host_defaults,
+            job_command=case.job_command,
+            job_keys=case.job_keys if effect == case.effect else None, jobstatus=True,
+            names=case.names))
+    return variants

@@ -11,6 +11,11 @@ never a traceback or an "internal error"; (c) change nothing outside its stores;
 The unbroken recorded input of each entry point is a test of its own: it must
 exit 0, log nothing, and write every key it is expected to write.
 
+Where the site offers $JOBSTATUS (``[mjf] jobstatus = yes``: a sixteenth of the cases
+again, each baseline, and the key itself spelled and broken), a job that gets
+JOBFEATURES gets JOBSTATUS too, naming an empty directory beside its jobfeatures/;
+where it does not, no job gets one.
+
 The cases run in-process (os.execve - which, as the real one, does not return -,
 the job spawn, syslog and scontrol/bjobs/condor_status/qstat replaced by recorders,
 /proc and /sys/fs/cgroup read from a fake tree); a deterministic sample runs again
@@ -70,6 +75,8 @@ from tests.corpus.mutations import (
     gridengine_env,
     gridengine_job_start,
     job_start,
+    jobstatus_config_cases,
+    offers_jobstatus,
     option_effect,
     output_cases,
     pe_hostfile_cases,
@@ -81,6 +88,7 @@ from tests.corpus.mutations import (
     spool_settings,
     state_effect,
     value_mutations,
+    with_jobstatus,
     with_on_error_fail,
 )
 
@@ -154,7 +162,8 @@ JOB_ARGV = ["/bin/echo", "a b"]
 LSF_COMMAND = "echo a b"
 # What the real job does in the subprocess sample: say what it got.
 SHOW_JOB = ('printf "argv:%s\\n" "$*"; [ -z "$JOBFEATURES" ] || '
-            '{ test -f "$JOBFEATURES/job_id" && echo "jobfeatures:complete"; }')
+            '{ test -f "$JOBFEATURES/job_id" && echo "jobfeatures:complete"; }; '
+            '[ -z "$JOBSTATUS" ] || { test -d "$JOBSTATUS" && echo "jobstatus:directory"; }')
 # The Grid Engine job's script (GE_SCRIPT): its #! line lets it run as itself too.
 GE_JOB_SCRIPT = f"#!/bin/sh\n{SHOW_JOB}\n"
 
@@ -632,11 +641,19 @@ def build_cases() -> list[Case]:
     cases += config_cases(name, COMMON_CONFIG, 80)
     cases += _state(name, MACHINE_STATE)
 
+    # [mjf] jobstatus spelled and broken every way, where a job runner makes the job's
+    # directory and exports it, and where a TaskProlog exports it after a Prolog.
+    for name in ("slurm-taskprolog", "htcondor-wrapper", "lsf-starter", "gridengine-starter",
+                 "mjf-run"):
+        cases += jobstatus_config_cases(name, ENTRIES[name].config)
+
     by_entry: dict[str, list[Case]] = {}
     for case in cases:
         by_entry.setdefault(case.entry, []).append(case)
-    for _entry, entry_cases in by_entry.items():
+    for entry, entry_cases in by_entry.items():
         cases += with_on_error_fail(entry_cases, 12)
+        # A sixteenth of the cases again where the site offers $JOBSTATUS.
+        cases += with_jobstatus(entry_cases, 16, ENTRIES[entry].environ)
     return cases
 
 
@@ -644,13 +661,13 @@ def harness_host():
     return os.uname().nodename.split(".")[0]
 
 
-# (case label, entry points) -> why it fails: a known bug, the case kept as a strict xfail
-# until it is fixed.
-KNOWN_BUGS: dict[tuple[str, tuple[str, ...]], str] = {}
+# (which cases, why they fail): a known bug, each case kept as a strict xfail until it is
+# fixed.
+KNOWN_BUGS: list = []
+
 
 def _marked(case: Case):
-    reasons = [reason for (label, entries), reason in KNOWN_BUGS.items()
-               if label in case.label and case.entry in entries]
+    reasons = [reason for matches, reason in KNOWN_BUGS if matches(case)]
     marks = [pytest.mark.xfail(reason=reasons[0], strict=True)] if reasons else []
     return pytest.param(case, id=case.id, marks=marks)
 
@@ -687,11 +704,19 @@ def sandbox(corpus_root, monkeypatch, capsys):
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def lay_out(sandbox, entry: Entry, on_error_fail: bool = False):
-    """The case directory as the unbroken entry point finds it."""
+def laid_out_config(entry: Entry, on_error_fail: bool = False, jobstatus: bool = False) -> str:
+    """The config of the case directory, before a case breaks it."""
     config = entry.config
     if on_error_fail:
         config = config.replace("[mjf]\n", "[mjf]\non_error = fail\n", 1)
+    if jobstatus:
+        config = config.replace("[mjf]\n", "[mjf]\njobstatus = yes\n", 1)
+    return config
+
+
+def lay_out(sandbox, entry: Entry, on_error_fail: bool = False, jobstatus: bool = False):
+    """The case directory as the unbroken entry point finds it."""
+    config = laid_out_config(entry, on_error_fail, jobstatus)
     files = {**harness.default_tree(), "mjf.conf": config.encode(),
              "etc/slurm.conf": b"TmpFS=@D@/scratch\n",
              "etc/cgroup.conf": b"ConstrainRAMSpace=yes\n",
@@ -725,7 +750,7 @@ def environ_for(sandbox, entry: Entry, case: Case) -> dict[str, str]:
 
 def break_inputs(sandbox, entry: Entry, case: Case) -> None:
     """Lay out the unbroken inputs, run what comes first, then break what the case breaks."""
-    lay_out(sandbox, entry, case.on_error_fail)
+    lay_out(sandbox, entry, case.on_error_fail, case.jobstatus)
     if entry.prepare:
         entry.prepare(sandbox)
     sandbox.write_files(case.files)
@@ -759,10 +784,65 @@ def check_outcome(sandbox, entry: Entry, case: Case, outcome, environ) -> list[s
                         f"(the case: {case.effect})")
     problems += harness.check_lines(outcome, (*case.culprits, "mjf.conf"),
                                     BASELINE_LINES.get(entry.name, ()))
+    problems += check_names(case, outcome)
     problems += check_job_run(sandbox, entry, case, outcome, environ)
     if entry.name == "htcondor-wrapper":
         problems += check_wrapper_error_file(sandbox, case)
     return problems
+
+
+def check_names(case: Case, outcome) -> list[str]:
+    """The error line names what the case says it must (a refused config value: its key)."""
+    return [f"the error line does not name {name!r}: {line[:300]!r}"
+            for line in outcome.errors for name in case.names if name not in line]
+
+
+def jobstatus_offered(entry: Entry, case: Case) -> bool:
+    """Whether the config the hook reads offers $JOBSTATUS: the case's own, or the case
+    directory's - none where the hook falls back to the built-in defaults
+    (mutations.config_path_effect: $MJF_CONFIG names no file it reads)."""
+    if case.config is None and case.host_defaults:
+        return False
+    config = case.config if case.config is not None else laid_out_config(
+        entry, case.on_error_fail, case.jobstatus).encode()
+    return offers_jobstatus(config)
+
+
+def jobstatus_expected(entry: Entry, case: Case, offered: bool | None = None) -> bool:
+    """Whether a job that gets JOBFEATURES gets JOBSTATUS too: the config the hook reads
+    offers it (``offered``: whether the hook reads that, default jobstatus_offered), and
+    the job's directory has a jobstatus/ - made by the hook itself, or by what ran first
+    (``entry.prepare``: the Prolog before a TaskProlog, ...), with the case directory's
+    config."""
+    if offered is None:
+        offered = jobstatus_offered(entry, case)
+    return offered and (entry.prepare is None or case.jobstatus)
+
+
+def check_jobstatus(variables: dict[str, str], expected: bool, listing=None) -> list[str]:
+    """Where a job gets JOBFEATURES (``variables``: what it gets): with $JOBSTATUS
+    offered (``expected``), JOBSTATUS names an empty directory beside its jobfeatures/ (as
+    ``listing`` recorded it when the job started, else as it is now); without, none."""
+    status_dir, features_dir = variables.get("JOBSTATUS"), variables.get("JOBFEATURES")
+    if not features_dir or not expected:
+        return [f"JOBSTATUS={status_dir!r} given (the site does not offer it here, or the "
+                f"job got no JOBFEATURES)"] if status_dir is not None else []
+    if status_dir is None:
+        return ["no JOBSTATUS although the site offers it ([mjf] jobstatus = yes)"]
+    beside = os.path.join(os.path.dirname(features_dir.rstrip("/")), "jobstatus")
+    if features_dir.startswith("/") and status_dir != beside:
+        return [f"JOBSTATUS={status_dir!r} is not beside JOBFEATURES={features_dir!r}"]
+    names = listing.get("JOBSTATUS") if listing is not None else (
+        sorted(os.listdir(status_dir)) if os.path.isdir(status_dir) else None)
+    if names is None:
+        return [f"JOBSTATUS={status_dir!r} is no directory"]
+    return [f"JOBSTATUS={status_dir!r} is not empty: {names}"] if names else []
+
+
+def exported_lines(stdout: str) -> dict[str, str]:
+    """What a TaskProlog's ``export NAME=value`` lines give."""
+    return dict(line[len("export "):].split("=", 1) for line in stdout.splitlines()
+                if line.startswith("export ") and "=" in line)
 
 
 def expected_job_argv(sandbox, entry: Entry, case: Case) -> list[str]:
@@ -797,6 +877,8 @@ def check_job_run(sandbox, entry: Entry, case: Case, outcome, environ) -> list[s
         problems = [*problems, f"the job got only {exported} although set-up went on"]
     elif not case.with_mjf and exported:
         problems = [*problems, f"the job got {exported} although set-up failed"]
+    problems = [*problems, *check_jobstatus(job_environ, jobstatus_expected(entry, case),
+                                            outcome.execs[0][3])]
     if not case.via_env_file:
         lost = [name for name, value in environ.items()
                 if job_environ.get(name) != sandbox.expand(value)]
@@ -821,15 +903,21 @@ def check_wrapper_error_file(sandbox, case: Case) -> list[str]:
     return []
 
 
-def check_job_keys(sandbox, case: Case, outcome, started: int, ended: int) -> list[str]:
+def check_job_keys(sandbox, case: Case, outcome, started: int, ended: int,
+                   jobstatus: bool = False) -> list[str]:
     """What a Slurm >= 23.02 Prolog wrote is what the model says (Case.job_keys): each
     modelled key with its value (or absent), the pending mark, whether scontrol was asked,
-    and a warning naming each key it lost."""
+    and a warning naming each key it lost; and a jobstatus/ where the site offers
+    $JOBSTATUS (``jobstatus``), none where it does not."""
     model = case.job_keys
     if model is None:
         return []
     job_dir = os.path.join(harness.configured_base_dir(sandbox), "jobs", job_dir_name(model.job))
     problems = []
+    status_dir = os.path.join(job_dir, "jobstatus")
+    if os.path.isdir(job_dir) and os.path.isdir(status_dir) != jobstatus:
+        problems.append(f"{status_dir} {'exists' if not jobstatus else 'is missing'} "
+                        f"([mjf] jobstatus {'yes' if jobstatus else 'no'})")
     for key, expected in model.keys.items():
         try:
             with open(os.path.join(job_dir, "jobfeatures", key), "rb") as handle:
@@ -868,7 +956,11 @@ def test_case(sandbox, case):
     problems = list(store_problems)
     problems += check_outcome(box, entry, case, outcome,
                               {**entry.environ, **case.env} if not case.via_env_file else {})
-    problems += check_job_keys(box, case, outcome, started, ended)
+    problems += check_job_keys(box, case, outcome, started, ended,
+                               jobstatus_offered(entry, case))
+    if entry.name in TASKPROLOG_EXPORTS:
+        problems += check_jobstatus(exported_lines(outcome.stdout),
+                                    jobstatus_expected(entry, case))
     assert not problems, "\n".join([*problems, "stderr:", *outcome.stderr_lines[:10]])
 
 
@@ -930,11 +1022,20 @@ TASKPROLOG_EXPORTS = {
     name: ["export MACHINEFEATURES=@D@/base/machinefeatures",
            f"export JOBFEATURES=@D@/base/jobs/{job}/jobfeatures"]
     for name, job in (("slurm-taskprolog", "3"), ("slurm-24.11-taskprolog", "9"))}
+
+
+def taskprolog_exports(name: str, jobstatus: bool) -> list[str]:
+    """A TaskProlog's lines; JOBSTATUS (always a path) beside JOBFEATURES where offered."""
+    lines = TASKPROLOG_EXPORTS[name]
+    beside = lines[1].replace("export JOBFEATURES=", "export JOBSTATUS=").replace(
+        "/jobfeatures", "/jobstatus")
+    return [*lines, beside] if jobstatus else lines
 CRON_ATTRIBUTES = ["MJF_TOTAL_CPU", "MJF_HS06", "MJF_SHUTDOWNTIME", "MJF_GRACE_SECS"]
 
 
-def check_baseline_store(sandbox, entry: Entry) -> list[str]:
-    """Every key written where the entry point writes it, each a valid value."""
+def check_baseline_store(sandbox, entry: Entry, jobstatus: bool = False) -> list[str]:
+    """Every key written where the entry point writes it, each a valid value; each job an
+    empty jobstatus/ where the site offers $JOBSTATUS (``jobstatus``), none where not."""
     problems = []
     base = sandbox.path("base")
     machine = os.path.join(base, "machinefeatures")
@@ -958,11 +1059,17 @@ def check_baseline_store(sandbox, entry: Entry) -> list[str]:
         marked = os.path.exists(os.path.join(jobs, job, "state", "pending"))
         if marked != pending:
             problems.append(f"job {job}: pending is {marked}, expected {pending}")
+        status_dir = os.path.join(jobs, job, "jobstatus")
+        made = sorted(os.listdir(status_dir)) if os.path.isdir(status_dir) else None
+        if made != ([] if jobstatus else None):
+            problems.append(f"{status_dir}: {made}, expected "
+                            f"{'an empty directory' if jobstatus else 'none'}")
     return problems
 
 
-def check_baseline_job(sandbox, entry: Entry, outcome) -> list[str]:
-    """A job runner's job ran once, with its argv and every key."""
+def check_baseline_job(sandbox, entry: Entry, outcome, jobstatus: bool = False) -> list[str]:
+    """A job runner's job ran once, with its argv and every key (and JOBSTATUS where the
+    site offers it)."""
     if entry.job_argv is None:
         return [f"ran {outcome.execs}"] if outcome.execs else []
     if len(outcome.execs) != 1:
@@ -986,27 +1093,31 @@ def check_baseline_job(sandbox, entry: Entry, outcome) -> list[str]:
         with open(os.path.join(job_environ["JOBFEATURES"], "job_id")) as handle:
             if handle.read() != job_id:
                 problems.append(f"job_id is not {job_id!r}")
+    problems += check_jobstatus(job_environ, jobstatus, listing)
     return problems
 
 
-@pytest.mark.parametrize("on_error_fail", [False, True], ids=["continue", "fail"])
+@pytest.mark.parametrize("on_error_fail, jobstatus", [(False, False), (True, False),
+                                                      (False, True)],
+                         ids=["continue", "fail", "jobstatus"])
 @pytest.mark.parametrize("name", list(ENTRIES))
-def test_baseline(sandbox, name, on_error_fail):
-    """The unbroken recorded input: exit 0, no line at all (BASELINE_LINES), every key."""
+def test_baseline(sandbox, name, on_error_fail, jobstatus):
+    """The unbroken recorded input: exit 0, no line at all (BASELINE_LINES), every key; and
+    where the site offers $JOBSTATUS, each job's empty jobstatus/, exported to the job."""
     entry = ENTRIES[name]
     box = sandbox()
-    outcome, store_problems = run_case(box, entry, Case(name, "baseline", (),
-                                                        on_error_fail=on_error_fail))
+    outcome, store_problems = run_case(box, entry, Case(
+        name, "baseline", (), on_error_fail=on_error_fail, jobstatus=jobstatus))
     problems = list(store_problems)
     if outcome.status != 0:
         problems.append(f"exit status {outcome.status}")
     allowed = BASELINE_LINES[name]
     problems += [f"logged {line!r}" for line in outcome.stderr_lines
                  if harness.normalise(line) not in allowed]
-    problems += check_baseline_store(box, entry)
-    problems += check_baseline_job(box, entry, outcome)
+    problems += check_baseline_store(box, entry, jobstatus)
+    problems += check_baseline_job(box, entry, outcome, jobstatus)
     if name in TASKPROLOG_EXPORTS and outcome.stdout.splitlines() != [
-            box.expand(line) for line in TASKPROLOG_EXPORTS[name]]:
+            box.expand(line) for line in taskprolog_exports(name, jobstatus)]:
         problems.append(f"printed {outcome.stdout!r}")
     if name == "htcondor-cron":
         printed = [line.split(" = ")[0] for line in outcome.stdout.splitlines()]
@@ -1071,7 +1182,8 @@ def run_real(box, entry: Entry, case: Case, job=None):
 
 
 def check_real_job(entry: Entry, case: Case, outcome) -> list[str]:
-    """What the job said: that it ran (with its argv), and whether it had MJF."""
+    """What the job said: that it ran (with its argv), and whether it had MJF (and a
+    JOBSTATUS directory, where the site offers it)."""
     if entry.job_argv is None:
         return []
     # The LSF starter runs SHOW_JOB itself as "%USRCMD" (no arguments); the others pass "a b".
@@ -1081,6 +1193,10 @@ def check_real_job(entry: Entry, case: Case, outcome) -> list[str]:
     with_mjf = "jobfeatures:complete" in outcome.stdout.splitlines()
     if ran and with_mjf != case.with_mjf:
         return [f"the job had MJF: {with_mjf}, expected {case.with_mjf}"]
+    with_status = "jobstatus:directory" in outcome.stdout.splitlines()
+    wanted = ran and with_mjf and jobstatus_expected(entry, case)
+    if with_status != wanted:
+        return [f"the job had a JOBSTATUS directory: {with_status}, expected {wanted}"]
     return []
 
 
@@ -1099,17 +1215,21 @@ def test_installed_command(sandbox, case):
         problems.append(f"{len(outcome.errors)} error lines, expected {wanted}")
     problems += harness.check_lines(outcome, (*case.culprits, "mjf.conf"),
                                     BASELINE_LINES[entry.name])
+    problems += check_names(case, outcome)
     problems += check_real_job(entry, case, outcome)
     assert not problems, "\n".join([*problems, "stderr:", *outcome.stderr_lines[:10]])
 
 
-@pytest.mark.parametrize("name", list(ENTRIES))
-def test_installed_baseline(sandbox, name):
+@pytest.mark.parametrize("name, jobstatus", [
+    *[(name, False) for name in ENTRIES],
+    *[(name, True) for name, entry in ENTRIES.items() if entry.job_argv]],
+    ids=[*ENTRIES, *[f"{name}-jobstatus" for name, entry in ENTRIES.items() if entry.job_argv]])
+def test_installed_baseline(sandbox, name, jobstatus):
     """The unbroken recorded input through the installed command: exit 0, nothing logged,
-    a job runner's job run with its argv and MJF."""
+    a job runner's job run with its argv and MJF (and JOBSTATUS, where offered)."""
     entry = ENTRIES[name]
     box = sandbox()
-    case = Case(name, "baseline", ())
+    case = Case(name, "baseline", (), jobstatus=jobstatus)
     break_inputs(box, entry, case)
     outcome, problems = run_real(box, entry, case)
     if outcome.status != 0:
@@ -1172,6 +1292,9 @@ SH_CASES += [case for case in env_cases("slurm-24.11-taskprolog-sh", S24_TASK_EN
              if not case.via_env_file and _fits_execve(case)]
 SH_CASES += config_cases("slurm-24.11-taskprolog-sh", SLURM_CONFIG, 20)
 SH_CASES += _state("slurm-24.11-taskprolog-sh", _job_state(JOB_STATE, "9"))
+# Where the Prolog made a jobstatus/ (the site offers $JOBSTATUS), the sh one exports it too.
+SH_CASES += [variant for name in SH_ENTRIES for variant in with_jobstatus(
+    [case for case in SH_CASES if case.entry == name], 8, ENTRIES[SH_ENTRIES[name]].environ)]
 assert len({case.id for case in SH_CASES}) == len(SH_CASES), "case ids must be unique"
 
 
@@ -1197,21 +1320,27 @@ def test_sh_taskprolog(sandbox, case):
     if outcome.status != case.status:
         problems.append(f"exit status {outcome.status}: a failing TaskProlog cancels the task")
     lines = outcome.stdout.splitlines()
-    if lines and [line.split("=", 1)[0] for line in lines] != [
-            "export MACHINEFEATURES", "export JOBFEATURES"]:
-        problems.append(f"printed {lines[:3]!r}, not the two export lines")
+    # It reads no [mjf] jobstatus: it exports the jobstatus/ the Prolog made.
+    made = jobstatus_expected(entry, case, offered=True)
+    wanted = ["export MACHINEFEATURES", "export JOBFEATURES", *["export JOBSTATUS"] * made]
+    if lines and [line.split("=", 1)[0] for line in lines] != wanted:
+        problems.append(f"printed {lines[:3]!r}, not the {len(wanted)} export lines")
+    problems += check_jobstatus(exported_lines(outcome.stdout), made)
     problems += harness.check_lines(outcome, (*case.culprits, "mjf.conf", "/base"),
                                     BASELINE_LINES[entry.name])
     assert not problems, "\n".join([*problems, "stderr:", *outcome.stderr_lines[:10]])
 
 
-@pytest.mark.parametrize("name", list(SH_ENTRIES))
-def test_sh_taskprolog_baseline(sandbox, name):
-    """The unbroken recorded task: exit 0, nothing logged, the two export lines, and the
-    pending job completed (by `mjf-slurm taskprolog`, which the sh one calls)."""
+@pytest.mark.parametrize("name, jobstatus", [(name, on) for on in (False, True)
+                                             for name in SH_ENTRIES],
+                         ids=[*SH_ENTRIES, *[f"{name}-jobstatus" for name in SH_ENTRIES]])
+def test_sh_taskprolog_baseline(sandbox, name, jobstatus):
+    """The unbroken recorded task: exit 0, nothing logged, the two export lines (three where
+    the site offers $JOBSTATUS), and the pending job completed (by `mjf-slurm taskprolog`,
+    which the sh one calls)."""
     entry = ENTRIES[SH_ENTRIES[name]]
     box = sandbox()
-    break_inputs(box, entry, Case(name, "baseline", ()))
+    break_inputs(box, entry, Case(name, "baseline", (), jobstatus=jobstatus))
     environ = {name: box.expand(value) for name, value in entry.environ.items()}
     outcome = run_sh_taskprolog(box, environ)
     problems = []
@@ -1219,7 +1348,7 @@ def test_sh_taskprolog_baseline(sandbox, name):
         problems.append(f"exit status {outcome.status}")
     problems += [f"logged {line!r}" for line in outcome.stderr_lines]
     if outcome.stdout.splitlines() != [box.expand(line)
-                                       for line in TASKPROLOG_EXPORTS[entry.name]]:
+                                       for line in taskprolog_exports(entry.name, jobstatus)]:
         problems.append(f"printed {outcome.stdout!r}")
-    problems += check_baseline_store(box, entry)
+    problems += check_baseline_store(box, entry, jobstatus)
     assert not problems, "\n".join([*problems, "stderr:", *outcome.stderr_lines[:10]])

@@ -1,0 +1,453 @@
+"""`[mjf] jobstatus = yes` (draft 0.99 $JOBSTATUS): `mjf run` gives the job one, a pilot
+fills it with `mjf status set`, the site reads every job's with `mjf status`, and
+`mjf drain --plan` proposes (and with --apply announces) the shutdown that wastes least."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from mjf_hooks import jobstatus, lifecycle
+from mjf_hooks.cli.interactive import cli
+from mjf_hooks.store import Store
+from tests.conftest import installed_command
+
+CONFIG = "jobstatus = yes\n[machinefeatures]\ngrace_secs = 600\n"
+
+
+@pytest.fixture
+def site(tmp_path, write_config, monkeypatch):
+    """A config offering $JOBSTATUS, its store, and no other store to find (no users'
+    private directories, no HTCondor scratch directories)."""
+    monkeypatch.setattr(lifecycle, "PRIVATE_PARENTS", (str(tmp_path / "tmp"),
+                                                       str(tmp_path / "run-user")))
+    conf, base = write_config(CONFIG + f"[htcondor]\nexecute_dir = {tmp_path}/execute\n")
+    monkeypatch.setenv("MJF_CONFIG", str(conf))
+    for name in ("JOBSTATUS", "JOBFEATURES", "MACHINEFEATURES"):
+        monkeypatch.delenv(name, raising=False)
+    return conf, base, Store(str(base))
+
+
+def mjf(*args, config=None, env=None, **kwargs):
+    """The installed `mjf`, as a process."""
+    environ = {key: value for key, value in os.environ.items()
+               if key not in ("JOBSTATUS", "JOBFEATURES", "MACHINEFEATURES")}
+    environ["PATH"] = f"{os.path.dirname(installed_command('mjf'))}:/usr/bin:/bin"
+    if config is not None:
+        environ["MJF_CONFIG"] = str(config)
+    environ.update(env or {})
+    return subprocess.run([installed_command("mjf"), *args], capture_output=True, text=True,
+                          timeout=60, env=environ, **kwargs)
+
+
+def interactive(*args):
+    """`mjf ARGS` served by click, in this process (so the store seen is the fixture's)."""
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def add_job(store, job_id, cpus=4, start=None, wall=7200, status=True):
+    features = {"job_id": job_id, "allocated_cpu": str(cpus),
+                "jobstart_secs": str(int(time.time()) - 100 if start is None else start)}
+    if wall is not None:
+        features["wall_limit_secs"] = str(wall)
+    store.create_job(job_id, features, status=status)
+    return store.job_status_dir(job_id)
+
+
+# --- mjf run: the job's $JOBSTATUS ----------------------------------------------------
+
+JOB = """
+echo "JOBSTATUS=${JOBSTATUS-unset}"
+ls -A "$(dirname "$JOBFEATURES")" | sort | tr '\\n' ' '; echo
+if [ -n "${JOBSTATUS-}" ]; then
+    test -d "$JOBSTATUS" && echo "empty: $(ls -A "$JOBSTATUS" | wc -l)"
+    now=$(date +%s)
+    mjf status set used_CPU=3 last_job_start=$now last_exp_job_end=$((now + 3600)); echo "set $?"
+    mjf status set used_CPU=5; echo "more than allocated $?"
+    mjf status --json j1
+fi
+"""
+
+
+def test_mjf_run_gives_the_job_a_jobstatus_its_pilot_fills(site):
+    conf, base, _ = site
+    result = mjf("run", "--cpus", "4", "--wall-limit", "7200", "--job-id", "j1", "--",
+                 "sh", "-c", JOB, config=conf)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"JOBSTATUS={base}/jobs/j1/jobstatus"  # beside its jobfeatures
+    assert lines[1].split() == ["jobfeatures", "jobstatus", "state"]
+    assert lines[2:5] == ["empty: 0", "set 0", "more than allocated 2"]
+    assert "used_CPU 5 is more than the job's allocated_cpu 4" in result.stderr
+    shown = json.loads("\n".join(lines[5:]))
+    [job] = shown["jobs"]
+    assert job["job_id"] == "j1" and job["state"] == "reports"
+    assert job["values"]["used_CPU"] == "3"  # the refused update wrote nothing
+    assert job["figures"]["remaining_time"] in (3599, 3600, 3601)
+    assert os.listdir(base / "jobs") == []  # gone with the job
+
+
+def test_without_jobstatus_the_job_gets_none(write_config):
+    conf, _ = write_config("[machinefeatures]\ngrace_secs = 600\n")
+    result = mjf("run", "--cpus", "4", "--wall-limit", "7200", "--job-id", "j1", "--",
+                 "sh", "-c", JOB, config=conf)
+    assert result.returncode == 0, result.stderr
+    assert [line.split() for line in result.stdout.splitlines()] == [
+        ["JOBSTATUS=unset"], ["jobfeatures", "state"]]
+    conf.write_text(conf.read_text() + "[mjf]\njobstatus = no\n")
+    result = mjf("run", "--", "sh", "-c", JOB, config=conf)
+    assert result.stdout.splitlines()[0] == "JOBSTATUS=unset"
+
+
+# --- mjf status set -------------------------------------------------------------------
+
+@pytest.fixture
+def pilot(site):
+    """A job's empty jobstatus/, and the environment its pilot has."""
+    _, base, store = site
+    directory = add_job(store, "7", cpus=4)
+    return directory, {"JOBSTATUS": directory, "JOBFEATURES": f"{base}/jobs/7/jobfeatures"}
+
+
+def listing(directory):
+    return {name: open(os.path.join(directory, name)).read()
+            for name in sorted(os.listdir(directory))}
+
+
+def test_status_set_writes_the_set_and_removes_keys(pilot):
+    directory, env = pilot
+    result = mjf("status", "set", "used_CPU=2", "last_job_start=1795000000",
+                 "can_postpone_last_job=True", "priority_factor=-3", env=env)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+    assert listing(directory) == {"can_postpone_last_job": "True",
+                                  "last_job_start": "1795000000", "priority_factor": "-3",
+                                  "used_CPU": "2"}
+    result = mjf("status", "set", "priority_factor=", "used_CPU=4", env=env)  # empty: remove
+    assert result.returncode == 0, result.stderr
+    assert listing(directory) == {"can_postpone_last_job": "True",
+                                  "last_job_start": "1795000000", "used_CPU": "4"}
+    other = os.path.join(os.path.dirname(directory), "elsewhere")
+    os.mkdir(other)
+    assert mjf("status", "set", "--dir", other, "--timeout", "1", "used_CPU=1",
+               env=env).returncode == 0
+    assert listing(other) == {"used_CPU": "1"}
+    help_text = mjf("status", "set", "--help", env=env)
+    assert help_text.returncode == 0 and help_text.stdout.startswith("usage: mjf status set")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("used_CPU=2", "bogus=1"), "'bogus' is not a $JOBSTATUS key"),
+    (("used_CPU=2", "bogus="), "'bogus' is not a $JOBSTATUS key"),
+    (("used_CPU=1e3",), "used_CPU: '1e3' is not a number of cores"),
+    (("used_CPU=2", "last_job_start=+1795000000"),
+     "last_job_start: '+1795000000' is not a UNIX time"),
+    (("used_CPU=2", "can_postpone_last_job=true"),
+     "can_postpone_last_job: 'true' is not True or False"),
+    (("used_CPU=2", "priority_factor=1.5"), "priority_factor: '1.5' is not an integer"),
+    (("used_CPU=5",), "used_CPU 5 is more than the job's allocated_cpu 4"),
+    (("used_CPU=",), "used_CPU cannot be removed"),
+    (("last_job_start=1795000000",), "used_CPU must be set with the first update"),
+    (("used_CPU=2", "last_exp_job_end=1795000100", "first_exp_job_end=1795000200"),
+     "first_exp_job_end 1795000200 is after last_exp_job_end 1795000100"),
+    ((), "give at least one KEY=VALUE"),
+    (("used_CPU",), "'used_CPU' is not KEY=VALUE"),
+    (("--bogus", "used_CPU=1"), "unknown option '--bogus'"),
+    (("--timeout", "soon", "used_CPU=1"), "--timeout must be 0 to 3600 seconds"),
+    (("--timeout", "99999", "used_CPU=1"), "--timeout must be 0 to 3600 seconds"),
+    (("--timeout", "nan", "used_CPU=1"), "--timeout must be 0 to 3600 seconds"),
+    (("used_CPU=1", "--timeout"), "--timeout needs a value"),
+])
+def test_status_set_refuses_what_is_wrong_with_2_and_writes_nothing(pilot, args, message):
+    directory, env = pilot
+    result = mjf("status", "set", *args, env=env)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"mjf status set: {message}"), result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    assert os.listdir(directory) == []
+
+
+def test_status_set_exits_1_without_jobstatus_or_the_lock(pilot, tmp_path):
+    directory, env = pilot
+    result = mjf("status", "set", "used_CPU=1", env={"JOBFEATURES": env["JOBFEATURES"]})
+    assert result.returncode == 1
+    assert "JOBSTATUS is not set to a directory: the site does not offer" in result.stderr
+    result = mjf("status", "set", "used_CPU=1", env={"JOBSTATUS": str(tmp_path / "none")})
+    assert result.returncode == 1 and "none" in result.stderr
+    assert mjf("status", "set", "used_CPU=1", env=env).returncode == 0
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, f"{directory}/used_CPU"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "ready\n"
+        started = time.monotonic()
+        result = mjf("status", "set", "--timeout", "0.3", "used_CPU=2", env=env)
+        assert time.monotonic() - started < 10
+    finally:
+        holder.communicate("go\n", timeout=10)
+    assert result.returncode == 1
+    assert result.stderr == (f"mjf status set: {directory}/used_CPU stayed locked by another "
+                             "process for 0.3 s\n")
+    assert listing(directory) == {"used_CPU": "1"}
+
+
+HOLDER = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.lockf(fd, fcntl.LOCK_EX)
+print("ready", flush=True)
+sys.stdin.readline()
+"""
+
+
+# --- mjf status -----------------------------------------------------------------------
+
+@pytest.fixture
+def jobs(site):
+    """Four jobs: one whose pilot reports, one whose jobstatus/ is empty, one whose
+    used_CPU is a directory, one started before the site offered $JOBSTATUS."""
+    _, base, store = site
+    now = int(time.time())
+    reporting = add_job(store, "r1", cpus=8, start=now - 5000, wall=86400)
+    jobstatus.update({"used_CPU": 6, "last_job_start": now - 1000,
+                      "first_exp_job_end": now + 600, "last_exp_job_end": now + 3600,
+                      "add_uncom_time": 500, "add_final_exp_waste": 1200,
+                      "priority_factor": 2}, reporting)
+    add_job(store, "e2", cpus=2, start=now - 100, wall=7200)
+    broken = add_job(store, "b3", cpus=4, start=now - 100, wall=7200)
+    os.mkdir(os.path.join(broken, "used_CPU"))
+    add_job(store, "n4", cpus=1, start=now - 100, wall=7200, status=False)
+    return now, base
+
+
+def test_status_json_shows_values_figures_and_what_could_not_be_read(jobs):
+    start, base = jobs
+    result = interactive("status", "--json")
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.stdout)
+    now = shown["now"]
+    assert start <= now <= time.time()
+    by_id = {job["job_id"]: job for job in shown["jobs"]}
+    assert sorted(by_id) == ["b3", "e2", "n4", "r1"]
+    r1 = by_id["r1"]
+    assert r1["jobstatus"] == f"{base}/jobs/r1/jobstatus" and r1["state"] == "reports"
+    assert r1["values"] == {"used_CPU": "6", "last_job_start": str(start - 1000),
+                            "first_exp_job_end": str(start + 600),
+                            "last_exp_job_end": str(start + 3600), "add_uncom_time": "500",
+                            "add_final_exp_waste": "1200", "priority_factor": "2"}
+    assert r1["problems"] == {}
+    elapsed = now - start  # the seconds since the jobs were made: 0 or 1
+    assert r1["figures"] == {
+        "remaining_time": 3600 - elapsed,
+        "draining_waste": (8 - 6) * (600 - elapsed) + 1200,
+        "kill_waste": 500 + 6 * (1000 + elapsed),
+        "priority_factor": 2, "can_postpone_last_job": None, "assumed": False}
+    assert by_id["e2"]["state"] == "reports nothing" and by_id["e2"]["values"] == {}
+    assert by_id["e2"]["figures"] == {
+        "remaining_time": 7100 - elapsed, "draining_waste": 0,
+        "kill_waste": 2 * (100 + elapsed), "priority_factor": None,
+        "can_postpone_last_job": None, "assumed": True}
+    assert by_id["b3"]["state"].startswith(f"unreadable: {base}/jobs/b3/jobstatus/used_CPU is "
+                                           "not a regular file")
+    assert by_id["b3"]["figures"]["assumed"] and by_id["b3"]["figures"]["kill_waste"] == \
+        4 * (100 + elapsed)
+    assert by_id["n4"]["state"].startswith("no $JOBSTATUS")
+    # The job whose loss costs least first: n4 (1 x 100 s), e2 (200), b3 (400), r1 (6500).
+    assert [job["job_id"] for job in shown["jobs"]] == ["n4", "e2", "b3", "r1"]
+
+
+def test_status_text(jobs):
+    start, base = jobs
+    result = interactive("status")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    heads = [line for line in lines if line.startswith("job ")]
+    assert heads[0] == "job n4  allocated_cpu 1  no $JOBSTATUS (the job started before the " \
+                       "site offered it)"
+    assert heads[1] == "job e2  allocated_cpu 2  reports nothing"
+    assert heads[2].startswith(f"job b3  allocated_cpu 4  unreadable: {base}/jobs/b3/")
+    assert heads[3] == "job r1  allocated_cpu 8  reports"
+    r1 = lines[lines.index(heads[3]) + 1:]
+    assert r1[0] == (f"  used_CPU=6  last_job_start={start - 1000}  first_exp_job_end="
+                     f"{start + 600}  last_exp_job_end={start + 3600}  add_uncom_time=500  "
+                     "add_final_exp_waste=1200  priority_factor=2")
+    assert r1[1].startswith("  remaining_time 3") and "kill_waste 65" in r1[1]
+    assert r1[1].endswith("priority_factor 2  can_postpone_last_job ?")
+    e2 = lines[lines.index(heads[1]) + 1]
+    assert e2.startswith("  assumed: remaining_time 7") and "draining_waste 0" in e2
+
+
+def test_status_shows_problems_and_named_jobs_only(jobs):
+    _, base = jobs
+    with open(base / "jobs/e2/jobstatus/last_job_start", "w") as handle:
+        handle.write("soon")  # written without the lock, and not a time
+    result = interactive("status", "e2", "r1")
+    assert result.exit_code == 0
+    assert [line for line in result.stdout.splitlines() if line.startswith("job ")] == [
+        "job e2  allocated_cpu 2  reports no valid used_CPU", "job r1  allocated_cpu 8  reports"]
+    lines = result.stdout.splitlines()
+    assert ("  last_job_start: last_job_start: 'soon' is not a UNIX time in seconds (2000 to "
+            "2100)") in lines
+    assert "  used_CPU: absent: the other keys were written without the lock" in lines
+    result = interactive("status", "--json", "r1", "nope")
+    assert result.exit_code == 1
+    assert [job["job_id"] for job in json.loads(result.stdout)["jobs"]] == ["r1"]
+    assert result.stderr == "mjf status: job nope is not on this node\n"
+
+
+def test_status_waits_for_a_held_lock_at_most_the_timeout(jobs):
+    _, base = jobs
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, f"{base}/jobs/r1/jobstatus/used_CPU"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "ready\n"
+        started = time.monotonic()
+        result = interactive("status", "--json", "--timeout", "0.3")
+        assert 0.3 <= time.monotonic() - started < 5
+    finally:
+        holder.communicate("go\n", timeout=10)
+    assert result.exit_code == 0
+    by_id = {job["job_id"]: job for job in json.loads(result.stdout)["jobs"]}
+    assert by_id["r1"]["state"] == (f"unreadable: {base}/jobs/r1/jobstatus/used_CPU stayed "
+                                    "locked by another process for 0.3 s")
+    assert by_id["e2"]["state"] == "reports nothing"  # the others still shown
+    assert interactive("status", "--timeout", "61").exit_code == 2
+
+
+def test_status_of_a_node_without_jobs(site):
+    result = interactive("status", "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["jobs"] == []
+    assert interactive("status").stdout == ""
+
+
+# --- mjf drain --plan -----------------------------------------------------------------
+
+@pytest.fixture
+def busy(site):
+    """Three jobs whose waste is least if the node shuts down as `batch` ends:
+    relative to now (r = T - now), in core-seconds,
+      pilot: 8 cores, 6 used, last started 1000 s ago, ends by 3600 s, first by 1000 s:
+             r < 3600: 6 (r + 1000) + 2 r;  r >= 3600: 2 x 1000 + 8 (r - 3600);
+      batch: reports nothing, 4 cores, started 3600 s ago, wall limit 9000 (ends at 5400):
+             r < 5400: 4 (r + 3600);  r >= 5400: 4 (r - 5400);
+      quiet: reports nothing, 2 cores, started 100 s ago, 100000 s limit: 2 (r + 100).
+    So at r = 600: 10800 + 16800 + 1400 = 29000; 3600: 2000 + 28800 + 7400 = 38200;
+    5400: 16400 + 0 + 11000 = 27400 (the least); 10800: 59600 + 21600 + 21800 = 103000."""
+    _, base, store = site
+    now = int(time.time())
+    pilot = add_job(store, "pilot", cpus=8, start=now - 20000, wall=86400)
+    jobstatus.update({"used_CPU": 6, "last_job_start": now - 1000,
+                      "first_exp_job_end": now + 1000, "last_exp_job_end": now + 3600}, pilot)
+    add_job(store, "batch", cpus=4, start=now - 3600, wall=9000)
+    add_job(store, "quiet", cpus=2, start=now - 100, wall=100000)
+    return now, base
+
+
+def test_drain_plan_proposes_and_changes_nothing(busy):
+    now, base = busy
+    result = interactive("drain", "--plan", "--within", "3h", "--json")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert plan["earliest"] == plan["now"] + 600 and plan["latest"] == plan["now"] + 10800
+    assert plan["applied"] is False
+    moments = [(c["time"], c["why"]) for c in plan["candidates"]]
+    assert moments == [
+        (plan["now"] + 600, "the earliest allowed (grace_secs)"),
+        (now + 3600, "job pilot is expected to end (last_exp_job_end)"),
+        (now + 5400, "job batch is expected to end (jobstart_secs + wall_limit_secs)"),
+        (plan["now"] + 10800, "the end of the window")]
+    assert plan["best"] == now + 5400
+    if plan["now"] == now:  # the same second: the figures of the docstring, exactly
+        assert [c["waste_core_secs"] for c in plan["candidates"]] == [29000, 38200, 27400,
+                                                                       103000]
+    best = plan["candidates"][2]
+    assert {job["job_id"]: job for job in best["jobs"]}["batch"] == {
+        "job_id": "batch", "jobstatus": str(base / "jobs/batch/jobstatus"),
+        "waste_core_secs": 0,
+        "why": f"assumed (reports nothing): ends by its wall limit at {now + 5400}: 0 idle "
+               "after"}
+    assert not (base / "machinefeatures/shutdowntime").exists()
+    text = interactive("drain", "--plan", "--within", "3h")
+    assert text.exit_code == 0
+    lines = text.stdout.splitlines()
+    assert lines[0].startswith("3 job(s); window ") and "(the earliest allowed)" in lines[0]
+    marked = [line for line in lines if line.startswith("* ")]
+    assert len(marked) == 1 and f" {now + 5400} " in marked[0]
+    assert "job batch is expected to end" in marked[0]
+    assert any(line.startswith("Least waste: ") and f"({now + 5400})" in line for line in lines)
+    assert lines[-1] == "Not announced: --apply does."
+    assert not (base / "machinefeatures/shutdowntime").exists()
+    assert not os.path.exists(base / "jobs/pilot/jobfeatures/shutdowntime_job")
+
+
+def test_drain_plan_apply_announces_the_best(busy):
+    now, base = busy
+    result = interactive("drain", "--plan", "--within", "3h", "--apply")
+    assert result.exit_code == 0, result.output
+    assert (base / "machinefeatures/shutdowntime").read_text() == str(now + 5400)
+    for job in ("pilot", "batch", "quiet"):
+        assert (base / "jobs" / job / "jobfeatures/shutdowntime_job").read_text() == \
+            str(now + 5400)
+    assert "updated in 3 job(s)" in result.stdout
+    assert "Not announced" not in result.stdout
+    # With --json, stdout is the plan alone.
+    assert interactive("drain", "--cancel").exit_code == 0
+    result = interactive("drain", "--plan", "--within", "3h", "--apply", "--json")
+    assert json.loads(result.stdout)["applied"] is True
+    assert (base / "machinefeatures/shutdowntime").read_text() == str(now + 5400)
+
+
+def test_drain_plan_on_an_idle_node_takes_the_earliest(site):
+    result = interactive("drain", "--plan", "--within", "1h", "--json")
+    assert result.exit_code == 0
+    plan = json.loads(result.stdout)
+    assert plan["best"] == plan["earliest"] == plan["now"] + 600
+    assert [c["waste_core_secs"] for c in plan["candidates"]] == [0, 0]
+
+
+def test_drain_plan_apply_of_the_earliest_time_as_a_second_passes(site, monkeypatch):
+    # The plan's `now` is the one its --apply checks the notice against: a clock that
+    # ticks between them does not make the earliest allowed time too early.
+    _, base, _ = site
+    clock = iter(range(1795000000, 1795000100))
+    monkeypatch.setattr(time, "time", lambda: next(clock))
+    result = interactive("drain", "--plan", "--within", "1h", "--apply")
+    assert result.exit_code == 0, result.output
+    assert (base / "machinefeatures/shutdowntime").read_text() == "1795000600"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--plan",), "--plan needs --within DURATION"),
+    (("--within", "3h"), "give exactly one of --in, --at, --cancel and --plan"),
+    (("--in", "3h", "--within", "3h"), "--within, --apply and --json go with --plan"),
+    (("--in", "3h", "--apply"), "--within, --apply and --json go with --plan"),
+    (("--plan", "--in", "3h", "--within", "3h"), "give exactly one of"),
+])
+def test_drain_plan_usage_errors(busy, args, message):
+    _, base = busy
+    result = interactive("drain", *args)
+    assert result.exit_code == 2 and message in result.stderr
+    assert not (base / "machinefeatures/shutdowntime").exists()
+
+
+@pytest.mark.parametrize("within", ["5m", "599"])
+def test_a_window_shorter_than_grace_is_an_error(busy, within):
+    _, base = busy
+    result = interactive("drain", "--plan", "--within", within, "--apply")
+    assert result.exit_code == 1
+    assert "before the earliest shutdown allowed (grace_secs = 600 s from now)" in result.stderr
+    assert not (base / "machinefeatures/shutdowntime").exists()
+    assert interactive("drain", "--plan", "--within", "soon").exit_code == 1
+
+
+def test_the_installed_mjf_serves_status_and_drain_plan(jobs, site):
+    conf, _, _ = site
+    result = mjf("status", "--json", "r1", config=conf)
+    assert result.returncode == 0, result.stderr
+    assert [job["job_id"] for job in json.loads(result.stdout)["jobs"]] == ["r1"]
+    result = mjf("drain", "--plan", "--within", "2h", "--json", config=conf)
+    assert result.returncode == 0, result.stderr
+    assert "r1" in [job["job_id"] for job in json.loads(result.stdout)["candidates"][0]["jobs"]]
+    assert mjf("status", "nope", config=conf).returncode == 1
