@@ -5,7 +5,6 @@ fills it with `mjf status set`, the site reads every job's with `mjf status`, an
 import json
 import os
 import subprocess
-import sys
 import time
 
 import pytest
@@ -14,6 +13,7 @@ from click.testing import CliRunner
 from mjf_hooks import jobstatus, lifecycle
 from mjf_hooks.cli.interactive import cli
 from mjf_hooks.store import Store
+from tests import lock_holder
 from tests.conftest import installed_command
 
 CONFIG = "jobstatus = yes\n[machinefeatures]\ngrace_secs = 600\n"
@@ -178,28 +178,16 @@ def test_status_set_exits_1_without_jobstatus_or_the_lock(pilot, tmp_path):
     result = mjf("status", "set", "used_CPU=1", env={"JOBSTATUS": str(tmp_path / "none")})
     assert result.returncode == 1 and "none" in result.stderr
     assert mjf("status", "set", "used_CPU=1", env=env).returncode == 0
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, f"{directory}/used_CPU"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline() == "ready\n"
+    with lock_holder.held(f"{directory}/used_CPU"):
         started = time.monotonic()
         result = mjf("status", "set", "--timeout", "0.3", "used_CPU=2", env=env)
         assert time.monotonic() - started < 10
-    finally:
-        holder.communicate("go\n", timeout=10)
     assert result.returncode == 1
     assert result.stderr == (f"mjf status set: {directory}/used_CPU stayed locked by another "
                              "process for 0.3 s\n")
     assert listing(directory) == {"used_CPU": "1"}
 
 
-HOLDER = """
-import fcntl, os, sys
-fd = os.open(sys.argv[1], os.O_RDWR)
-fcntl.lockf(fd, fcntl.LOCK_EX)
-print("ready", flush=True)
-sys.stdin.readline()
-"""
 
 
 # --- mjf status -----------------------------------------------------------------------
@@ -299,15 +287,10 @@ def test_status_shows_problems_and_named_jobs_only(jobs):
 
 def test_status_waits_for_a_held_lock_at_most_the_timeout(jobs):
     _, base = jobs
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, f"{base}/jobs/r1/jobstatus/used_CPU"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline() == "ready\n"
+    with lock_holder.held(f"{base}/jobs/r1/jobstatus/used_CPU"):
         started = time.monotonic()
         result = interactive("status", "--json", "--timeout", "0.3")
         assert 0.3 <= time.monotonic() - started < 5
-    finally:
-        holder.communicate("go\n", timeout=10)
     assert result.exit_code == 0
     by_id = {job["job_id"]: job for job in json.loads(result.stdout)["jobs"]}
     assert by_id["r1"]["state"] == (f"unreadable: {base}/jobs/r1/jobstatus/used_CPU stayed "

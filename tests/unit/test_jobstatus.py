@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from mjf_hooks import jobstatus
 from mjf_hooks.jobstatus import InvalidValue, LockTimeout, StatusError
+from tests import lock_holder
 
 T0 = 1795000000  # 2026-11-18: a plausible UNIX time
 
@@ -538,20 +539,12 @@ def test_a_reader_looping_while_a_writer_loops_sees_no_mixed_set(directory, tmp_
     assert jobstatus.read(str(directory)).values == consistent_set(last)
 
 
-HOLDER = """
-import fcntl, os, sys
-exclusive = sys.argv[2] == "ex"
-fd = os.open(os.path.join(sys.argv[1], "used_CPU"), os.O_RDWR if exclusive else os.O_RDONLY)
-fcntl.lockf(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-print("ready", flush=True)
-sys.stdin.readline()
-"""
 
 
 def test_a_held_lock_makes_read_and_update_time_out(directory):
     jobstatus.update(consistent_set(1), str(directory))
     before = files(directory)
-    holder = start(HOLDER, directory, "ex")
+    holder = lock_holder.start(directory / "used_CPU")
     try:
         started = time.monotonic()
         with pytest.raises(LockTimeout, match=r"stayed locked by another process for 0\.2 s"):
@@ -565,14 +558,13 @@ def test_a_held_lock_makes_read_and_update_time_out(directory):
         with pytest.raises(LockTimeout):  # timeout 0: one try
             jobstatus.read(str(directory), timeout=0)
     finally:
-        go(holder)
-        finish(holder)
+        lock_holder.release(holder)
     assert_one_set(jobstatus.read(str(directory), timeout=0))
 
 
 def test_readers_share_the_lock_and_writers_wait_for_them(directory):
     jobstatus.update(consistent_set(1), str(directory))
-    holder = start(HOLDER, directory, "sh")
+    holder = lock_holder.start(directory / "used_CPU", exclusive=False)
     try:
         assert_one_set(jobstatus.read(str(directory), timeout=0))  # shared: at once
         with pytest.raises(LockTimeout):
@@ -585,8 +577,7 @@ def test_readers_share_the_lock_and_writers_wait_for_them(directory):
         time.sleep(0.3)
         assert not done and thread.is_alive()
     finally:
-        go(holder)
-        finish(holder)
+        lock_holder.release(holder)
     thread.join(10)
     assert done == [None]
     assert jobstatus.read(str(directory)).values == consistent_set(3)
@@ -639,7 +630,7 @@ def test_a_read_racing_the_first_update_never_returns_half_of_it(directory, monk
     def racing(dir_fd, label, lock_fd, owner):
         if lock_fd is None and not holder:
             (directory / "used_CPU").write_text("")
-            holder.append(start(HOLDER, directory, "ex"))
+            holder.append(lock_holder.start(directory / "used_CPU"))
             (directory / "last_job_start").write_text(str(T0))
         return real_read_set(dir_fd, label, lock_fd, owner)
 
@@ -648,8 +639,7 @@ def test_a_read_racing_the_first_update_never_returns_half_of_it(directory, monk
         with pytest.raises(LockTimeout):  # it waits for that update, not half of it
             jobstatus.read(str(directory), timeout=0.2)
     finally:
-        go(*holder)
-        finish(holder[0])
+        lock_holder.release(holder[0])
     # An update that then fails leaves no used_CPU: the rest was written unlocked.
     (directory / "used_CPU").unlink()
     status = jobstatus.read(str(directory), timeout=0.2)

@@ -3,8 +3,6 @@ shutdown time that wastes least), on JobReports built by hand; and `status.colle
 real store."""
 
 import os
-import subprocess
-import sys
 import time
 
 import pytest
@@ -12,6 +10,7 @@ import pytest
 from mjf_hooks import config as config_module
 from mjf_hooks import drainplan, jobstatus, lifecycle, status
 from mjf_hooks.store import Store
+from tests import lock_holder
 from tests.conftest import require
 
 NOW = 1795000000
@@ -308,13 +307,6 @@ def test_best_takes_the_least_waste_then_the_earliest():
 
 # --- collect, on a real store ---------------------------------------------------------
 
-HOLDER = """
-import fcntl, os, sys
-fd = os.open(sys.argv[1], os.O_RDWR)
-fcntl.lockf(fd, fcntl.LOCK_EX)
-print("ready", flush=True)
-sys.stdin.readline()
-"""
 
 
 @pytest.fixture
@@ -335,18 +327,10 @@ def test_collect_reads_every_job_and_waits_once_for_all_held_locks(node):
     jobstatus.update({"used_CPU": 2, "last_job_start": NOW}, str(base / "jobs/j1/jobstatus"))
     jobstatus.update({"used_CPU": 3}, str(base / "jobs/j2/jobstatus"))
     jobstatus.update({"used_CPU": 1}, str(base / "jobs/j5/jobstatus"))
-    holders = [subprocess.Popen([sys.executable, "-c", HOLDER,
-                                 str(base / f"jobs/{name}/jobstatus/used_CPU")],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-               for name in ("j2", "j5")]
-    try:
-        assert all(holder.stdout.readline() == "ready\n" for holder in holders)
+    with lock_holder.held(*(base / f"jobs/{name}/jobstatus/used_CPU" for name in ("j2", "j5"))):
         started = time.monotonic()
         reports = {job.job_id: job for job in status.collect(config, timeout=1)}
         took = time.monotonic() - started
-    finally:
-        for holder in holders:
-            holder.communicate("go\n", timeout=10)
     assert 1 <= took < 1.9  # not 1 s for each of the two held locks
     assert sorted(reports) == ["j1", "j2", "j3", "j4", "j5"]
     assert reports["j1"].status.values == {"used_CPU": 2, "last_job_start": NOW}
