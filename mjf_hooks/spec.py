@@ -128,6 +128,16 @@ def typed_like(name: str) -> str:
     return "hs06" if name == "cpufactor_lrms" else "total_cpu"
 
 
+def classad_name(name: str) -> str:
+    """The ClassAd attribute of a key, as glideinWMS publishes MJF in a pool (and CMS
+    monitoring reads it): ``MJF_MACHINE_<KEY>`` for a machine key, ``MJF_JOB_<KEY>`` for a
+    job key, and ``MJF_JOB_ID`` for ``job_id``."""
+    if name == "job_id":
+        return "MJF_JOB_ID"
+    prefix = "MJF_MACHINE_" if KEYS[name].scope == MACHINE else "MJF_JOB_"
+    return prefix + name.upper()
+
+
 def is_valid_key_name(name: str) -> bool:
     """True for names the 2016 spec allows: lowercase letters, digits and underscores."""
     return bool(name) and all(char in _NAME_CHARS for char in name)
