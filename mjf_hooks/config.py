@@ -55,7 +55,9 @@ BACKEND_OPTIONS = {
     "gridengine": {"sge_root": "absolute path", "sge_cell": "name",
                    "qstat": "absolute path", "query_qstat": ("yes", "no")},
 }
-_SECTIONS = ("mjf", "machinefeatures", "jobfeatures", *BACKEND_OPTIONS)
+# `mjf describe`: who this slot is, for DIRAC's resource description (all optional).
+DESCRIBE_OPTIONS = ("site", "gridce", "tags", "platform")
+_SECTIONS = ("mjf", "machinefeatures", "jobfeatures", *BACKEND_OPTIONS, "describe")
 
 
 class Config:
@@ -66,6 +68,7 @@ class Config:
         "base_dir",
         "batch_systems",
         "command_timeout_secs",
+        "describe",
         "dir_mode",
         "export",
         "file_mode",
@@ -104,6 +107,8 @@ class Config:
         self.hs06_per_cpu: float | None = None
         # Backend sections, e.g. backend["slurm"]["scontrol"].
         self.backend: dict[str, dict[str, str]] = {name: {} for name in BACKEND_OPTIONS}
+        # [describe]: site, gridce, platform as strings; tags as a tuple of strings.
+        self.describe: dict[str, object] = {}
 
 
 def config_path(environ: dict[str, str] | None = None) -> str:
@@ -213,6 +218,8 @@ def _apply(config: Config, section: str, key: str, value: str) -> None:
         if key not in options:
             raise ValueError(f"unknown option; [{section}] takes {', '.join(sorted(options))}")
         config.backend[section][key] = _backend_value(options[key], value)
+    elif section == "describe":
+        _apply_describe_option(config, key, value)
     elif section == "machinefeatures" and key in _EXTRA_MACHINE_OPTIONS:
         config.hs06_per_cpu = _hs06_per_cpu(value)
     else:
@@ -274,6 +281,28 @@ def _apply_mjf_option(config: Config, key: str, value: str) -> None:
             "unknown option; [mjf] takes base_dir, on_error, log, legacy_keys, jobstatus, "
             "dir_mode, file_mode, command_timeout, export, url_base, batch_systems"
         )
+
+
+def _apply_describe_option(config: Config, key: str, value: str) -> None:
+    if key not in DESCRIBE_OPTIONS:
+        raise ValueError(f"unknown option; [describe] takes {', '.join(DESCRIBE_OPTIONS)}")
+    if key == "tags":
+        tags = tuple(part.strip() for part in value.split(","))
+        if not value or not all(_is_describe_token(tag) for tag in tags):
+            raise ValueError("must be tags (printable ASCII without spaces, quotes or "
+                             "backslashes), comma-separated")
+        config.describe[key] = tags
+        return
+    if not _is_describe_token(value) or "," in value:
+        raise ValueError("must be printable ASCII without spaces, commas, quotes or "
+                         "backslashes")
+    config.describe[key] = value
+
+
+def _is_describe_token(value: str) -> bool:
+    """A DIRAC name or tag: goes into ClassAd and JDL strings as it is, so nothing to escape."""
+    return bool(value) and value.isascii() and value.isprintable() \
+        and not any(char in value for char in " \t\"'\\")
 
 
 def _backend_value(kind: str | tuple[str, ...], value: str) -> str:

@@ -338,6 +338,87 @@ def _figure(value) -> str:
     return "?" if value is None else str(value)
 
 
+@cli.command("describe")
+@click.option("--format", "format_", default="classad", metavar="FORMAT",
+              help="classad (default), dirac, glue2 or json.")
+@click.argument("locations", nargs=-1)
+def describe_command(format_: str, locations: tuple[str, ...]) -> None:
+    """Describe this job slot for matchmaking: ClassAd (glideinWMS MJF_* and GLUE 1.3),
+    DIRAC's resource description, GLUE 2, or all of them as JSON.
+
+    LOCATIONS: a .../machinefeatures and a .../jobfeatures (directories or URLs), a job
+    directory, or a base_dir (the node alone); by default $MACHINEFEATURES and
+    $JOBFEATURES, else this node. Errors are one line and exit status 2.
+    """
+    from .. import describe
+
+    def fail(message: str) -> None:
+        click.echo(f"mjf describe: {message}", err=True)
+        sys.exit(2)
+
+    if format_ not in describe.FORMATS:
+        fail(f"unknown format {format_!r}: give one of {', '.join(describe.FORMATS)}")
+    try:
+        options, machine_raw, job_raw = _describe_inputs(locations)
+    except click.UsageError as error:
+        fail(error.format_message())
+    except _UNREADABLE as error:
+        fail(str(error))
+    slot, problems = describe.slot(machine_raw, job_raw, _text("/proc/cpuinfo"),
+                                   _text("/etc/os-release") or _text("/usr/lib/os-release"),
+                                   time.time())
+    for problem in problems:
+        click.echo(f"mjf describe: warning: {problem}", err=True)
+    arch = os.uname().machine
+    if format_ == "classad":
+        click.echo(describe.classad_text(describe.classad(slot)), nl=False)
+        return
+    document = {"dirac": lambda: describe.dirac(slot, options),
+                "glue2": lambda: describe.glue2(slot, arch),
+                "json": lambda: describe.everything(slot, options, arch)}[format_]()
+    click.echo(json.dumps(document, indent=2))
+
+
+def _describe_inputs(locations: tuple[str, ...]):
+    """(options, machine features, job features or None) for `mjf describe`, as raw texts."""
+    from .. import config as config_module
+    from .. import describe
+
+    config = config_module.load()
+    options = describe.Options(**config.describe)
+    machine, jobs, _ = _classify(locations)  # a base_dir: its node, not its jobs
+    if len(jobs) > 1:
+        raise click.UsageError("give one job: a description is of one slot")
+    job = jobs[0] if jobs else None
+    if machine is None and job is not None and not is_url(job.location):
+        # A job directory of a base_dir: <base_dir>/jobs/<id>/jobfeatures.
+        candidate = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+            job.location))), "machinefeatures")
+        if os.path.isdir(candidate):
+            machine = Features(candidate)
+    if machine is None and job is None:
+        machine_dir = os.path.join(config.base_dir, "machinefeatures")
+        if os.path.isdir(machine_dir):
+            machine = Features(machine_dir)
+        else:  # this node as `mjf machine` would describe it
+            from .. import features
+            from ..probe import cpu
+
+            total = None if "total_cpu" in config.machine else cpu.total_cpu()
+            return options, features.render(features.machine_features(config, total)), None
+    return (options, machine.read_all() if machine else {},
+            job.read_all() if job else None)
+
+
+def _text(path: str) -> str:
+    """A small system file's text; empty when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read(1 << 20)
+    except OSError:
+        return ""
+
+
 @cli.command("check")
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
 @click.argument("locations", nargs=-1)

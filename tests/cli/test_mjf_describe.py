@@ -1,0 +1,138 @@
+"""`mjf describe`: formats, locations, the [describe] config, and one-line errors."""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from tests.conftest import FIXTURES, installed_command, require
+
+DESCRIBED = FIXTURES / "describe"
+LSF_JOB = DESCRIBED / "lsf-10.1" / "jobs" / "1234"
+
+
+def describe(*args, config=None, **variables):
+    env = {name: value for name, value in os.environ.items()
+           if name not in ("MACHINEFEATURES", "JOBFEATURES", "MJF_CONFIG")}
+    env.update(variables)
+    env["MJF_CONFIG"] = str(config) if config else "/nonexistent/mjf.conf"
+    return subprocess.run([installed_command("mjf"), "describe", *args], capture_output=True,
+                          text=True, env=env, timeout=60)
+
+
+def _classad_lines(text):
+    lines = text.splitlines()
+    assert (lines[0], lines[-1]) == ("[", "]")
+    return dict(line.strip().rstrip(";").split(" = ", 1) for line in lines[1:-1])
+
+
+def test_a_job_directory_as_classad_finds_its_machine_features():
+    result = describe(str(LSF_JOB))
+    assert result.returncode == 0 and result.stderr == ""
+    ad = _classad_lines(result.stdout)
+    assert ad["MJF_MACHINE_TOTAL_CPU"] == "8" and ad["MJF_MACHINE_HS06"] == "85.0"
+    assert ad["MJF_JOB_ID"] == '"1234"' and ad["MJF_JOB_HS06_JOB"] == "42.5"
+    assert (ad["GlueHostArchitectureSMPSize"], ad["GlueHostMainMemoryRAMSize"],
+            ad["GlueHostBenchmarkSI00"], ad["GlueCEPolicyMaxWallClockTime"],
+            ad["GlueCEPolicyMaxCPUTime"]) == ("4", "2048", "2656", "30", "120")
+
+
+def test_the_classad_parses_with_htcondors_library():
+    try:
+        import classad2 as classad
+    except ImportError:
+        classad = None
+    require(classad is not None, "the htcondor wheel (classad2) is not installed")
+    result = describe(str(LSF_JOB))
+    ad = classad.parseOne(result.stdout, classad.ParserType.New)
+    assert ad.eval("GlueHostMainMemoryVirtualSize") == 3072
+    assert ad.eval("MJF_JOB_ID") == "1234"
+
+
+def test_dirac_with_the_describe_section(tmp_path):
+    conf = tmp_path / "mjf.conf"
+    conf.write_text("[describe]\nsite = LCG.Example.org\ngridce = ce.example.org\n"
+                    "tags = cvmfs, apptainer\nplatform = x86_64_glibc-2.36\n")
+    slurm = DESCRIBED / "slurm-22.05"
+    result = describe("--format", "dirac", str(slurm / "machinefeatures"),
+                      str(slurm / "jobs" / "2" / "jobfeatures"), config=conf)
+    assert result.returncode == 0, result.stderr
+    dirac = json.loads(result.stdout)
+    # CPUTime: the seconds left from now x 20 HS06 per core (exact values: the unit tests).
+    assert dirac.pop("CPUTime") % 20 == 0
+    assert dirac == {"NumberOfProcessors": 2, "MaxRAM": 200, "WholeNode": True,
+                     "Site": "LCG.Example.org", "GridCE": "ce.example.org",
+                     "Tag": ["cvmfs", "apptainer"], "Platform": "x86_64_glibc-2.36"}
+
+
+def test_glue2_and_json_from_the_variables():
+    base = DESCRIBED / "lsf-10.1"
+    variables = {"MACHINEFEATURES": str(base / "machinefeatures"),
+                 "JOBFEATURES": str(LSF_JOB / "jobfeatures")}
+    glue2 = json.loads(describe("--format", "glue2", **variables).stdout)
+    assert glue2["ExecutionEnvironment"]["LogicalCPUs"] == 4
+    assert glue2["ExecutionEnvironment"]["OSFamily"] == "linux"
+    assert glue2["Benchmark"] == [{"Type": "hep-spec06", "Value": 10.62}]
+    assert glue2["ComputingShare"] == {"MaxWallTime": 1800, "MaxCPUTime": 7200,
+                                       "MaxMainMemory": 2048, "MaxVirtualMemory": 3072,
+                                       "MaxSlotsPerJob": 4}
+    everything = json.loads(describe("--format", "json", **variables).stdout)
+    assert set(everything) == {"machinefeatures", "jobfeatures", "classad", "dirac", "glue2"}
+    assert everything["jobfeatures"]["hs06_job"] == 42.5
+    assert everything["dirac"]["NumberOfProcessors"] == 4
+
+
+def test_a_base_dir_is_the_node_alone():
+    ad = _classad_lines(describe(str(DESCRIBED / "htcondor-23.9")).stdout)
+    assert not any(name.startswith("MJF_JOB_") for name in ad)
+    assert ad["GlueHostArchitectureSMPSize"] == "4" and ad["GlueHostBenchmarkSI00"] == "2593"
+
+
+def test_without_variables_the_configured_node(write_config):
+    conf, base = write_config()
+    (base / "machinefeatures").mkdir(parents=True)
+    (base / "machinefeatures" / "total_cpu").write_text("96")
+    ad = _classad_lines(describe(config=conf).stdout)
+    assert ad["MJF_MACHINE_TOTAL_CPU"] == "96"
+
+
+def test_without_variables_or_machine_features_the_probed_node(write_config):
+    conf, _ = write_config("[machinefeatures]\nhs06_per_cpu = 10\n")
+    result = describe("--format", "json", config=conf)
+    assert result.returncode == 0, result.stderr
+    machine = json.loads(result.stdout)["machinefeatures"]
+    assert machine == {"total_cpu": os.cpu_count(), "hs06": 10.0 * os.cpu_count()}
+
+
+def test_a_malformed_value_is_a_warning_and_left_out(tmp_path):
+    job = tmp_path / "jobfeatures"
+    job.mkdir()
+    (job / "allocated_cpu").write_text("2\n")
+    (job / "job_id").write_text("7")
+    result = describe(str(job))
+    assert result.returncode == 0
+    assert result.stderr.startswith("mjf describe: warning: allocated_cpu = '2\\n'")
+    assert "MJF_JOB_ALLOCATED_CPU" not in result.stdout and 'MJF_JOB_ID = "7"' in result.stdout
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--format", "yaml"], "mjf describe: unknown format 'yaml': give one of classad, dirac, "
+                           "glue2, json"),
+    (["/nonexistent/where"], "mjf describe: cannot tell whether /nonexistent/where holds"),
+    (["/nonexistent/jobfeatures"], "mjf describe: /nonexistent/jobfeatures: No such file"),
+    ([str(LSF_JOB), str(DESCRIBED / "gridengine-8.1.9" / "jobs" / "13")],
+     "mjf describe: give one job"),
+])
+def test_errors_are_one_line_and_exit_2(args, message):
+    result = describe(*args)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith(message) and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_a_broken_config_is_one_line_and_exit_2(tmp_path):
+    conf = tmp_path / "mjf.conf"
+    conf.write_text("[describe]\ntags = a b\n")
+    result = describe(str(LSF_JOB), config=conf)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "[describe] tags = 'a b'" in result.stderr
