@@ -651,3 +651,18 @@ def dirac_requirements_many(jdl_texts: Iterable[str], resource: dict,
     """Many JDLs against one resource: its tags are derived once."""
     matcher = DiracResource(resource)
     return [matcher.requirements(text, explain) for text in jdl_texts]
+
+
+def jdl_requirements(jdl_text: str, slot: ClassAdSlot, resource: DiracResource,
+                     explain: bool = False) -> Verdict:
+    """A JDL of either kind: one whose ``Requirements`` is an expression (gLite: ``other.X``)
+    is judged as ClassAd requirements against ``slot``; any other (DIRAC's keys, RFC #7's
+    ``Requirements = [ ... ]`` section) by DIRAC's rules against ``resource``."""
+    library = resource._library
+    try:
+        ad = resource._parse(jdl_text)
+    except _JDLProblem as problem:
+        return _unreadable(str(problem))
+    if "Requirements" in ad and not isinstance(ad["Requirements"], library.ClassAd):
+        return slot.requirements(str(ad.lookup("Requirements")), explain)
+    return resource.requirements(jdl_text, explain)

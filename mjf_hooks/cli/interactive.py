@@ -358,6 +358,22 @@ def describe_command(format_: str, locations: tuple[str, ...]) -> None:
 
     if format_ not in describe.FORMATS:
         fail(f"unknown format {format_!r}: give one of {', '.join(describe.FORMATS)}")
+    options, slot = _slot_of("mjf describe", locations, fail)
+    arch = os.uname().machine
+    if format_ == "classad":
+        click.echo(describe.classad_text(describe.classad(slot)), nl=False)
+        return
+    document = {"dirac": lambda: describe.dirac(slot, options),
+                "glue2": lambda: describe.glue2(slot, arch),
+                "json": lambda: describe.everything(slot, options, arch)}[format_]()
+    click.echo(json.dumps(document, indent=2))
+
+
+def _slot_of(command: str, locations: tuple[str, ...], fail):
+    """(describe options, the slot) of the locations, for `mjf describe` and `mjf match`;
+    a value that cannot be read is a warning, a location that cannot be read ``fail``s."""
+    from .. import describe
+
     try:
         options, machine_raw, job_raw = _describe_inputs(locations)
     except click.UsageError as error:
@@ -368,15 +384,8 @@ def describe_command(format_: str, locations: tuple[str, ...]) -> None:
                                    _text("/etc/os-release") or _text("/usr/lib/os-release"),
                                    time.time())
     for problem in problems:
-        click.echo(f"mjf describe: warning: {problem}", err=True)
-    arch = os.uname().machine
-    if format_ == "classad":
-        click.echo(describe.classad_text(describe.classad(slot)), nl=False)
-        return
-    document = {"dirac": lambda: describe.dirac(slot, options),
-                "glue2": lambda: describe.glue2(slot, arch),
-                "json": lambda: describe.everything(slot, options, arch)}[format_]()
-    click.echo(json.dumps(document, indent=2))
+        click.echo(f"{command}: warning: {problem}", err=True)
+    return options, slot
 
 
 def _describe_inputs(locations: tuple[str, ...]):
@@ -443,3 +452,71 @@ def check_command(as_json: bool, locations: tuple[str, ...]) -> None:
         label = "ok" if check.EXIT_CODES[status] == 0 else status
         click.echo(f"{label.upper()}: {len(findings)} finding(s)")
     sys.exit(check.EXIT_CODES[status])
+
+
+@cli.command("match")
+@click.option("--explain", is_flag=True, help="Say which clause failed, with both sides' values.")
+@click.option("--jdl", "jdls", multiple=True, metavar="PATH",
+              help="A JDL file (gLite or DIRAC), or a directory of them; repeatable.")
+@click.option("--location", "locations", multiple=True, metavar="LOCATION",
+              help="The slot to match (as for mjf describe); default: this job, else the node.")
+@click.argument("expression", required=False)
+def match_command(explain: bool, jdls: tuple[str, ...], locations: tuple[str, ...],
+                  expression: str | None) -> None:
+    """Does this job slot satisfy a job's requirements? Exit 0 yes, 1 no, 2 unreadable.
+
+    EXPRESSION: ClassAd Requirements, gLite style (other.X) or HTCondor style (TARGET.X),
+    against `mjf describe --format classad`. --jdl: JDL files; one whose Requirements is
+    an expression is judged so, a DIRAC JDL (its keys, or RFC #7's Requirements = [...])
+    by DIRAC's rules against `mjf describe --format dirac`. Needs HTCondor's ClassAd
+    library: pip install 'mjf-hooks[match]'.
+    """
+    from .. import describe, match
+
+    def fail(message: str) -> None:
+        click.echo(f"mjf match: {message}", err=True)
+        sys.exit(2)
+
+    if (expression is None) == (not jdls):
+        fail("give a requirement EXPRESSION or --jdl PATH, not both and not neither")
+    options, slot = _slot_of("mjf match", locations, fail)
+    try:
+        classad_slot = match.ClassAdSlot(describe.classad(slot))
+        if expression is not None:
+            verdicts = [("", classad_slot.requirements(expression, explain))]
+        else:
+            resource = match.DiracResource(describe.dirac(slot, options))
+            verdicts = [(path, match.jdl_requirements(text, classad_slot, resource, explain))
+                        for path, text in _jdl_texts(jdls, fail)]
+    except MJFError as error:  # the library is missing
+        fail(str(error))
+    for path, verdict in verdicts:
+        where = f"{path}: " if path else ""
+        if verdict.unreadable:
+            click.echo(f"mjf match: {where}{_shown(verdict.unreadable)}", err=True)
+            continue
+        click.echo(f"{where}{'match' if verdict.matched else 'no match'}")
+        for reason in verdict.reasons:
+            click.echo(f"  {_shown(reason)}")
+    sys.exit(max(verdict.exit_code for _, verdict in verdicts))
+
+
+def _jdl_texts(paths: tuple[str, ...], fail) -> list[tuple[str, str]]:
+    """(path, text) of each JDL given: a file, or every file of a directory (sorted)."""
+    files = []
+    for path in paths:
+        if os.path.isdir(path):
+            files += sorted(os.path.join(path, name) for name in os.listdir(path)
+                            if os.path.isfile(os.path.join(path, name)))
+        else:
+            files.append(path)
+    texts = []
+    for path in files:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                texts.append((path, handle.read(1 << 20)))
+        except (OSError, UnicodeDecodeError) as error:
+            fail(f"{path}: {getattr(error, 'strerror', None) or error}")
+    if not texts:
+        fail(f"no JDL file in {', '.join(paths)}")
+    return texts
