@@ -107,13 +107,14 @@ def _job_id(job_ad: dict, style: str, warnings: list[str]) -> tuple | None:
 
 
 def cron_attributes(machine_values: dict[str, str]) -> str:
-    """STARTD_CRON output: every machine key as an ``MJF_<KEY> = value`` attribute.
+    """STARTD_CRON output: every machine key as an ``MJF_MACHINE_<KEY> = value``
+    attribute, the names glideinWMS publishes (:func:`mjf_hooks.spec.classad_name`).
 
     A key without a value is published as ``undefined``: HTCondor keeps a cron
     attribute that is no longer printed, so a cancelled drain would otherwise
-    leave its MJF_SHUTDOWNTIME behind.
+    leave its MJF_MACHINE_SHUTDOWNTIME behind.
     """
-    return "".join(f"MJF_{name.upper()} = {machine_values.get(name, 'undefined')}\n"
+    return "".join(f"{spec.classad_name(name)} = {machine_values.get(name, 'undefined')}\n"
                    for name in spec.MACHINE_KEYS)
 
 

@@ -9,8 +9,9 @@ sandbox), then execs the job - or the next wrapper of a chain - with
 be set up the job still runs; only a failing exec is reported to HTCondor,
 as one line in ``$_CONDOR_WRAPPER_ERROR_FILE``.
 
-The cron prints the machine features as ``MJF_<KEY> = value`` attributes,
-which HTCondor merges into the slot ads for policies and matchmaking.
+The cron prints the machine features as ``MJF_MACHINE_<KEY> = value`` attributes
+(the names glideinWMS publishes), which HTCondor merges into the slot ads for
+policies and matchmaking.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ MACHINEFEATURES and JOBFEATURES set.
 CRON_USAGE = """\
 usage: mjf-htcondor-cron [options]
 
-STARTD_CRON job: print this machine's features as MJF_<KEY> = value attributes.
+STARTD_CRON job: print this machine's features as MJF_MACHINE_<KEY> = value
+attributes (the names glideinWMS publishes).
 
 """ + COMMON_HELP
 
@@ -134,7 +136,7 @@ def cron_main(argv: list[str] | None = None) -> int:
 
 def _cron(context: HookContext) -> int:
     """Machine features as attributes. A graceful drain under way shows as
-    MJF_SHUTDOWNTIME at once, even before `mjf sync` (root) has written it to
+    MJF_MACHINE_SHUTDOWNTIME at once, even before `mjf sync` (root) has written it to
     the files jobs read: this cron runs as the condor user."""
     from ..sync import condor_drain_shutdown
 

@@ -224,13 +224,13 @@ def test_cron_prints_machine_attributes(starter):
                             text=True, env={"MJF_CONFIG": str(starter.conf)}, timeout=60)
     assert result.returncode == 0
     assert sorted(result.stdout.splitlines()) == [
-        "MJF_GRACE_SECS = 3600", "MJF_HS06 = 100", "MJF_SHUTDOWNTIME = 1795400000",
-        f"MJF_TOTAL_CPU = {os.cpu_count()}"]
+        "MJF_MACHINE_GRACE_SECS = 3600", "MJF_MACHINE_HS06 = 100",
+        "MJF_MACHINE_SHUTDOWNTIME = 1795400000", f"MJF_MACHINE_TOTAL_CPU = {os.cpu_count()}"]
     assert os.listdir(starter.base / "machinefeatures") == ["shutdowntime"]  # not written
     (starter.base / "machinefeatures/shutdowntime").unlink()  # drain cancelled
     result = subprocess.run([installed_command("mjf-htcondor-cron")], capture_output=True,
                             text=True, env={"MJF_CONFIG": str(starter.conf)}, timeout=60)
-    assert "MJF_SHUTDOWNTIME = undefined" in result.stdout.splitlines()
+    assert "MJF_MACHINE_SHUTDOWNTIME = undefined" in result.stdout.splitlines()
 
 
 def test_what_the_wrapper_writes_passes_mjf_check(starter):

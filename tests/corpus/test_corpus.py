@@ -1030,7 +1030,8 @@ def taskprolog_exports(name: str, jobstatus: bool) -> list[str]:
     beside = lines[1].replace("export JOBFEATURES=", "export JOBSTATUS=").replace(
         "/jobfeatures", "/jobstatus")
     return [*lines, beside] if jobstatus else lines
-CRON_ATTRIBUTES = ["MJF_TOTAL_CPU", "MJF_HS06", "MJF_SHUTDOWNTIME", "MJF_GRACE_SECS"]
+CRON_ATTRIBUTES = ["MJF_MACHINE_TOTAL_CPU", "MJF_MACHINE_HS06", "MJF_MACHINE_SHUTDOWNTIME",
+                   "MJF_MACHINE_GRACE_SECS"]
 
 
 def check_baseline_store(sandbox, entry: Entry, jobstatus: bool = False) -> list[str]:
@@ -1121,7 +1122,7 @@ def test_baseline(sandbox, name, on_error_fail, jobstatus):
         problems.append(f"printed {outcome.stdout!r}")
     if name == "htcondor-cron":
         printed = [line.split(" = ")[0] for line in outcome.stdout.splitlines()]
-        if printed != CRON_ATTRIBUTES or "MJF_HS06 = 2400" not in outcome.stdout:
+        if printed != CRON_ATTRIBUTES or "MJF_MACHINE_HS06 = 2400" not in outcome.stdout:
             problems.append(f"printed {outcome.stdout!r}")
     if name == "htcondor-wrapper" and os.path.lexists(box.path("scratch/.job_wrapper_failure")):
         problems.append("wrote $_CONDOR_WRAPPER_ERROR_FILE")

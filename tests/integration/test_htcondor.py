@@ -106,12 +106,44 @@ def test_cron_attributes_reach_the_slot_ads(pool):
     deadline = time.monotonic() + 60
     while True:
         ads = pool.machine_ads()
-        if "MJF_HS06 = 123.5" in ads or time.monotonic() > deadline:
+        if "MJF_MACHINE_HS06 = 123.5" in ads or time.monotonic() > deadline:
             break
         time.sleep(1)
-    assert "MJF_HS06 = 123.5" in ads
-    assert "MJF_GRACE_SECS = 900" in ads
-    assert f"MJF_TOTAL_CPU = {os.cpu_count()}" in ads
+    assert "MJF_MACHINE_HS06 = 123.5" in ads
+    assert "MJF_MACHINE_GRACE_SECS = 900" in ads
+    assert f"MJF_MACHINE_TOTAL_CPU = {os.cpu_count()}" in ads
+    assert "MJF_MACHINE_SHUTDOWNTIME = undefined" in ads  # no drain announced
+    for old in ("MJF_TOTAL_CPU", "MJF_HS06", "MJF_GRACE_SECS", "MJF_SHUTDOWNTIME"):
+        assert f"\n{old} = " not in ads  # the names before glideinWMS's
+
+
+def test_the_start_policy_keeps_a_job_wanting_more_hs06_idle(pool):
+    """contrib's START: RequiredMachineHS06 above the slot's MJF_MACHINE_HS06 (123.5)
+    never starts; exactly that runs. The refused job is queued first, so every
+    negotiation that started the other one also weighed (and refused) it."""
+    too_much = pool.work / "hs06-too-much.sub"
+    too_much.write_text(
+        "universe = vanilla\nexecutable = /bin/true\ntransfer_executable = false\n"
+        f"log = {pool.work}/hs06-too-much.log\nrequest_cpus = 1\nrequest_memory = 100\n"
+        '+MJFTest = "hs06-too-much"\n+RequiredMachineHS06 = 123.6\nqueue\n')
+    pool.submit(USER, too_much)
+    query = ["condor_q", "-allusers", "-constraint", 'MJFTest == "hs06-too-much"',
+             "-af", "JobStatus", "NumJobStarts ?: 0"]
+    try:
+        log = submit_and_wait(pool, "hs06-enough", [("hs06-enough", [], "")],
+                              extra="+RequiredMachineHS06 = 123.5")
+        assert "return value 0" in log
+        assert seen(pool, "hs06-enough")["MACHINEFEATURES"]["hs06"] == "123.5"
+        deadline = time.monotonic() + 6  # three more negotiator cycles (2 s)
+        while True:
+            state = pool.chroot(query).stdout.split()  # [] once it ran and left the queue
+            assert state == ["1", "0"], f"the job wanting more HS06 left Idle: {state}"
+            if time.monotonic() > deadline:
+                break
+            time.sleep(1)
+    finally:
+        pool.chroot(["condor_rm", "-constraint", 'MJFTest == "hs06-too-much"'], check=False)
+    assert "Job executing" not in (pool.work / "hs06-too-much.log").read_text()
 
 
 @contextlib.contextmanager
@@ -205,8 +237,9 @@ def test_a_graceful_drain_becomes_shutdowntime_through_sync(pool):
         published = None
         while published not in window and time.monotonic() < deadline:
             for line in pool.machine_ads().splitlines():
-                if line.startswith("MJF_SHUTDOWNTIME = ") and line[19:].isdigit():
-                    published = int(line[19:])
+                name, _, value = line.partition(" = ")
+                if name == "MJF_MACHINE_SHUTDOWNTIME" and value.isdigit():
+                    published = int(value)
             time.sleep(1)
         assert published in window
         # ... and `mjf sync` (root) writes it where jobs read it.

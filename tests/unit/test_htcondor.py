@@ -109,8 +109,8 @@ def test_bad_slot_values_are_warned_and_left_out(attribute, value, warning):
 def test_cron_attributes():
     text = htcondor.cron_attributes({"total_cpu": "8", "hs06": "80.5", "shutdowntime": "17",
                                      "log_cores": "8"})
-    assert text == ("MJF_TOTAL_CPU = 8\nMJF_HS06 = 80.5\nMJF_SHUTDOWNTIME = 17\n"
-                    "MJF_GRACE_SECS = undefined\n")
+    assert text == ("MJF_MACHINE_TOTAL_CPU = 8\nMJF_MACHINE_HS06 = 80.5\n"
+                    "MJF_MACHINE_SHUTDOWNTIME = 17\nMJF_MACHINE_GRACE_SECS = undefined\n")
 
 
 def test_read_ad_limits_size_and_decodes_anything(tmp_path):
