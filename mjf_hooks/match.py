@@ -183,15 +183,20 @@ def _tokens(text: str) -> list[_Token]:
     return found
 
 
+def _nesting(token: _Token) -> int:
+    """+1 for an opening bracket, -1 for a closing one, else 0."""
+    if token.kind == "op" and token.text in _OPEN:
+        return 1
+    return -1 if token.kind == "op" and token.text in _OPEN.values() else 0
+
+
 def _top_level(tokens: list[_Token]) -> list[tuple[int, _Token]]:
     """The tokens outside any brackets, with their indices."""
     out, depth = [], 0
     for index, token in enumerate(tokens):
-        if token.kind == "op" and token.text in _OPEN:
-            depth += 1
-        elif token.kind == "op" and token.text in _OPEN.values():
-            depth -= 1
-        elif depth == 0:
+        change = _nesting(token)
+        depth += change
+        if not change and depth == 0:
             out.append((index, token))
     return out
 
@@ -318,12 +323,10 @@ class ClassAdSlot:
     def _closes_at_end(tokens: list[_Token]) -> bool:
         depth = 0
         for index, token in enumerate(tokens):
-            if token.kind == "op" and token.text in _OPEN:
-                depth += 1
-            elif token.kind == "op" and token.text in _OPEN.values():
-                depth -= 1
-                if depth == 0:
-                    return index == len(tokens) - 1
+            change = _nesting(token)
+            depth += change
+            if change < 0 and depth == 0:
+                return index == len(tokens) - 1
         return False
 
     def _split(self, text: str, tokens: list[_Token]):
