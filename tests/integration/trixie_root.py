@@ -5,11 +5,14 @@ with the hooks installed inside as a package would put them.
 /home are bind-mounted at the same paths, so files written by jobs are visible
 outside; users with uid >= 1000 exist inside too. The hooks are installed with the
 chroot's own Python, from wheels built outside (pip inside cannot verify TLS: the
-chroot does not trust the host's CA bundle), and linked to /usr/bin.
+chroot does not trust the host's CA bundle), and linked to /usr/bin; with the match
+extra, whose binary wheel (htcondor, for ``mjf match``) is downloaded outside for the
+chroot's Python and platform once, and kept in the chroot for later runs.
 """
 
 from __future__ import annotations
 
+import configparser
 import contextlib
 import os
 import shutil
@@ -20,8 +23,18 @@ from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 VENV = "/opt/mjf/venv"
+# The extra installed with the hooks: `mjf match` needs HTCondor's ClassAd library.
+EXTRA = "match"
 # Roots whose hooks this test run installed already (prepared once per run).
 _PREPARED: set[Path] = set()
+
+
+def extra_requirements() -> list[str]:
+    """The match extra's requirements, as setup.cfg lists them."""
+    setup = configparser.ConfigParser()
+    setup.read(CHECKOUT / "setup.cfg")
+    return [line.strip() for line in setup["options.extras_require"][EXTRA].splitlines()
+            if line.strip()]
 
 
 def run(argv, check=True, timeout=120, **kwargs) -> subprocess.CompletedProcess:
@@ -50,14 +63,41 @@ class TrixieRoot:
         wheels.mkdir(parents=True)
         run([sys.executable, "-m", "pip", "wheel", "--quiet", "-w", str(wheels), str(CHECKOUT)],
             timeout=600)
+        extra = self.download_extra_wheels()
         self.chroot(["rm", "-rf", VENV])
         self.chroot(["python3", "-m", "venv", VENV])
         self.chroot([f"{VENV}/bin/pip", "install", "--quiet", "--no-index", "--find-links",
-                     "/opt/mjf/wheels", "mjf-hooks"], timeout=300)
+                     "/opt/mjf/wheels", "--find-links", extra, f"mjf-hooks[{EXTRA}]"],
+                    timeout=300)
         for command in self.commands:
             self.chroot(["ln", "-sf", f"{VENV}/bin/{command}", f"/usr/bin/{command}"])
         self.copy_users()
         _PREPARED.add(self.root)
+
+    def download_extra_wheels(self) -> str:
+        """The directory (inside) of the wheels of the extra's requirements for the
+        chroot's Python: downloaded outside (binary wheels for its Python version and
+        glibc) unless there from an earlier run."""
+        directory = "/opt/mjf/extra-wheels"
+        probe = self.chroot(["python3", "-c", "import os, platform, sys; print("
+                             "f'{sys.version_info[0]}.{sys.version_info[1]}', "
+                             "os.confstr('CS_GNU_LIBC_VERSION').split()[1], "
+                             "platform.machine())"]).stdout.split()
+        version, glibc, machine = probe[0], probe[1], probe[2]
+        requirements = extra_requirements()
+        stamp = self.root / directory.lstrip("/") / f".{version}-{glibc}-{machine}"
+        if stamp.exists() and stamp.read_text() == "\n".join(requirements):
+            return directory
+        shutil.rmtree(stamp.parent, ignore_errors=True)
+        stamp.parent.mkdir(parents=True)
+        newest = int(glibc.split(".")[1])
+        platforms = [arg for minor in range(17, newest + 1)
+                     for arg in ("--platform", f"manylinux_2_{minor}_{machine}")]
+        run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+             "--only-binary=:all:", "--python-version", version, "--implementation", "cp",
+             *platforms, "-d", str(stamp.parent), *requirements], timeout=600)
+        stamp.write_text("\n".join(requirements))
+        return directory
 
     def copy_users(self) -> None:
         """Users with uid >= 1000 exist inside too, so jobs run as them."""
