@@ -1,0 +1,309 @@
+"""Job records: what MJF promised a job against what it used (issue 17).
+
+Pure and cheap to import: it runs in end-of-job hooks, so it does no I/O and
+imports nothing at run time (no ``re``, no ``xml``: ``xml.sax.saxutils`` alone
+costs ~65 ms because it pulls in ``urllib.request``). Callers gather the values,
+this module only shapes them:
+
+* :class:`Record`: one job's Requested values (what MJF told the job) and its
+  Delivered values, each Delivered value with the source it came from;
+* :func:`sss_xml`: one ``<Job>`` document of the SSS Job Object specification
+  (``../shared/spec/sss-job-object-spec.txt``);
+* :func:`apel`: an APEL individual job message (``APEL-individual-job-message:
+  v0.3``; facts in ``../shared/notes/matchmaking-and-accounting.md``, "Accounting");
+* :func:`record_json`: a typed dict with the sources.
+
+A value that is unknown is None and is left out of every output, never guessed.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+# Benchmark names a Record accepts (case-insensitive) -> the spelling the APEL
+# notes give for ServiceLevelType ("si2k", "hepspec", "hepscore23").
+_BENCHMARKS = {"hepspec": "hepspec", "hs06": "hepspec", "hepscore23": "hepscore23"}
+# The name a record carries, as the config spells it.
+_BENCHMARK_NAMES = {"hepspec": "HEPSPEC", "hepscore23": "HEPscore23"}
+
+REQUESTED = ("allocated_cpu", "max_rss_bytes", "wall_limit_secs", "cpu_limit_secs",
+             "scratch_limit_bytes", "hs06_job", "start_time")
+DELIVERED = ("end_time", "wall_secs", "cpu_secs", "peak_memory_bytes")
+_IDENTITY = ("user", "queue", "node", "backend")
+_CONSUMPTION_SOURCE = "derived: cpu_secs / (wall_secs * allocated_cpu)"
+
+
+class Record:
+    """One job's record. Every value but ``job_id`` may be None (unknown).
+
+    Numbers are seconds, bytes, UNIX seconds; ``sources`` maps each known
+    Delivered value's name to where it came from (e.g. ``"cgroup cpu.stat"``,
+    ``"wait4 rusage"``, ``"HTCondor job ad"``); a Delivered value without a
+    source is refused.
+    """
+
+    __slots__ = ("job_id", *_IDENTITY, *REQUESTED, *DELIVERED, "sources", "benchmark")
+
+    def __init__(self, job_id: str, *, user: str | None = None, queue: str | None = None,
+                 node: str | None = None, backend: str | None = None,
+                 allocated_cpu: int | None = None, max_rss_bytes: int | None = None,
+                 wall_limit_secs: float | None = None, cpu_limit_secs: float | None = None,
+                 scratch_limit_bytes: int | None = None, hs06_job: float | None = None,
+                 start_time: float | None = None, end_time: float | None = None,
+                 wall_secs: float | None = None, cpu_secs: float | None = None,
+                 peak_memory_bytes: int | None = None,
+                 sources: dict[str, str] | None = None,
+                 benchmark: str | None = None) -> None:
+        if not isinstance(job_id, str) or not job_id:
+            raise ValueError("a record needs a non-empty job_id")
+        self.job_id = job_id
+        self.user, self.queue, self.node, self.backend = user, queue, node, backend
+        for name in _IDENTITY:
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"{name} must be text, not {type(value).__name__}")
+        self.allocated_cpu = allocated_cpu
+        self.max_rss_bytes = max_rss_bytes
+        self.wall_limit_secs = wall_limit_secs
+        self.cpu_limit_secs = cpu_limit_secs
+        self.scratch_limit_bytes = scratch_limit_bytes
+        self.hs06_job = hs06_job
+        self.start_time = start_time
+        self.end_time = end_time
+        self.wall_secs = wall_secs
+        self.cpu_secs = cpu_secs
+        self.peak_memory_bytes = peak_memory_bytes
+        for name in REQUESTED + DELIVERED:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"{name} must be a number, not {value!r}")
+            if not 0 <= value < float("inf"):
+                raise ValueError(f"{name} must be a finite number >= 0, not {value!r}")
+        sources = dict(sources or {})
+        for name in sources:
+            if name not in DELIVERED:
+                raise ValueError(f"source given for {name}, which is not a Delivered value")
+        for name in DELIVERED:
+            if getattr(self, name) is None:
+                sources.pop(name, None)
+            elif not sources.get(name):
+                raise ValueError(f"{name} is given without the source it came from")
+        self.sources = sources
+        if benchmark is not None:
+            key = _BENCHMARKS.get(str(benchmark).lower())
+            if key is None:
+                raise ValueError(f"benchmark must be HEPSPEC or HEPscore23, not {benchmark!r}")
+            benchmark = _BENCHMARK_NAMES[key]
+        self.benchmark = benchmark
+
+    @property
+    def consumption_rate(self) -> float | None:
+        """CPU time / (wall time x allocated CPUs), or None unless all three are known."""
+        cpu, wall, alloc = self.cpu_secs, self.wall_secs, self.allocated_cpu
+        if cpu is None or not wall or not alloc:
+            return None
+        return cpu / (wall * alloc)
+
+    def __repr__(self) -> str:
+        known = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__
+                          if getattr(self, name) not in (None, {}))
+        return f"Record({known})"
+
+
+# --- number formatting ---------------------------------------------------------
+
+def _int(value: float) -> str:
+    """Whole seconds / counts: xsd:int for the spec, integers for APEL."""
+    return str(round(value))
+
+
+def _kb(num_bytes: float) -> str:
+    """Bytes -> KB (1024), rounded to the nearest."""
+    return str(round(num_bytes / 1024))
+
+
+def _dec(value: float, places: int = 4) -> str:
+    """A decimal without exponent or trailing zeros: 0.78, 12.5, 3."""
+    text = f"{value:.{places}f}".rstrip("0").rstrip(".")
+    return text or "0"
+
+
+# --- XML -------------------------------------------------------------------------
+
+# XML 1.0 (section 2.2, Char) allows TAB, LF, CR and everything from U+0020 except the
+# surrogates, U+FFFE and U+FFFF. A forbidden character is replaced by U+FFFD; TAB, LF
+# and CR are written as character references so a parser gives them back unchanged
+# (a bare CR would be normalised to LF, and in attributes all three to a space).
+_XML_ESCAPES = {i: "\ufffd" for i in range(0x20) if i not in (0x09, 0x0A, 0x0D)}
+_XML_ESCAPES.update({0x09: "&#9;", 0x0A: "&#10;", 0x0D: "&#13;", ord("&"): "&amp;",
+                     ord("<"): "&lt;", ord(">"): "&gt;", ord('"'): "&quot;",
+                     ord("'"): "&apos;"})
+_XML_FORBIDDEN = {i: v for i, v in _XML_ESCAPES.items() if v == "\ufffd"}
+
+
+def xml_clean(text: str) -> str:
+    """``text`` with the characters XML 1.0 forbids replaced by U+FFFD (unescaped)."""
+    if text and max(text) >= "\ud800":
+        text = "".join("\ufffd" if "\ud800" <= c <= "\udfff" or c in "\ufffe\uffff" else c
+                       for c in text)
+    return text.translate(_XML_FORBIDDEN)
+
+
+def xml_escape(text: str) -> str:
+    """``text`` as XML 1.0 character data or attribute value (either quote)."""
+    if text and max(text) >= "\ud800":
+        text = xml_clean(text)
+    return text.translate(_XML_ESCAPES)
+
+
+def _element(name: str, text: str, attrs: tuple = ()) -> str:
+    attr_text = "".join(f' {key}="{xml_escape(value)}"' for key, value in attrs)
+    return f"<{name}{attr_text}>{xml_escape(text)}</{name}>"
+
+
+def sss_xml(record: Record) -> str:
+    """One well-formed SSS Job Object ``<Job>`` document for ``record``.
+
+    Element names, order and attributes follow the specification text's examples
+    (lines cited below refer to ``sss-job-object-spec.txt``; the text keeps the
+    examples but not the property tables). Values the spec has no element for
+    (backend, cpu_limit_secs, scratch_limit_bytes, hs06_job, benchmark, the
+    sources, Delivered CPU seconds other than through consumptionRate) are in
+    :func:`record_json` and :func:`apel`, not here.
+    """
+    lines = ['<?xml version="1.0" encoding="UTF-8"?>', "<Job>"]
+    # Job properties, in the order of the "moderately complex" example (lines 51-66):
+    # <JobId> (l.52), <UserId> (l.55), <MachineName> (l.60; a host name on l.104),
+    # <Queue> (l.62), <StartTime>/<EndTime> (l.64-65; DateTime = xsd:int, seconds
+    # since the epoch, section 2.2 "Table Column Interpretations").
+    for name, value in (("JobId", record.job_id), ("UserId", record.user),
+                        ("MachineName", record.node), ("Queue", record.queue)):
+        if value is not None:
+            lines.append("  " + _element(name, value))
+    for name, value in (("StartTime", record.start_time), ("EndTime", record.end_time)):
+        if value is not None:
+            lines.append("  " + _element(name, _int(value)))
+    # <Requested> (l.67-71, 109-113): Processors, Memory (with a units attribute,
+    # l.69), WallDuration (Duration = xsd:int seconds, section 2.2).
+    requested = []
+    if record.allocated_cpu is not None:
+        requested.append(_element("Processors", _int(record.allocated_cpu)))
+    if record.max_rss_bytes is not None:
+        requested.append(_element("Memory", _kb(record.max_rss_bytes), (("units", "KB"),)))
+    if record.wall_limit_secs is not None:
+        requested.append(_element("WallDuration", _int(record.wall_limit_secs)))
+    # <Delivered> (l.72-76, 114-118): Processors carries consumptionRate (l.116),
+    # Memory the peak as metric="max" (l.117) with units (l.74).
+    delivered = []
+    if record.allocated_cpu is not None:
+        rate = record.consumption_rate
+        attrs = () if rate is None else (("consumptionRate", _dec(rate)),)
+        delivered.append(_element("Processors", _int(record.allocated_cpu), attrs))
+    if record.peak_memory_bytes is not None:
+        delivered.append(_element("Memory", _kb(record.peak_memory_bytes),
+                                  (("metric", "max"), ("units", "KB"))))
+    if record.wall_secs is not None:
+        delivered.append(_element("WallDuration", _int(record.wall_secs)))
+    for name, children in (("Requested", requested), ("Delivered", delivered)):
+        if children:
+            lines.append(f"  <{name}>")
+            lines.extend("    " + child for child in children)
+            lines.append(f"  </{name}>")
+    lines.append("</Job>")
+    return "\n".join(lines) + "\n"
+
+
+# --- APEL ------------------------------------------------------------------------
+
+APEL_HEADER = "APEL-individual-job-message: v0.3"
+APEL_MANDATORY = ("Site", "LocalJobId", "WallDuration", "CpuDuration", "StartTime", "EndTime")
+
+
+_APEL_CONTROL = {i: "?" for i in range(0x20)}
+_APEL_CONTROL[0x7F] = "?"
+
+
+def _apel_value(text: str) -> str:
+    """One line's value: control characters (a newline would start a new field) and
+    lone surrogates (not UTF-8) -> '?'."""
+    if text and max(text) >= "\ud800":
+        text = "".join("?" if "\ud800" <= c <= "\udfff" else c for c in text)
+    return text.strip().translate(_APEL_CONTROL)
+
+
+def _apel_fields(record: Record, site: str) -> list:
+    rate_base = None
+    if record.hs06_job is not None and record.allocated_cpu:
+        rate_base = record.hs06_job / record.allocated_cpu
+    fields = [
+        ("Site", site),
+        ("MachineName", record.node),
+        ("Queue", record.queue),
+        ("LocalJobId", record.job_id),
+        ("LocalUserId", record.user),
+        ("WallDuration", None if record.wall_secs is None else _int(record.wall_secs)),
+        ("CpuDuration", None if record.cpu_secs is None else _int(record.cpu_secs)),
+        ("Processors", None if record.allocated_cpu is None else _int(record.allocated_cpu)),
+        ("NodeCount", "1"),  # one record per node: MJF runs on the job's node
+        ("StartTime", None if record.start_time is None else _int(record.start_time)),
+        ("EndTime", None if record.end_time is None else _int(record.end_time)),
+        ("MemoryReal", None if record.peak_memory_bytes is None
+         else _kb(record.peak_memory_bytes)),
+    ]
+    if record.benchmark is not None and rate_base is not None:
+        fields.append(("ServiceLevelType", _BENCHMARKS[record.benchmark.lower()]))
+        fields.append(("ServiceLevel", _dec(rate_base, 3)))
+    out = []
+    for name, value in fields:
+        value = None if value is None else _apel_value(value)
+        if not value:
+            if name in APEL_MANDATORY:
+                raise ValueError(f"APEL record for job {record.job_id!r} lacks the "
+                                 f"mandatory field {name}")
+            continue
+        out.append(f"{name}: {value}")
+    return out
+
+
+def apel(records: Iterable[Record], site: str) -> str:
+    """An APEL individual job message for ``records`` at ``site`` (the GOCDB site name).
+
+    Durations in whole seconds, times in UNIX seconds, MemoryReal in KB (the peak
+    memory); ServiceLevelType ``hepspec``/``hepscore23`` and ServiceLevel the
+    ``hs06_job`` per allocated core, when both the benchmark and the core count are
+    known. Each record ends with a ``%%`` line. Raises ValueError naming the first
+    mandatory field a record lacks.
+    """
+    lines = [APEL_HEADER]
+    for record in records:
+        lines.extend(_apel_fields(record, site))
+        lines.append("%%")
+    return "\n".join(lines) + "\n"
+
+
+# --- JSON ------------------------------------------------------------------------
+
+def record_json(record: Record) -> dict:
+    """A JSON-ready dict: numbers stay numbers, unknown values are left out, and each
+    Delivered value is ``{"value": ..., "source": ...}``."""
+    out: dict = {"job_id": record.job_id}
+    for name in (*_IDENTITY, "benchmark"):
+        value = getattr(record, name)
+        if value is not None:
+            out[name] = value
+    requested = {name: getattr(record, name) for name in REQUESTED
+                 if getattr(record, name) is not None}
+    delivered = {name: {"value": getattr(record, name), "source": record.sources[name]}
+                 for name in DELIVERED if getattr(record, name) is not None}
+    rate = record.consumption_rate
+    if rate is not None:
+        delivered["consumption_rate"] = {"value": rate, "source": _CONSUMPTION_SOURCE}
+    if requested:
+        out["requested"] = requested
+    if delivered:
+        out["delivered"] = delivered
+    return out
