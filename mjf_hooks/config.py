@@ -39,7 +39,12 @@ MAX_HS06_PER_CPU = 1000000
 MAX_COMMAND_TIMEOUT_SECS = 300
 
 # Config-only helpers that are not MJF keys themselves.
-_EXTRA_MACHINE_OPTIONS = {"hs06_per_cpu"}
+_EXTRA_MACHINE_OPTIONS = {"hs06_per_cpu", "benchmark"}
+# [machinefeatures] benchmark: what the hs06 and hs06_job numbers were measured with. The
+# keys keep their names (every reader reads hs06/hs06_job); HEPscore23 is on HS06's scale.
+# Spelled as WLCG and APEL's configuration spell them; read in any case.
+BENCHMARKS = ("HEPSPEC", "HEPscore23")
+DEFAULT_BENCHMARK = "HEPSPEC"
 # Options of the batch-system backends: section -> option -> what it must be.
 # A tuple lists the values allowed.
 BACKEND_OPTIONS = {
@@ -67,6 +72,7 @@ class Config:
         "backend",
         "base_dir",
         "batch_systems",
+        "benchmark",
         "command_timeout_secs",
         "describe",
         "dir_mode",
@@ -105,6 +111,8 @@ class Config:
         self.machine: dict[str, int | float] = {}
         self.job: dict[str, int | float] = {}
         self.hs06_per_cpu: float | None = None
+        # What hs06/hs06_job were measured with: one of BENCHMARKS (canonical spelling).
+        self.benchmark = DEFAULT_BENCHMARK
         # Backend sections, e.g. backend["slurm"]["scontrol"].
         self.backend: dict[str, dict[str, str]] = {name: {} for name in BACKEND_OPTIONS}
         # [describe]: site, gridce, platform as strings; tags as a tuple of strings.
@@ -221,7 +229,10 @@ def _apply(config: Config, section: str, key: str, value: str) -> None:
     elif section == "describe":
         _apply_describe_option(config, key, value)
     elif section == "machinefeatures" and key in _EXTRA_MACHINE_OPTIONS:
-        config.hs06_per_cpu = _hs06_per_cpu(value)
+        if key == "benchmark":
+            config.benchmark = _benchmark(value)
+        else:
+            config.hs06_per_cpu = _hs06_per_cpu(value)
     else:
         scope = spec.MACHINE if section == "machinefeatures" else spec.JOB
         spec.key_for_config(scope, key)
@@ -416,6 +427,15 @@ def _hs06_per_cpu(value: str) -> float:
     if len(whole) > len(str(MAX_HS06_PER_CPU)) or float(canonical) > MAX_HS06_PER_CPU:
         raise ValueError(f"is larger than {MAX_HS06_PER_CPU} per processor")
     return float(canonical)
+
+
+def _benchmark(value: str) -> str:
+    """The benchmark hs06 and hs06_job come from, in its canonical spelling."""
+    for name in BENCHMARKS:
+        if value.lower() == name.lower():
+            return name
+    raise ValueError(f"must be {' or '.join(BENCHMARKS)} (in any case): the benchmark the "
+                     "hs06 and hs06_job values come from")
 
 
 def _derived_hs06_problem(config: Config) -> str | None:

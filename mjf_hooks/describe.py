@@ -16,7 +16,9 @@ says the same):
 * The per-core power is ``hs06_job / allocated_cpu`` for a job (else ``hs06 /
   total_cpu``). ``GlueHostBenchmarkSI00`` is SpecInt2000 of one processor (the gLite
   example publishes 400 for an SMP-2 PIII host), converted as DIRAC does: SI00 = HS06 x
-  250, rounded down. The GLUE 2 ``hep-spec06`` benchmark is the same per-core HS06.
+  250, rounded down. The GLUE 2 benchmark is the same per-core value, of the type
+  ``[machinefeatures] benchmark`` names: ``hep-spec06`` (HEPSPEC, the default) or
+  ``HEPscore23``, which WLCG put on HS06's scale, so the keys and conversions stay.
 * DIRAC ``CPUTime`` is work in HS06·s, as DIRAC counts it: the seconds the slot still
   has (the earliest of ``jobstart_secs + wall_limit_secs``, ``shutdowntime_job`` and
   ``shutdowntime``, minus now; ``wall_limit_secs`` itself when there is no start time)
@@ -38,17 +40,22 @@ FORMATS = ("classad", "dirac", "glue2", "json")
 _PLATFORMS = {"x86_64": "amd64", "amd64": "amd64", "i386": "i386", "i486": "i386",
               "i586": "i386", "i686": "i386", "aarch64": "arm64", "arm64": "arm64",
               "ppc64le": "ppc64el", "s390x": "s390x", "riscv64": "riscv64"}
+# [machinefeatures] benchmark -> GLUE 2 Benchmark Type.
+BENCHMARK_TYPES = {"HEPSPEC": "hep-spec06", "HEPscore23": "HEPscore23"}
 
 
 class Options:
-    """The ``[describe]`` section: who this slot is, for DIRAC."""
+    """The ``[describe]`` section: who this slot is, for DIRAC; and ``[machinefeatures]
+    benchmark``, what the HS06 numbers were measured with."""
 
     def __init__(self, site: str | None = None, gridce: str | None = None,
-                 tags: tuple[str, ...] = (), platform: str | None = None) -> None:
+                 tags: tuple[str, ...] = (), platform: str | None = None,
+                 benchmark: str = "HEPSPEC") -> None:
         self.site = site
         self.gridce = gridce
         self.tags = tuple(tags)
         self.platform = platform
+        self.benchmark = benchmark
 
 
 def typed(raw: dict[str, str], scope: str) -> tuple[dict, list[str]]:
@@ -226,8 +233,9 @@ def dirac(slot: Slot, options: Options) -> dict:
     return description
 
 
-def glue2(slot: Slot, machine_arch: str | None = None) -> dict:
-    """GLUE 2 ExecutionEnvironment attributes, its benchmark and ComputingShare limits."""
+def glue2(slot: Slot, machine_arch: str | None = None, benchmark: str = "HEPSPEC") -> dict:
+    """GLUE 2 ExecutionEnvironment attributes, its benchmark (``benchmark``: the configured
+    one, a key of BENCHMARK_TYPES) and ComputingShare limits."""
     environment: dict[str, object] = {}
     _put(environment, "LogicalCPUs", slot.cpus)
     _put(environment, "MainMemorySize", slot.memory_mb())
@@ -240,7 +248,7 @@ def glue2(slot: Slot, machine_arch: str | None = None) -> dict:
     _put(environment, "OSVersion", slot.os_release.get("VERSION_ID"))
     _put(environment, "Platform", _PLATFORMS.get(machine_arch or ""))
     per_core = slot.hs06_per_core()
-    benchmarks = [] if per_core is None else [{"Type": "hep-spec06",
+    benchmarks = [] if per_core is None else [{"Type": BENCHMARK_TYPES[benchmark],
                                                "Value": round(per_core, 2)}]
     share: dict[str, object] = {}
     _put(share, "MaxWallTime", slot.job.get("wall_limit_secs"))
@@ -253,10 +261,11 @@ def glue2(slot: Slot, machine_arch: str | None = None) -> dict:
 
 
 def everything(slot: Slot, options: Options, machine_arch: str | None = None) -> dict:
-    """The MJF values and every format, typed."""
+    """The MJF values (and the benchmark hs06/hs06_job come from) and every format, typed."""
     return {"machinefeatures": dict(slot.machine), "jobfeatures": dict(slot.job),
+            "benchmark": options.benchmark,
             "classad": classad(slot), "dirac": dirac(slot, options),
-            "glue2": glue2(slot, machine_arch)}
+            "glue2": glue2(slot, machine_arch, options.benchmark)}
 
 
 def classad_text(attributes: dict) -> str:

@@ -364,7 +364,7 @@ def describe_command(format_: str, locations: tuple[str, ...]) -> None:
         click.echo(describe.classad_text(describe.classad(slot)), nl=False)
         return
     document = {"dirac": lambda: describe.dirac(slot, options),
-                "glue2": lambda: describe.glue2(slot, arch),
+                "glue2": lambda: describe.glue2(slot, arch, options.benchmark),
                 "json": lambda: describe.everything(slot, options, arch)}[format_]()
     click.echo(json.dumps(document, indent=2))
 
@@ -394,7 +394,7 @@ def _describe_inputs(locations: tuple[str, ...]):
     from .. import describe
 
     config = config_module.load()
-    options = describe.Options(**config.describe)
+    options = describe.Options(**config.describe, benchmark=config.benchmark)
     machine, jobs, _ = _classify(locations)  # a base_dir: its node, not its jobs
     if len(jobs) > 1:
         raise click.UsageError("give one job: a description is of one slot")

@@ -78,9 +78,28 @@ def test_glue2_and_json_from_the_variables():
                                        "MaxMainMemory": 2048, "MaxVirtualMemory": 3072,
                                        "MaxSlotsPerJob": 4}
     everything = json.loads(describe("--format", "json", **variables).stdout)
-    assert set(everything) == {"machinefeatures", "jobfeatures", "classad", "dirac", "glue2"}
+    assert set(everything) == {"machinefeatures", "jobfeatures", "benchmark", "classad",
+                               "dirac", "glue2"}
+    assert everything["benchmark"] == "HEPSPEC"  # no config: the default
     assert everything["jobfeatures"]["hs06_job"] == 42.5
     assert everything["dirac"]["NumberOfProcessors"] == 4
+
+
+def test_the_configured_benchmark_in_glue2_and_json(tmp_path):
+    conf = tmp_path / "mjf.conf"
+    conf.write_text("[machinefeatures]\nbenchmark = hepscore23\n")
+    variables = {"MACHINEFEATURES": str(DESCRIBED / "lsf-10.1" / "machinefeatures"),
+                 "JOBFEATURES": str(LSF_JOB / "jobfeatures")}
+    glue2 = json.loads(describe("--format", "glue2", config=conf, **variables).stdout)
+    assert glue2["Benchmark"] == [{"Type": "HEPscore23", "Value": 10.62}]
+    everything = json.loads(describe("--format", "json", config=conf, **variables).stdout)
+    assert everything["benchmark"] == "HEPscore23"
+    assert everything["glue2"]["Benchmark"] == glue2["Benchmark"]
+    conf.write_text("[machinefeatures]\nbenchmark = HS23\n")
+    result = describe("--format", "glue2", config=conf, **variables)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert "line 2: [machinefeatures] benchmark = 'HS23': must be HEPSPEC or HEPscore23" \
+        in result.stderr
 
 
 def test_a_base_dir_is_the_node_alone():

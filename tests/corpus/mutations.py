@@ -658,15 +658,15 @@ def _cannot_open(path: str) -> bool:
 
 
 # The config (README, "Configuration"): each known key and what its value must be.
-_PATH, _NUMBER, _INTEGER, _DECIMAL, _BOOLEAN, _LOG, _ATTRIBUTE, _CELL = (
-    "path", "number", "integer", "decimal", "boolean", "log", "attribute", "cell")
+_PATH, _NUMBER, _INTEGER, _DECIMAL, _BOOLEAN, _LOG, _ATTRIBUTE, _CELL, _BENCHMARK = (
+    "path", "number", "integer", "decimal", "boolean", "log", "attribute", "cell", "benchmark")
 CONFIG_KEYS = {
     ("mjf", "base_dir"): _PATH, ("mjf", "on_error"): ("continue", "fail"),
     ("mjf", "log"): _LOG, ("mjf", "legacy_keys"): _BOOLEAN, ("mjf", "command_timeout"): _NUMBER,
     ("mjf", "jobstatus"): _BOOLEAN,
     ("mjf", "export"): ("path", "url"), ("mjf", "url_base"): "url",
     ("machinefeatures", "total_cpu"): _INTEGER, ("machinefeatures", "hs06"): _DECIMAL,
-    ("machinefeatures", "grace_secs"): _INTEGER,
+    ("machinefeatures", "grace_secs"): _INTEGER, ("machinefeatures", "benchmark"): _BENCHMARK,
     **{("jobfeatures", key): _INTEGER for key in (
         "wall_limit_secs", "cpu_limit_secs", "max_rss_bytes", "max_swap_bytes",
         "scratch_limit_bytes", "grace_secs_job")},
@@ -711,6 +711,8 @@ def _config_value(kind, value: str):
         return value if len(whole.lstrip("0")) <= 13 and len(fraction) <= 2 else None
     if kind == _NUMBER:  # command_timeout: seconds, 0 < t <= 300
         return value if _plain_number(value) and 0 < float(value) <= 300 else None
+    if kind == _BENCHMARK:  # HEPSPEC or HEPscore23, in any case; kept canonical
+        return {"hepspec": "HEPSPEC", "hepscore23": "HEPscore23"}.get(value.lower())
     if kind == _BOOLEAN:
         return value if value.lower() in ("1", "yes", "true", "on", "0", "no", "false",
                                            "off") else None

@@ -101,6 +101,7 @@ legacy_keys = yes
 [machinefeatures]
 hs06 = 2400
 grace_secs = 3600
+benchmark = hepscore23
 [jobfeatures]
 max_swap_bytes = 1073741824
 """

@@ -67,6 +67,44 @@ def test_hs06_per_cpu_and_log_none():
 
 
 @pytest.mark.parametrize(("text", "expected"), [
+    ("HEPSPEC", "HEPSPEC"), ("hepspec", "HEPSPEC"), ("HepSpec", "HEPSPEC"),
+    ("HEPscore23", "HEPscore23"), ("hepscore23", "HEPscore23"), ("HEPSCORE23", "HEPscore23"),
+    ("HEPscore23   ; since the 2024 purchase", "HEPscore23"),
+])
+def test_benchmark_is_read_in_any_case_and_kept_in_its_canonical_spelling(text, expected):
+    loaded = config.parse(f"[machinefeatures]\nbenchmark = {text}\nhs06 = 1024\n")
+    assert loaded.benchmark == expected
+    assert loaded.machine == {"hs06": 1024}  # not a key: no machinefeatures/benchmark file
+
+
+def test_benchmark_defaults_to_hepspec():
+    assert config.parse("").benchmark == "HEPSPEC"
+    assert config.parse("[machinefeatures]\nhs06 = 10\n").benchmark == "HEPSPEC"
+
+
+@pytest.mark.parametrize("value", ["HS06", "hep-spec06", "HEPscore", "HEPscore20", "DB12", "",
+                                   "HEPSPEC HEPscore23", "HEPSPEC,HEPscore23"])
+def test_benchmark_other_values_are_refused_naming_file_line_key_and_the_allowed_ones(
+        tmp_path, value):
+    path = tmp_path / "mjf.conf"
+    path.write_text(f"[mjf]\nlog = stderr\n[machinefeatures]\nbenchmark = {value}\n")
+    with pytest.raises(SiteInputError) as raised:
+        config.load(str(path))
+    assert str(raised.value) == (
+        f"{path}, line 4: [machinefeatures] benchmark = {value!r}: must be HEPSPEC or "
+        "HEPscore23 (in any case): the benchmark the hs06 and hs06_job values come from")
+
+
+def test_benchmark_belongs_to_machinefeatures():
+    with pytest.raises(SiteInputError, match=r"\[jobfeatures\] benchmark = 'HEPscore23': "
+                                             "is not an MJF key"):
+        config.parse("[jobfeatures]\nbenchmark = HEPscore23\n")
+    with pytest.raises(SiteInputError, match=r"line 3: \[machinefeatures\] benchmark is set "
+                                             "twice"):
+        config.parse("[machinefeatures]\nbenchmark = HEPSPEC\nbenchmark = HEPscore23\n")
+
+
+@pytest.mark.parametrize(("text", "expected"), [
     ("[machinefeatures]\nhs07 = 1\n",
      r"line 2: \[machinefeatures\] hs07 = '1': is not an MJF key"),
     ("[machinefeatures]\nhs06 = fast\n",

@@ -90,6 +90,31 @@ def test_node_only_and_missing_inputs():
         "Benchmark": [{"Type": "hep-spec06", "Value": 12.5}], "ComputingShare": {}}
 
 
+@pytest.mark.parametrize(("benchmark", "glue2_type"), [("HEPSPEC", "hep-spec06"),
+                                                        ("HEPscore23", "HEPscore23")])
+def test_the_configured_benchmark_names_the_glue2_benchmark_and_is_in_json(benchmark,
+                                                                            glue2_type):
+    loaded = config.parse(f"[machinefeatures]\nbenchmark = {benchmark.lower()}\n")
+    options = describe.Options(**loaded.describe, benchmark=loaded.benchmark)
+    slot, _ = describe.slot({"total_cpu": "8", "hs06": "100"}, None)
+    assert describe.glue2(slot, None, options.benchmark)["Benchmark"] == [
+        {"Type": glue2_type, "Value": 12.5}]
+    everything = describe.everything(slot, options)
+    assert everything["benchmark"] == benchmark
+    assert everything["glue2"]["Benchmark"] == [{"Type": glue2_type, "Value": 12.5}]
+    # Same scale: the ClassAd and DIRAC numbers (and names) do not change with it.
+    hepspec = describe.everything(slot, describe.Options())
+    assert everything["classad"] == hepspec["classad"]
+    assert everything["dirac"] == hepspec["dirac"] == {}
+    assert list(everything) == ["machinefeatures", "jobfeatures", "benchmark", "classad",
+                                "dirac", "glue2"]
+
+
+def test_without_a_benchmark_value_glue2_has_no_benchmark_whatever_the_config():
+    slot, _ = describe.slot({"total_cpu": "8"}, None)
+    assert describe.glue2(slot, None, "HEPscore23")["Benchmark"] == []
+
+
 def test_malformed_values_are_left_out_and_named():
     slot, problems = describe.slot({"total_cpu": "8 ", "hs06": "x", "log_cores": "8"},
                                    {"allocated_cpu": "2", "job_id": "a b", "whatever": "1"})
