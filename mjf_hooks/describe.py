@@ -153,14 +153,12 @@ class Slot:
     def seconds_left(self) -> int | None:
         """Wall seconds the slot still has (never below 0); without a start time, the
         wall limit; None when nothing bounds it."""
-        start, wall = self.job.get("jobstart_secs"), self.job.get("wall_limit_secs")
-        ends = [end for end in (self.job.get("shutdowntime_job"),
-                                self.machine.get("shutdowntime")) if end is not None]
-        if start is not None and wall is not None:
-            ends.append(start + wall)
-        if ends:
-            return max(0, int(min(ends) - self.now))
-        return wall
+        from .reader import job_end  # the rule `mjf remaining` follows
+
+        wall = self.job.get("wall_limit_secs")
+        end = job_end(self.job.get("jobstart_secs"), wall, self.job.get("shutdowntime_job"),
+                      self.machine.get("shutdowntime"))
+        return wall if end is None else max(0, int(end - self.now))
 
     def clock_mhz(self) -> int | None:
         text = self.cpuinfo.get("cpu MHz")

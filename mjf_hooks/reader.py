@@ -386,6 +386,15 @@ def cache_lifetime(headers) -> float:
     return 0.0
 
 
+def job_end(jobstart_secs, wall_limit_secs, shutdowntime_job, shutdowntime):
+    """When a job must be done: the earliest of jobstart_secs + wall_limit_secs,
+    shutdowntime_job and shutdowntime (each None where unknown); None if none is known."""
+    ends = [end for end in (shutdowntime_job, shutdowntime) if end is not None]
+    if jobstart_secs is not None and wall_limit_secs is not None:
+        ends.append(jobstart_secs + wall_limit_secs)
+    return min(ends) if ends else None
+
+
 class JobView:
     """What a job sees: its machine features and its job features (either may be missing)."""
 
@@ -417,12 +426,9 @@ class JobView:
         """Seconds the job may still run: the earliest of jobstart_secs + wall_limit_secs,
         shutdowntime_job and shutdowntime, minus now; None when none of them is known."""
         now = time.time() if now is None else now
-        ends = [self.get("shutdowntime_job"), self.get("shutdowntime")]
-        start, wall = self.get("jobstart_secs"), self.get("wall_limit_secs")
-        if start is not None and wall is not None:
-            ends.append(start + wall)
-        known = [end for end in ends if end is not None]
-        return int(min(known) - now) if known else None
+        end = job_end(self.get("jobstart_secs"), self.get("wall_limit_secs"),
+                      self.get("shutdowntime_job"), self.get("shutdowntime"))
+        return None if end is None else int(end - now)
 
     def as_dict(self) -> dict:
         """Everything, typed where well-formed, for a JSON dump."""
