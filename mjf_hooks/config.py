@@ -62,7 +62,11 @@ BACKEND_OPTIONS = {
 }
 # `mjf describe`: who this slot is, for DIRAC's resource description (all optional).
 DESCRIBE_OPTIONS = ("site", "gridce", "tags", "platform")
-_SECTIONS = ("mjf", "machinefeatures", "jobfeatures", *BACKEND_OPTIONS, "describe")
+# [records]: a record per job of what MJF promised against what it used (off by default).
+RECORD_FORMATS = ("sss", "apel")
+DEFAULT_RECORD_FORMATS = ("sss",)
+DEFAULT_RECORDS_KEEP_DAYS = 90
+_SECTIONS = ("mjf", "machinefeatures", "jobfeatures", *BACKEND_OPTIONS, "describe", "records")
 
 
 class Config:
@@ -86,6 +90,10 @@ class Config:
         "machine",
         "on_error",
         "path",
+        "record_formats",
+        "records_dir",
+        "records_keep_days",
+        "records_site",
         "url_base",
     )
 
@@ -117,6 +125,12 @@ class Config:
         self.backend: dict[str, dict[str, str]] = {name: {} for name in BACKEND_OPTIONS}
         # [describe]: site, gridce, platform as strings; tags as a tuple of strings.
         self.describe: dict[str, object] = {}
+        # [records]: where each job's record goes (None: no records), in which formats
+        # besides the JSON that `mjf records` reads, for how long, and the APEL site name.
+        self.records_dir: str | None = None
+        self.record_formats: tuple[str, ...] = DEFAULT_RECORD_FORMATS
+        self.records_keep_days = DEFAULT_RECORDS_KEEP_DAYS
+        self.records_site: str | None = None
 
 
 def config_path(environ: dict[str, str] | None = None) -> str:
@@ -161,6 +175,10 @@ def parse(text: str, path: str = DEFAULT_PATH) -> Config:
     if problem:
         where, _ = lines["hs06_per_cpu"]
         raise SiteInputError(f"{where}: {problem} (total_cpu on line {lines['total_cpu'][1]})")
+    if "apel" in config.record_formats and config.records_dir \
+            and not (config.records_site or config.describe.get("site")):
+        raise SiteInputError(f"{path}: [records] format apel needs the site's name: set "
+                             "[records] site (or [describe] site) to its GOCDB name")
     if config.export == "url" and not config.url_base:
         raise SiteInputError(f"{path}: [mjf] export = url needs [mjf] url_base, the URL that "
                              "serves base_dir")
@@ -228,6 +246,8 @@ def _apply(config: Config, section: str, key: str, value: str) -> None:
         config.backend[section][key] = _backend_value(options[key], value)
     elif section == "describe":
         _apply_describe_option(config, key, value)
+    elif section == "records":
+        _apply_records_option(config, key, value)
     elif section == "machinefeatures" and key in _EXTRA_MACHINE_OPTIONS:
         if key == "benchmark":
             config.benchmark = _benchmark(value)
@@ -308,6 +328,31 @@ def _apply_describe_option(config: Config, key: str, value: str) -> None:
         raise ValueError("must be printable ASCII without spaces, commas, quotes or "
                          "backslashes")
     config.describe[key] = value
+
+
+def _apply_records_option(config: Config, key: str, value: str) -> None:
+    if key == "dir":
+        config.records_dir = _absolute_path(value)
+    elif key == "format":
+        formats = tuple(part.strip().lower() for part in value.split(","))
+        if not value or not set(formats) <= set(RECORD_FORMATS):
+            raise ValueError(f"must be {' and/or '.join(RECORD_FORMATS)} (comma-separated); "
+                             "the JSON that `mjf records` reads is always written")
+        config.record_formats = tuple(dict.fromkeys(formats))
+    elif key == "keep_days":
+        if not _is_digits(value) or int(value) < 1 or len(value) > 6:
+            raise ValueError("must be a whole number of days, 1 or more")
+        config.records_keep_days = int(value)
+    elif key == "site":
+        if not _is_describe_token(value) or "," in value:
+            raise ValueError("must be the site's GOCDB name: printable ASCII without "
+                             "spaces, commas, quotes or backslashes")
+        config.records_site = value
+    elif key == "benchmark":
+        raise ValueError("the benchmark is the machine's: set [machinefeatures] benchmark "
+                         "(records and mjf describe both carry it)")
+    else:
+        raise ValueError("unknown option; [records] takes dir, format, keep_days, site")
 
 
 def _is_describe_token(value: str) -> bool:

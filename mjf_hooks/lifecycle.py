@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import time
 
 from . import spec
 from .config import Config
@@ -192,17 +193,21 @@ class JobStart:
     (:func:`complete_if_pending`); ``runner``: the identity of the process the job
     lives in, where no batch system will say when it ended (standalone); ``backend``:
     the batch system that runs the job, recorded for `mjf sync`; ``user``: the job's
-    user, when root writes for it (its ``jobstatus/`` is that user's).
+    user, when root writes for it (its ``jobstatus/`` is that user's); ``reports_usage``:
+    a hook of the job's user reports what the job used (into ``usage/``, where records
+    are kept), since root's end of the job cannot measure it.
     """
 
-    __slots__ = ("backend", "cgroup_pid", "facts", "gid", "pending", "runner", "scratch_dir",
-                 "uid", "user")
+    __slots__ = ("backend", "cgroup_pid", "facts", "gid", "pending", "reports_usage", "runner",
+                 "scratch_dir", "uid", "user")
 
     def __init__(self, backend: str, facts: Mapping[str, tuple],
                  cgroup_pid: int | str | None = "self", scratch_dir: str | None = None,
                  gid: int | None = None, uid: int | None = None, pending: bool = False,
-                 runner: str | None = None, user: int | None = None) -> None:
+                 runner: str | None = None, user: int | None = None,
+                 reports_usage: bool = False) -> None:
         self.backend = backend
+        self.reports_usage = reports_usage
         self.facts = facts
         self.cgroup_pid = cgroup_pid
         self.scratch_dir = scratch_dir
@@ -254,7 +259,8 @@ def start_job(config: Config, store: Store, log: Log, machine: Features, job: Jo
     report(log, path, features, rendered, dry_run)
     if not dry_run:
         store.create_job(job_id, rendered, job.gid, job.uid, job.pending, state,
-                         status=config.jobstatus, status_uid=job.user)
+                         status=config.jobstatus, status_uid=job.user,
+                         usage=job.reports_usage and bool(config.records_dir))
         log.info(f"{path}: created with {len(rendered)} keys")
         used = machine.get("shutdowntime")
         _follow_drains(store, machine_store or store, job_id, batch.get("shutdowntime_job"),
@@ -331,15 +337,98 @@ def complete_job(config: Config, store: Store, log: Log, machine: Features, job_
     return sorted(changed)
 
 
-def end_job(store: Store, log: Log, job_id: str, dry_run: bool = False) -> bool:
-    """Remove a job's directory (idempotent); True if there was one."""
+class JobEnd:
+    """What a backend knows about a job as it ends, for its record (``[records] dir``).
+
+    ``delivered``: ``{name: (value, source)}`` for the :data:`records.DELIVERED` values
+    the backend measured (``end_time``, ``wall_secs``, ``cpu_secs``,
+    ``peak_memory_bytes``); what it could not measure is left out, never guessed.
+    ``user`` and ``queue``: the job's user name and queue (partition), where known.
+    """
+
+    __slots__ = ("backend", "delivered", "queue", "user")
+
+    def __init__(self, backend: str, delivered: Mapping[str, tuple] | None = None,
+                 user: str | None = None, queue: str | None = None) -> None:
+        self.backend = backend
+        self.delivered = dict(delivered or {})
+        self.user = user
+        self.queue = queue
+
+
+def end_job(store: Store, log: Log, job_id: str, dry_run: bool = False,
+            config: Config | None = None, ending: JobEnd | None = None) -> bool:
+    """Remove a job's directory (idempotent); True if there was one. With ``ending``
+    and a ``config`` that keeps records, the job's record is written first - or, if it
+    cannot be, one line says why: the directory is removed either way."""
     if dry_run:
         sys.stdout.write(f"would remove {store.job_features_dir(job_id)}\n")
         return False
+    if ending is not None and config is not None and config.records_dir:
+        try:
+            record_job(config, store, log, job_id, ending)
+        except Exception as error:  # noqa: BLE001 - a record must never keep a job's files
+            log.error(f"job {job_id} not recorded: internal error "
+                      f"{type(error).__name__}: {error}")
     removed = store.remove_job(job_id)
     if removed:
         log.info(f"removed the features of job {job_id}")
     return removed
+
+
+# What a record's Requested values are read from: the job's own files, as MJF wrote them.
+_REQUESTED_KEYS = (("allocated_cpu", "allocated_cpu"), ("max_rss_bytes", "max_rss_bytes"),
+                   ("wall_limit_secs", "wall_limit_secs"), ("cpu_limit_secs", "cpu_limit_secs"),
+                   ("scratch_limit_bytes", "scratch_limit_bytes"), ("hs06_job", "hs06_job"),
+                   ("start_time", "jobstart_secs"))
+
+
+def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobEnd,
+               now: float | None = None) -> str | None:
+    """Write the record of a job as it ends: what its directory says MJF promised,
+    against what ``ending`` says it used. Returns the record's path; None (with one
+    log line) if it could not be written. A job without a directory (MJF set up
+    nothing for it, or its end already ran) gets no record."""
+    from . import record_files
+    from .records import Record
+
+    try:
+        written, _ = store.read_job(job_id)
+    except StoreError:
+        log.debug(f"job {job_id} has no directory here: no record")
+        return None
+    requested: dict[str, float] = {}
+    for field, key in _REQUESTED_KEYS:
+        if key in written:
+            try:
+                requested[field] = spec.parse_value(key, written[key])
+            except ValueError:
+                log.warning(f"job {job_id}: its {key} {written[key][:40]!r} is not a valid "
+                            "value: left out of its record")
+    delivered = {name: fact for name, fact in ending.delivered.items() if fact[0] is not None}
+    if "end_time" not in delivered:
+        delivered["end_time"] = (time.time() if now is None else now,
+                                 "the clock as the job's end ran")
+    start = requested.get("start_time")
+    if "wall_secs" not in delivered and start is not None:
+        delivered["wall_secs"] = (max(0.0, delivered["end_time"][0] - start),
+                                  "end_time - jobstart_secs")
+    record = Record(
+        job_id, user=ending.user, queue=ending.queue, node=os.uname().nodename,
+        backend=ending.backend, **requested,
+        **{name: value for name, (value, _) in delivered.items()},
+        sources={name: source for name, (_, source) in delivered.items()},
+        benchmark=config.benchmark if "hs06_job" in requested else None)
+    try:
+        if os.geteuid() == 0:
+            path = record_files.write(config, record, log)
+        else:  # records are root's: `mjf sync` files it
+            path = record_files.hand_in(config, record)
+    except StoreError as error:
+        log.error(f"job {job_id} not recorded: {error}")
+        return None
+    log.info(f"job {job_id} recorded in {path}")
+    return path
 
 
 def report(log: Log, directory: str, features: Features, rendered: dict[str, str],

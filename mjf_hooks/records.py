@@ -307,3 +307,137 @@ def record_json(record: Record) -> dict:
     if delivered:
         out["delivered"] = delivered
     return out
+
+
+def record_from_json(data: dict) -> Record:
+    """The Record a :func:`record_json` dict describes (ValueError if it is not one)."""
+    if not isinstance(data, dict):
+        raise ValueError("a record is a JSON object")
+    requested = data.get("requested", {})
+    delivered = data.get("delivered", {})
+    if not isinstance(requested, dict) or not isinstance(delivered, dict):
+        raise ValueError("requested and delivered must be objects")
+    values: dict = {name: requested.get(name) for name in REQUESTED}
+    sources = {}
+    for name in DELIVERED:
+        entry = delivered.get(name)
+        if entry is None:
+            continue
+        if not isinstance(entry, dict) or not isinstance(entry.get("source"), str):
+            raise ValueError(f"delivered {name} must be {{value, source}}")
+        values[name] = entry.get("value")
+        sources[name] = entry["source"]
+    return Record(data.get("job_id"), **{name: data.get(name) for name in _IDENTITY},
+                  **values, sources=sources, benchmark=data.get("benchmark"))
+
+
+# --- what a record says about the promise ------------------------------------------
+
+def overruns(record: Record) -> list[str]:
+    """The promises the job went past: ``wall`` (wall time over wall_limit_secs),
+    ``memory`` (peak over max_rss_bytes), ``cpu`` (CPU time over cpu_limit_secs),
+    ``cores`` (more CPU than its allocated_cpu could give: consumptionRate over 1)."""
+    found = []
+    for name, used, promised in (("wall", record.wall_secs, record.wall_limit_secs),
+                                 ("memory", record.peak_memory_bytes, record.max_rss_bytes),
+                                 ("cpu", record.cpu_secs, record.cpu_limit_secs)):
+        if used is not None and promised is not None and used > promised:
+            found.append(name)
+    rate = record.consumption_rate
+    # 1% slack: CPU time and wall time come from different clocks.
+    if rate is not None and rate > 1.01:
+        found.append("cores")
+    return found
+
+
+def _ratio(used: float | None, promised: float | None) -> float | None:
+    return None if used is None or not promised else used / promised
+
+
+def figures(record: Record) -> dict:
+    """Per job: CPU efficiency (consumptionRate), and peak memory, wall time and CPU time
+    as fractions of their promise; None where either side is unknown."""
+    return {
+        "cpu_efficiency": record.consumption_rate,
+        "memory_used_fraction": _ratio(record.peak_memory_bytes, record.max_rss_bytes),
+        "wall_used_fraction": _ratio(record.wall_secs, record.wall_limit_secs),
+        "cpu_used_fraction": _ratio(record.cpu_secs, record.cpu_limit_secs),
+        "over": overruns(record),
+    }
+
+
+def _median(values: list[float]) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def summary(records: Iterable[Record]) -> dict:
+    """Totals over ``records``: core-hours allocated and used, overall CPU efficiency
+    (CPU time over wall time x allocated CPUs, of the jobs where all three are known),
+    the idle core-hours, medians of the used fractions, and how many jobs went past
+    each promise."""
+    jobs = 0
+    allocated = used = 0.0
+    efficiency_jobs = 0
+    memory, wall = [], []
+    over = {"wall": 0, "memory": 0, "cpu": 0, "cores": 0}
+    any_over = 0
+    for record in records:
+        jobs += 1
+        if record.consumption_rate is not None:
+            efficiency_jobs += 1
+            allocated += record.wall_secs * record.allocated_cpu  # type: ignore[operator]
+            used += record.cpu_secs  # type: ignore[operator]
+        fraction = _ratio(record.peak_memory_bytes, record.max_rss_bytes)
+        if fraction is not None:
+            memory.append(fraction)
+        fraction = _ratio(record.wall_secs, record.wall_limit_secs)
+        if fraction is not None:
+            wall.append(fraction)
+        went_over = overruns(record)
+        any_over += bool(went_over)
+        for name in went_over:
+            over[name] += 1
+    return {
+        "jobs": jobs,
+        "jobs_with_cpu_figures": efficiency_jobs,
+        "allocated_core_hours": allocated / 3600,
+        "used_core_hours": used / 3600,
+        "idle_core_hours": max(0.0, allocated - used) / 3600,
+        "cpu_efficiency": used / allocated if allocated else None,
+        "median_memory_used_fraction": _median(memory),
+        "median_wall_used_fraction": _median(wall),
+        "jobs_over_a_promise": any_over,
+        "over": over,
+    }
+
+
+# --- a usage report: what a hook of the job's user measured, for root's record --------
+
+_REPORTED = ("cpu_secs", "peak_memory_bytes")
+# A bound no real job reaches (30 years of 10,000 cores; 1 PB): beyond it, a typo or a lie.
+_REPORT_BOUND = 1e13 + 1e15
+
+
+def usage_report(facts: dict) -> str:
+    """``name value`` lines of the reported values in ``facts`` (``{name: (value, _)}``)."""
+    return "".join(f"{name} {_dec(facts[name][0], 6)}\n" for name in _REPORTED if name in facts)
+
+
+def parse_usage_report(text: str, source: str) -> dict:
+    """The values of a usage report as Delivered facts with ``source``; what is not a
+    plain non-negative number below a bound no job reaches is left out."""
+    facts = {}
+    for line in text.splitlines()[:len(_REPORTED) * 2]:
+        name, _, value = line.partition(" ")
+        whole, dot, fraction = value.partition(".")
+        if name not in _REPORTED or not whole.isdigit() or not whole.isascii() \
+                or (dot and not (fraction.isdigit() and fraction.isascii())) or len(value) > 30:
+            continue
+        number = float(value) if dot else int(value)
+        if number < _REPORT_BOUND:
+            facts[name] = (number, source)
+    return facts

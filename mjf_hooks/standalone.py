@@ -44,12 +44,45 @@ def run(context: HookContext) -> int:
         context.log.warning("running the command without MJF")
     if context.dry_run:
         return 0
+    child = _Child()
     try:
-        status = _spawn_and_wait(context.args, environ)
+        status = _spawn_and_wait(context.args, environ, child)
     finally:
         if store is not None:
-            context.fail_safe(lifecycle.end_job, store, context.log, job_id)
+            context.fail_safe(lifecycle.end_job, store, context.log, job_id, False,
+                              context.config, child.ending())
     return _exit_like(status)
+
+
+class _Child:
+    """What ``mjf run`` measured of its command: from spawn to exit on its own clock,
+    and the kernel's account of it (wait4's rusage: the command and every descendant
+    it waited for)."""
+
+    __slots__ = ("ended", "rusage", "started", "wall_secs")
+
+    def __init__(self) -> None:
+        self.started = self.ended = self.wall_secs = None
+        self.rusage = None
+
+    def ending(self) -> lifecycle.JobEnd:
+        delivered: dict[str, tuple] = {}
+        if self.ended is not None:
+            delivered["end_time"] = (self.ended, "the clock when the command exited")
+            delivered["wall_secs"] = (self.wall_secs, "mjf run's clock, spawn to exit")
+        if self.rusage is not None:
+            delivered["cpu_secs"] = (self.rusage.ru_utime + self.rusage.ru_stime,
+                                     "wait4 rusage: user + system time")
+            delivered["peak_memory_bytes"] = (
+                self.rusage.ru_maxrss * 1024,
+                "wait4 rusage: the largest resident set of the command or a descendant")
+        import pwd
+
+        try:
+            user = pwd.getpwuid(os.geteuid()).pw_name
+        except KeyError:
+            user = str(os.geteuid())
+        return lifecycle.JobEnd("standalone", delivered, user=user)
 
 
 _OPTION_KEYS = (("cpus", "allocated_cpu"), ("wall_limit", "wall_limit_secs"),
@@ -90,12 +123,14 @@ def _set_up(context: HookContext, options: dict) -> tuple[Store, str, dict[str, 
     return store, job_id, lifecycle.set_up_job(config, log, site, store, job, context.dry_run)
 
 
-def _spawn_and_wait(argv: list[str], environ: dict[str, str]) -> int:
-    """Run the command, forward signals to it, return its wait status."""
+def _spawn_and_wait(argv: list[str], environ: dict[str, str], child: _Child) -> int:
+    """Run the command, forward signals to it, return its wait status; what it used
+    goes into ``child``."""
     watched = set(FORWARDED_SIGNALS) | {signal.SIGCHLD}
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
     try:
         try:
+            child.started = time.monotonic()
             pid = os.posix_spawnp(
                 argv[0], argv, environ,
                 setsigmask=previous,
@@ -108,8 +143,10 @@ def _spawn_and_wait(argv: list[str], environ: dict[str, str]) -> int:
         while True:
             info = signal.sigwaitinfo(watched)
             if info.si_signo == signal.SIGCHLD:
-                waited, status = os.waitpid(pid, os.WNOHANG)
+                waited, status, rusage = os.wait4(pid, os.WNOHANG)
                 if waited == pid:
+                    child.wall_secs = time.monotonic() - child.started
+                    child.ended, child.rusage = time.time(), rusage
                     return status
             elif info.si_code <= _SENT_BY_A_PROCESS or info.si_signo not in (
                 signal.SIGINT, signal.SIGQUIT, signal.SIGHUP

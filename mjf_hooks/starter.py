@@ -71,11 +71,14 @@ def set_up(context: HookContext, backend: str, job_id: str, in_job: bool,
     return lifecycle.set_up_job(config, log, site, store, job, context.dry_run)
 
 
-def end(context: HookContext, job_id: str, owner_variables: tuple[str, ...]) -> None:
+def end(context: HookContext, job_id: str, owner_variables: tuple[str, ...],
+        ending: lifecycle.JobEnd | None = None) -> None:
     """Remove the job's directory wherever it is (idempotent): base_dir, this user's
     private directory, and - run as root, where neither had it - the job's user's
-    (a starter without a root pre-start put it there)."""
-    removed = [lifecycle.end_job(store, context.log, job_id, context.dry_run)
+    (a starter without a root pre-start put it there). With ``ending``, the job's
+    record is written first (where the site keeps records)."""
+    removed = [lifecycle.end_job(store, context.log, job_id, context.dry_run, context.config,
+                                 ending)
                for store in job_stores(context)]
     if any(removed) or context.dry_run or os.geteuid() != 0:
         return
@@ -85,7 +88,7 @@ def end(context: HookContext, job_id: str, owner_variables: tuple[str, ...]) -> 
         return  # no user known here: nothing of theirs to look in
     for store in lifecycle.job_stores_elsewhere(context.config):
         if store.owner == uid and uid != 0:
-            lifecycle.end_job(store, context.log, job_id)
+            lifecycle.end_job(store, context.log, job_id, False, context.config, ending)
 
 
 def job_user(environ: dict[str, str], variables: tuple[str, ...]) -> tuple[int, int]:

@@ -44,6 +44,10 @@ JOBS_DIR = "jobs"
 JOB_FEATURES_DIR = "jobfeatures"
 # The job's $JOBSTATUS, where a site offers it: its user's, for its pilot to fill.
 JOB_STATUS_DIR = "jobstatus"
+# Where records are kept and a hook of the job's user measures what the job used (the
+# Slurm TaskEpilog, in the job's cgroup): that user's, read by root at the job's end.
+JOB_USAGE_DIR = "usage"
+USAGE_REPORT = "report"
 # Hidden names never collide with a job's directory: job dir names never start with ".".
 # Beside jobfeatures/, the suite's own bookkeeping for a job; readers never see it
 # (the spec allows nothing but key files in jobfeatures/).
@@ -194,7 +198,7 @@ class Store:
     def create_job(self, job_id: str, values: dict[str, str], gid: int | None = None,
                    uid: int | None = None, pending: bool = False,
                    state: dict[str, str] | None = None, status: bool = False,
-                   status_uid: int | None = None) -> str:
+                   status_uid: int | None = None, usage: bool = False) -> str:
         """Build a job's directory completely, then make it appear at once.
 
         An existing directory of the same job id (a requeued job, a leftover)
@@ -204,7 +208,8 @@ class Store:
         directory belongs to the job's user, so values can be completed from
         inside the job (``pending`` marks that they are to be). ``state``: the
         suite's bookkeeping files for the job. With ``status`` an empty ``jobstatus/``
-        for its pilot, belonging to ``status_uid`` (the job's user, when root writes).
+        for its pilot, belonging to ``status_uid`` (the job's user, when root writes); with
+        ``usage`` an empty ``usage/`` of that user too, for its usage report.
         Returns the jobfeatures path.
         """
         name = job_dir_name(job_id)
@@ -223,6 +228,8 @@ class Store:
                                 bookkeeping.create(entry, content, self.file_mode, gid)
                     if status:
                         top.make_dir(JOB_STATUS_DIR, self.dir_mode, gid, status_uid).close()
+                    if usage:
+                        top.make_dir(JOB_USAGE_DIR, self.dir_mode, gid, status_uid).close()
                 jobs.rename_into_place(temp, name)
             except BaseException:
                 try:
@@ -349,6 +356,30 @@ class Store:
                         _read_state(top, PENDING_MARKER) is not None)
         except FileNotFoundError:
             raise StoreError(f"{self.job_features_dir(job_id)} does not exist") from None
+
+    def write_usage_report(self, job_id: str, content: str) -> bool:
+        """Replace the job's usage report (as the job's user, from inside the job); False
+        where the job has no ``usage/`` (no records are kept)."""
+        name = job_dir_name(job_id)
+        with self._open_top(JOBS_DIR) as jobs, jobs.open_subdir(name) as top:
+            try:
+                reports = top.open_subdir(JOB_USAGE_DIR)
+            except FileNotFoundError:
+                return False
+            with reports:
+                reports.sweep_leftovers()
+                reports.replace(USAGE_REPORT, content, self.file_mode)
+        return True
+
+    def read_usage_report(self, job_id: str) -> str | None:
+        """The job's usage report, or None. Its user wrote it: a symlink or a FIFO planted
+        there is neither followed nor waited on, and only the first 4 KiB are read."""
+        try:
+            with self._open_top(JOBS_DIR) as jobs, jobs.open_subdir(job_dir_name(job_id)) as top, \
+                    top.open_subdir(JOB_USAGE_DIR) as reports:
+                return reports.read(USAGE_REPORT)
+        except (FileNotFoundError, StoreError):
+            return None
 
     def clear_pending(self, job_id: str) -> None:
         """The job's values are complete: drop its pending mark."""

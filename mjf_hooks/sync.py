@@ -11,7 +11,9 @@
    by the batch system that made the job (its ``state/backend``): a standalone
    job's process has ended; a batch module's ``running_jobs`` no longer lists it.
    When in doubt (a query fails, an unknown directory) nothing is removed.
-4. What job ends had no time to remove (hidden trash names in ``jobs/``) is removed.
+4. Job records handed in by jobs' users are filed as root's; records older than
+   ``[records] keep_days`` are removed.
+5. What job ends had no time to remove (hidden trash names in ``jobs/``) is removed.
 
 Each batch system this node runs is asked through its batch module's queries
 (:mod:`mjf_hooks.batch`); this module knows none of them by name.
@@ -37,11 +39,37 @@ def sync(config: Config, log: Log, environ: dict[str, str], now: float | None = 
     lifecycle.machine_features(config, store, log)
     done = _batch_drains(config, store, log, environ, now)
     done += _remove_stale_jobs(config, store, log, environ)
+    done += _file_and_expire_records(config, log, now)
     # Last, for up to TRASH_BUDGET_SECS: what job ends had no time to remove (a job's
     # user may have filled its directory) blocks no job here.
     if not store.empty_trash():
         log.warning(f"{store.base_dir}/jobs: what job ends left to remove is not all "
                     "removed yet (the next sync goes on)")
+    return done
+
+
+def _file_and_expire_records(config: Config, log: Log, now: float) -> list[str]:
+    if not config.records_dir:
+        return []
+    from . import record_files
+    from .errors import StoreError
+
+    done = []
+    try:
+        filed = record_files.ingest(config, log)
+        if filed:
+            done.append(f"filed {filed} job record(s) handed in by jobs' users")
+    except (StoreError, OSError) as error:
+        log.error(f"job records handed in by users not filed: {error}")
+    try:
+        removed = record_files.expire(config, now)
+        if removed:
+            done.append(f"removed {removed} job record(s) older than "
+                        f"{config.records_keep_days} days from {config.records_dir}")
+    except (StoreError, OSError) as error:
+        log.error(f"old job records not removed: {error}")
+    for line in done:
+        log.info(line)
     return done
 
 

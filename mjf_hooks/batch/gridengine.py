@@ -395,3 +395,31 @@ def job_command(argv: list[str], environ: dict[str, str],
     if mode == "unix_behavior":
         return argv[0], list(argv)
     return shell, [name, *argv]
+
+
+def usage_facts(text: str, path: str) -> dict[str, tuple]:
+    """Delivered facts from the shepherd's ``usage`` file in the job's spool directory
+    (``key=value`` lines, written before the epilog runs): ``end_time`` (UNIX seconds),
+    ``ru_wallclock`` (whole seconds), ``ru_utime`` + ``ru_stime`` (seconds), and
+    ``ru_maxrss`` (KiB: wait4's, the largest resident set of one of the job's processes,
+    not their sum). What is missing or not a plain number is left out."""
+    values: dict[str, float] = {}
+    for line in text.splitlines()[:64]:
+        name, _, value = line.partition("=")
+        whole, dot, fraction = value.strip().partition(".")
+        if whole.isdigit() and whole.isascii() and len(value) <= 30 \
+                and (not dot or (fraction.isdigit() and fraction.isascii())):
+            values[name.strip()] = float(value) if dot else int(value)
+    facts: dict[str, tuple] = {}
+    if "end_time" in values and values["end_time"] > 0:
+        facts["end_time"] = (values["end_time"], f"{path}: end_time")
+    if "ru_wallclock" in values:
+        facts["wall_secs"] = (values["ru_wallclock"], f"{path}: ru_wallclock")
+    if "ru_utime" in values and "ru_stime" in values:
+        facts["cpu_secs"] = (values["ru_utime"] + values["ru_stime"],
+                             f"{path}: ru_utime + ru_stime")
+    if "ru_maxrss" in values:
+        facts["peak_memory_bytes"] = (
+            int(values["ru_maxrss"]) * 1024,
+            f"{path}: ru_maxrss (the largest resident set of one of its processes)")
+    return facts

@@ -58,7 +58,7 @@ def job_facts(machine_ad: dict | None, job_ad: dict | None, now: int,
     machine_ad = machine_ad or {}
     job_ad = job_ad or {}
 
-    job_id = _job_id(job_ad, job_id_style, warnings)
+    job_id = job_id_of(job_ad, job_id_style, warnings)
     if job_id is not None:
         facts["job_id"] = job_id
 
@@ -93,7 +93,9 @@ def job_facts(machine_ad: dict | None, job_ad: dict | None, now: int,
     return facts, warnings
 
 
-def _job_id(job_ad: dict, style: str, warnings: list[str]) -> tuple | None:
+def job_id_of(job_ad: dict, style: str, warnings: list[str]) -> tuple | None:
+    """(the job's id, where it came from) by the ``[htcondor] job_id`` style; None if
+    the ad does not say."""
     if style == "global":
         value = job_ad.get("globaljobid")
         if isinstance(value, str) and value:
@@ -182,3 +184,35 @@ def graceful_drain(output: str, node: str) -> tuple[int, str] | None:
                 and spec.digits_value(fields[2]) is not None:
             return spec.digits_value(fields[2]), "HTCondor graceful drain"
     return None
+
+
+def _number(ad: dict, name: str) -> float | None:
+    value = ad.get(name.lower())
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value if 0 <= value < float("inf") else None
+
+
+def exit_facts(final_ad: dict) -> tuple[dict[str, tuple], str | None]:
+    """Delivered facts from the job ad HTCondor's starter gives its job-exit hook (on
+    stdin: the job's ad with the starter's final usage), and the job's owner.
+
+    ``JobDuration`` (seconds, the starter's clock from the job's start to its exit) is
+    the wall time; ``RemoteUserCpu`` + ``RemoteSysCpu`` the CPU time (exact where HTCondor
+    accounts through cgroups; sampled by its procd otherwise); ``ResidentSetSize`` (KiB)
+    the peak resident set. ``RemoteWallClockTime`` and ``CompletionDate`` are not final
+    here: the schedd sets them later."""
+    facts: dict[str, tuple] = {}
+    duration = _number(final_ad, "JobDuration")
+    if duration is not None:
+        facts["wall_secs"] = (duration, "HTCondor's final job ad: JobDuration")
+    user, system = _number(final_ad, "RemoteUserCpu"), _number(final_ad, "RemoteSysCpu")
+    if user is not None and system is not None:
+        facts["cpu_secs"] = (user + system,
+                             "HTCondor's final job ad: RemoteUserCpu + RemoteSysCpu")
+    rss = _number(final_ad, "ResidentSetSize")
+    if rss is not None:
+        facts["peak_memory_bytes"] = (int(rss) * KIB,
+                                      "HTCondor's final job ad: ResidentSetSize (KiB, peak)")
+    owner = final_ad.get("owner")
+    return facts, owner if isinstance(owner, str) and owner else None

@@ -503,3 +503,30 @@ def parse_settings(text: str) -> dict[str, str]:
         if equals and name.strip() and " " not in name.strip():
             settings[name.strip().lower()] = value.strip()
     return settings
+
+
+def job_cgroup_level(job_id: str):
+    """For :func:`mjf_hooks.probe.cgroup.usage`: the job's level (``job_<id>``) of a
+    cgroup path of a process inside the job (a TaskEpilog runs in its step's), whose
+    counters include every step's, ended ones too; None outside the job."""
+    level = f"job_{job_id}"
+
+    def pick(path: str) -> str | None:
+        parts = path.split("/")
+        return "/".join(parts[:parts.index(level) + 1]) if level in parts else None
+
+    return pick
+
+
+def ending(environ: dict[str, str], now: float) -> tuple[dict[str, tuple], str | None,
+                                                         str | None]:
+    """What the Epilog's environment says of the job's end: (Delivered facts, the job's
+    user, its partition). ``SLURM_JOB_END_TIME`` (Slurm >= 23.02) is the real end, except
+    with ``PrologFlags=RunInJob``, where it is the start plus the time limit: one later
+    than now is not an end yet, and is not taken."""
+    delivered: dict[str, tuple] = {}
+    end = _env_seconds(environ, "SLURM_JOB_END_TIME")
+    if end is not None and end <= now + 1:
+        delivered["end_time"] = (end, "SLURM_JOB_END_TIME")
+    return (delivered, environ.get("SLURM_JOB_USER") or None,
+            environ.get("SLURM_JOB_PARTITION") or None)

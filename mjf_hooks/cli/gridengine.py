@@ -21,7 +21,7 @@ import os
 import sys
 import time
 
-from .. import starter
+from .. import lifecycle, starter
 from ..batch import gridengine
 from ..hook import COMMON_HELP, HookContext, exec_job, run_hook
 from ..options import UsageError
@@ -73,7 +73,16 @@ def prolog(context: HookContext, command: list[str]) -> int:
 
 
 def epilog(context: HookContext, command: list[str]) -> int:
-    starter.end(context, gridengine.job_id(context.environ), OWNER_VARIABLES)
+    ending = None
+    if context.config.records_dir:
+        environ = context.environ
+        spool_dir = environ.get("SGE_JOB_SPOOL_DIR", "")
+        path = os.path.join(spool_dir, "usage")
+        text = read_text(path) if spool_dir.startswith("/") else None
+        ending = lifecycle.JobEnd(
+            gridengine.NAME, gridengine.usage_facts(text, path) if text is not None else {},
+            user=environ.get("USER") or None, queue=environ.get("QUEUE") or None)
+    starter.end(context, gridengine.job_id(context.environ), OWNER_VARIABLES, ending)
     return 0
 
 

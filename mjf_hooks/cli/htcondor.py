@@ -9,6 +9,9 @@ sandbox), then execs the job - or the next wrapper of a chain - with
 be set up the job still runs; only a failing exec is reported to HTCondor,
 as one line in ``$_CONDOR_WRAPPER_ERROR_FILE``.
 
+The job-exit hook (``<KEYWORD>_HOOK_JOB_EXIT``, as the job's user, given the final
+job ad on stdin), where the site keeps records, hands in the job's record.
+
 The cron prints the machine features as ``MJF_MACHINE_<KEY> = value`` attributes
 (the names glideinWMS publishes), which HTCondor merges into the slot ads for
 policies and matchmaking.
@@ -127,6 +130,50 @@ def _set_up(context: HookContext) -> dict[str, str]:
                                 given_dir=scratch)
     job = lifecycle.JobStart("htcondor", facts, cgroup_pid="self", scratch_dir=scratch)
     return lifecycle.set_up_job(config, log, site, store, job, context.dry_run)
+
+
+EXIT_USAGE = """\
+usage: mjf-htcondor-job-exit [options] [REASON]
+
+HTCondor's job-exit hook (STARTER_JOB_HOOK_KEYWORD = MJF, MJF_HOOK_JOB_EXIT = this
+command): with the final job ad on stdin, where [records] dir is set, hand in the
+job's record of what MJF promised against what it used, then remove the job's
+directory. REASON (exit, evict...) is HTCondor's.
+
+""" + COMMON_HELP
+
+
+def job_exit_main(argv: list[str] | None = None) -> int:
+    return run_hook("mjf-htcondor-job-exit", sys.argv[1:] if argv is None else argv,
+                    _job_exit, EXIT_USAGE)
+
+
+def _job_exit(context: HookContext) -> int:
+    config, environ, log = context.config, context.environ, context.log
+    scratch = environ.get("_CONDOR_SCRATCH_DIR")
+    if not scratch or not scratch.startswith("/") or not os.path.isdir(scratch):
+        raise SiteInputError("$_CONDOR_SCRATCH_DIR is not an existing absolute path: "
+                             "not run by HTCondor's starter?")
+    data = sys.stdin.buffer.read(classad.MAX_AD_BYTES + 1)
+    if len(data) > classad.MAX_AD_BYTES:
+        raise SiteInputError(f"the job ad on stdin is larger than {classad.MAX_AD_BYTES} bytes")
+    final_ad = classad.parse_ad(data.decode("utf-8", "replace"))
+    warnings: list[str] = []
+    found = htcondor.job_id_of(final_ad, config.backend["htcondor"].get("job_id", "global"),
+                               warnings)
+    if found is None:
+        raise SiteInputError("the job ad on stdin has no GlobalJobId, nor ClusterId and "
+                             "ProcId: cannot tell the job's id")
+    job_id = found[0]
+    context.log.context = f"mjf-htcondor-job-exit job {job_id}"
+    ending = None
+    if config.records_dir:
+        delivered, owner = htcondor.exit_facts(final_ad)
+        ending = lifecycle.JobEnd(htcondor.NAME, delivered, user=owner)
+    store = lifecycle.store_for(config, os.path.join(scratch, htcondor.SCRATCH_STORE),
+                                given_dir=scratch)
+    lifecycle.end_job(store, log, job_id, context.dry_run, config, ending)
+    return 0
 
 
 def cron_main(argv: list[str] | None = None) -> int:

@@ -328,6 +328,95 @@ def status_command(as_json: bool, timeout: float, jobs: tuple[str, ...]) -> None
     sys.exit(1 if missing else 0)
 
 
+@cli.command("records")
+@click.option("--since", metavar="TIME",
+              help="Only jobs that ended since TIME (ISO-8601, UNIX seconds, or a duration "
+                   "ago such as 7d).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--summary", is_flag=True, help="Print the totals only.")
+def records_command(since: str | None, as_json: bool, summary: bool) -> None:
+    """This node's job records ([records] dir): what MJF promised each job against what
+    it used - CPU efficiency, peak memory against max_rss_bytes, wall time against
+    wall_limit_secs - and the jobs that went past a promise; --summary totals them.
+    """
+    from .. import config as config_module
+    from .. import drain, record_files, records
+
+    try:
+        config = config_module.load()
+        if not config.records_dir:
+            raise MJFError(f"{config.path}: no records are kept here: set [records] dir")
+        start = None
+        if since is not None:
+            try:
+                start = drain.parse_time(since)
+            except MJFError:
+                start = int(time.time()) - drain.parse_duration_secs(since)
+        listing = record_files.read_all(config.records_dir, start)
+    except MJFError as error:
+        raise click.ClickException(str(error)) from None
+    found = []
+    for data in listing.records:
+        try:
+            found.append(records.record_from_json(data))
+        except (ValueError, TypeError):
+            listing.unreadable.append(f"the record of job {_shown(str(data.get('job_id')))}")
+    for what in listing.unreadable:
+        click.echo(f"mjf records: {what} is not a record: skipped", err=True)
+    if summary:
+        totals = records.summary(found)
+        if as_json:
+            click.echo(json.dumps(totals, indent=2))
+            return
+        _print_summary(totals)
+        return
+    if as_json:
+        click.echo(json.dumps([{**records.record_json(record), "figures": records.figures(record)}
+                               for record in found], indent=2))
+        return
+    click.echo(f"{'END (UTC)':<19} {'JOB':<24} {'USER':<10} {'CPUS':>4} {'CPU EFF':>7} "
+               f"{'PEAK MEM':>9} {'OF MAX':>6} {'WALL':>9} {'OF LIMIT':>8}  OVER")
+    for record in found:
+        figures = records.figures(record)
+        end = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(record.end_time or 0))
+        click.echo(f"{end:<19} {_shown(record.job_id)[:24]:<24} "
+                   f"{_shown(record.user or '?')[:10]:<10} {_figure(record.allocated_cpu):>4} "
+                   f"{_percent(figures['cpu_efficiency']):>7} "
+                   f"{_mebibytes(record.peak_memory_bytes):>9} "
+                   f"{_percent(figures['memory_used_fraction']):>6} "
+                   f"{_duration(record.wall_secs):>9} "
+                   f"{_percent(figures['wall_used_fraction']):>8}  "
+                   f"{','.join(figures['over']) or '-'}")
+
+
+def _print_summary(totals: dict) -> None:
+    over = totals["over"]
+    click.echo(f"jobs: {totals['jobs']} ({totals['jobs_with_cpu_figures']} with CPU figures)")
+    click.echo(f"core-hours: {totals['allocated_core_hours']:.1f} allocated, "
+               f"{totals['used_core_hours']:.1f} used, {totals['idle_core_hours']:.1f} idle; "
+               f"CPU efficiency {_percent(totals['cpu_efficiency'])}")
+    click.echo(f"median peak memory of max_rss_bytes: "
+               f"{_percent(totals['median_memory_used_fraction'])}; median wall time of "
+               f"wall_limit_secs: {_percent(totals['median_wall_used_fraction'])}")
+    click.echo(f"jobs over a promise: {totals['jobs_over_a_promise']} (wall {over['wall']}, "
+               f"memory {over['memory']}, cpu {over['cpu']}, cores {over['cores']})")
+
+
+def _percent(fraction: float | None) -> str:
+    return "?" if fraction is None else f"{fraction * 100:.0f}%"
+
+
+def _mebibytes(value: float | None) -> str:
+    return "?" if value is None else f"{value / 2**20:.0f}M"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    whole = int(seconds)
+    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
+
+
 def _shown(text: str) -> str:
     """What a job's user wrote, safe for root's terminal: no control characters (a
     forged line, an escape sequence), at most 200 characters."""

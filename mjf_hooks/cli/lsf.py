@@ -20,7 +20,7 @@ import os
 import sys
 import time
 
-from .. import starter
+from .. import lifecycle, starter
 from ..batch import lsf
 from ..hook import COMMON_HELP, HookContext, exec_job, run_hook
 from ..options import UsageError
@@ -55,7 +55,15 @@ def _dispatch(context: HookContext) -> int:
         set_up(context, in_job=False)
         return 0
     if role == "post-exec":
-        starter.end(context, lsf.job_id(context.environ), OWNER_VARIABLES)
+        ending = None
+        if context.config.records_dir:
+            # The post-exec runs outside the job, after it: of what the job used it knows
+            # when it ended (its own start), nothing more.
+            environ = context.environ
+            user = next((environ[name] for name in OWNER_VARIABLES if environ.get(name)), None)
+            ending = lifecycle.JobEnd(lsf.NAME, user=user,
+                                      queue=environ.get("LSB_QUEUE") or None)
+        starter.end(context, lsf.job_id(context.environ), OWNER_VARIABLES, ending)
         return 0
     return run_starter(context, command)
 

@@ -13,7 +13,10 @@ to replay a recorded job start.
   Slurm; the first task of a pending job completes the values from inside the
   job's cgroup. Sites configure the pure-sh ``mjf-slurm-taskprolog``, which
   calls this only while the job is pending.
-* Epilog (root): removes the job's directory.
+* TaskEpilog (job user, after every task, in the job's cgroup), where records are
+  kept: reports what the job used so far - its cgroup's counters - for the Epilog.
+* Epilog (root): writes the job's record (where the site keeps records), removes
+  the job's directory.
 """
 
 from __future__ import annotations
@@ -22,22 +25,23 @@ import os
 import sys
 import time
 
-from .. import lifecycle
+from .. import lifecycle, records
 from ..batch import slurm
 from ..errors import SiteInputError
 from ..hook import COMMON_HELP, HookContext, run_hook
 from ..probe import read_text
 
 USAGE = """\
-usage: mjf-slurm [options] [prolog|epilog|taskprolog]
+usage: mjf-slurm [options] [prolog|epilog|taskprolog|taskepilog]
 
-Slurm Prolog / Epilog / TaskProlog for Machine/Job Features. Without a role it
-follows SLURM_SCRIPT_CONTEXT (prolog_slurmd, epilog_slurmd, prolog_task).
+Slurm Prolog / Epilog / TaskProlog / TaskEpilog for Machine/Job Features. Without a
+role it follows SLURM_SCRIPT_CONTEXT (prolog_slurmd, epilog_slurmd, prolog_task,
+epilog_task).
 
 """ + COMMON_HELP
 
 _CONTEXT_ROLES = {"prolog_slurmd": "prolog", "epilog_slurmd": "epilog",
-                  "prolog_task": "taskprolog"}
+                  "prolog_task": "taskprolog", "epilog_task": "taskepilog"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,13 +52,14 @@ def main(argv: list[str] | None = None) -> int:
 def _dispatch(context: HookContext) -> int:
     role = context.args[0] if context.args else \
         _CONTEXT_ROLES.get(context.environ.get("SLURM_SCRIPT_CONTEXT", ""))
-    if role not in ("prolog", "epilog", "taskprolog") or len(context.args) > 1:
+    if role not in ROLES or len(context.args) > 1:
         raise SiteInputError(
             f"cannot tell the role: arguments {context.args!r}, SLURM_SCRIPT_CONTEXT="
-            f"{context.environ.get('SLURM_SCRIPT_CONTEXT')!r}; give prolog, epilog or taskprolog"
+            f"{context.environ.get('SLURM_SCRIPT_CONTEXT')!r}; give prolog, epilog, "
+            "taskprolog or taskepilog"
         )
     context.log.context = f"mjf-slurm {role} job {context.environ.get('SLURM_JOB_ID', '?')}"
-    return {"prolog": prolog, "epilog": epilog, "taskprolog": taskprolog}[role](context)
+    return ROLES[role](context)
 
 
 def prolog(context: HookContext) -> int:
@@ -78,19 +83,54 @@ def prolog(context: HookContext) -> int:
     in_job = slurm.in_job_cgroup(read_text("/proc/self/cgroup") or "", job_id)
     pending = not in_job and slurm.completion_needed(facts, settings)
     # The job's uid only where something becomes its user's: a pending jobfeatures/, a
-    # jobstatus/ (a malformed SLURM_JOB_UID fails nothing else).
-    uid, gid = slurm.job_owner(environ, uid_needed=pending or config.jobstatus)
+    # jobstatus/, a usage/ for the TaskEpilog's report (a malformed SLURM_JOB_UID fails
+    # nothing else).
+    uid, gid = slurm.job_owner(environ, uid_needed=pending or config.jobstatus
+                               or bool(config.records_dir))
     job = lifecycle.JobStart(
         "slurm", facts, cgroup_pid="self" if in_job else None,
         scratch_dir=config.backend["slurm"].get("scratch_dir") or settings.get("tmpfs", "/tmp"),
-        gid=gid, uid=uid if pending else None, pending=pending, user=uid)
+        gid=gid, uid=uid if pending else None, pending=pending, user=uid,
+        reports_usage=uid is not None)
     lifecycle.start_job(config, store, log, machine, job, context.dry_run)
     return 0
 
 
 def epilog(context: HookContext) -> int:
-    lifecycle.end_job(lifecycle.store_for(context.config), context.log,
-                      slurm.job_id(context.environ), context.dry_run)
+    config, environ = context.config, context.environ
+    job_id = slurm.job_id(environ)
+    store = lifecycle.store_for(config)
+    ending = None
+    if config.records_dir:
+        delivered, user, partition = slurm.ending(environ, time.time())
+        # The job's cgroup is gone by now (Slurm removes it before the Epilog): what it
+        # used is what the TaskEpilog last read there, as the job's user.
+        report = store.read_usage_report(job_id)
+        if report is not None:
+            delivered.update(records.parse_usage_report(
+                report, "the job's cgroup, read by its TaskEpilog (as the job's user)"))
+        ending = lifecycle.JobEnd("slurm", delivered, user=user, queue=partition)
+    lifecycle.end_job(store, context.log, job_id, context.dry_run, config, ending)
+    return 0
+
+
+def taskepilog(context: HookContext) -> int:
+    """Where records are kept: report the job's cgroup counters for the Epilog."""
+    config = context.config
+    if not config.records_dir:
+        return 0
+    from ..probe import cgroup
+
+    job_id = slurm.job_id(context.environ)
+    usage = cgroup.usage("self", slurm.job_cgroup_level(job_id))
+    if usage is None:
+        context.log.info(f"no cgroup accounting of job {job_id} here: nothing to report")
+        return 0
+    report = records.usage_report(usage.facts())
+    if context.dry_run:
+        sys.stdout.write(report)
+    elif report:
+        lifecycle.store_for(config).write_usage_report(job_id, report)
     return 0
 
 
@@ -108,6 +148,10 @@ def taskprolog(context: HookContext) -> int:
     sys.stdout.write(lifecycle.export_lines(lifecycle.exports(config, store.machine_dir,
                                                               job_dir)))
     return 0
+
+
+ROLES = {"prolog": prolog, "epilog": epilog, "taskprolog": taskprolog,
+         "taskepilog": taskepilog}
 
 
 def _scontrol(context: HookContext, args: list[str]) -> dict[str, str] | None:

@@ -155,3 +155,81 @@ def limits_from(proc_cgroup: dict[str, str],
             _leaf_cpus(chain, ("cpuset.cpus.effective",)),
         )
     return None
+
+
+class CgroupUsage:
+    """What a cgroup's accounting says its processes used, all of them, those gone
+    included (the kernel charges every level up the tree): None where not kept."""
+
+    __slots__ = ("cpu_path", "cpu_secs", "memory_path", "peak_memory_bytes", "version")
+
+    def __init__(self, version: int, cpu_path: str | None, cpu_secs: float | None,
+                 memory_path: str | None, peak_memory_bytes: int | None) -> None:
+        self.version = version
+        self.cpu_path, self.cpu_secs = cpu_path, cpu_secs
+        self.memory_path, self.peak_memory_bytes = memory_path, peak_memory_bytes
+
+    def facts(self) -> dict[str, tuple]:
+        """As a job's Delivered values, ``{name: (value, source)}``."""
+        facts = {}
+        if self.cpu_secs is not None:
+            name = "cpuacct.usage" if self.version == 1 else "cpu.stat usage_usec"
+            facts["cpu_secs"] = (self.cpu_secs, f"cgroup {self.cpu_path}/{name}")
+        if self.peak_memory_bytes is not None:
+            name = "memory.max_usage_in_bytes" if self.version == 1 else "memory.peak"
+            facts["peak_memory_bytes"] = (self.peak_memory_bytes,
+                                          f"cgroup {self.memory_path}/{name}")
+        return facts
+
+
+def _stat_field(text: str | None, field: str) -> int | None:
+    """A ``name value`` line's value from a flat-keyed file such as cpu.stat."""
+    for line in (text or "").splitlines():
+        name, _, value = line.partition(" ")
+        if name == field:
+            return digits_value(value.strip())
+    return None
+
+
+def usage(pid: int | str, level) -> CgroupUsage | None:
+    """The accounting of the cgroup ``level`` picks from ``pid``'s cgroup path - a
+    function of that path (as /proc names it) giving the path of the job's level, an
+    ancestor or itself, or None - read where it is kept; None if it is nowhere (not in a
+    job's cgroup, or the cgroup is gone)."""
+    proc_cgroup = read_text(f"/proc/{pid}/cgroup")
+    mountinfo = read_text(f"/proc/{pid}/mountinfo")
+    if not proc_cgroup or not mountinfo:
+        return None
+    return usage_from(parse_proc_cgroup(proc_cgroup), cgroup_mounts(parse_mountinfo(mountinfo)),
+                      level)
+
+
+def usage_from(proc_cgroup: dict[str, str], mounts: dict[str, tuple[str, str]],
+               level) -> CgroupUsage | None:
+    """:func:`usage` from parsed ``/proc/<pid>/cgroup`` and cgroup mounts."""
+    def directory(controller: str) -> str | None:
+        chosen = level(proc_cgroup[controller]) if controller in proc_cgroup else None
+        if chosen is None:
+            return None
+        found = cgroup_dir(controller, {controller: chosen}, mounts)
+        return found[0] if found else None
+
+    cpuacct, memory = directory("cpuacct"), directory("memory")
+    if cpuacct or memory:
+        nanoseconds = digits_value((read_text(f"{cpuacct}/cpuacct.usage") or "").strip()) \
+            if cpuacct else None
+        peak = digits_value((read_text(f"{memory}/memory.max_usage_in_bytes") or "").strip()) \
+            if memory else None
+        if nanoseconds is None and peak is None:
+            return None
+        return CgroupUsage(1, cpuacct, None if nanoseconds is None else nanoseconds / 1e9,
+                           memory, peak)
+    unified = directory("")
+    if unified is None:
+        return None
+    microseconds = _stat_field(read_text(f"{unified}/cpu.stat"), "usage_usec")
+    peak = digits_value((read_text(f"{unified}/memory.peak") or "").strip())  # Linux >= 5.19
+    if microseconds is None and peak is None:
+        return None
+    return CgroupUsage(2, unified, None if microseconds is None else microseconds / 1e6,
+                       unified, peak)
