@@ -139,6 +139,7 @@ def write(config: Config, record: Record, log=None) -> str:
 def _write_whole(directory: Dir, stem: str, files: dict[str, bytes]) -> None:
     """``stem + suffix`` for each file, all or none, the last one renamed last."""
     temps: list[tuple[str, str]] = []
+    renamed: list[str] = []
     try:
         for suffix, data in files.items():
             # Hidden, carrying our pid: expire() knows what a killed writer left.
@@ -147,11 +148,13 @@ def _write_whole(directory: Dir, stem: str, files: dict[str, bytes]) -> None:
             _write_new(directory, temp, data)
         for temp, name in temps:
             os.rename(temp, name, src_dir_fd=directory.fd, dst_dir_fd=directory.fd)
+            renamed.append(name)
     except OSError as error:
         for temp, _ in temps:
             directory._unlink_quietly(temp)
-        # A rename that failed half-way: the files already in place go too.
-        for _, name in temps[:-1]:
+        # A rename that failed half-way: the files already in place go too (the JSON,
+        # renamed last, never is: a record that was whole before stays listed).
+        for name in renamed:
             directory._unlink_quietly(name)
         raise StoreError(describe(error, f"{directory.path}/{stem}{RECORD_SUFFIX}")) from None
 
@@ -265,7 +268,8 @@ def _read(directory: Dir, name: str) -> str | None:
 
 
 def _number(data: dict, section: str, name: str) -> float | None:
-    value = data.get(section, {}).get(name)
+    part = data.get(section)
+    value = part.get(name) if isinstance(part, dict) else None
     if isinstance(value, dict):
         value = value.get("value")
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
@@ -315,7 +319,8 @@ def ingest(config: Config, log) -> int:
                     if handed is None:
                         raise ValueError(name)
                     record = record_from_json(json.loads(handed[0]))
-                except (ValueError, TypeError):
+                    job_dir_name(record.job_id)  # an id no job can have is refused here
+                except (ValueError, TypeError, StoreError):
                     refused.append(name)
                     drop._unlink_quietly(name)
                     continue

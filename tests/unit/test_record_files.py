@@ -1,0 +1,800 @@
+"""The records directory (issue 17): writing a record whole or not at all, reading them
+back, expiring old ones; and how a job's end writes its record (lifecycle)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+import threading
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from mjf_hooks import lifecycle, record_files
+from mjf_hooks.config import parse
+from mjf_hooks.errors import StoreError
+from mjf_hooks.log import Log
+from mjf_hooks.records import Record, apel, record_json, sss_xml
+from mjf_hooks.store import job_dir_name
+from tests.conftest import require
+
+GIB = 2**30
+DAY = 86400
+# 2023-11-14 23:59:59.7 UTC: the last second of a UTC day (already the 15th east of UTC).
+END = 1700006399.7
+OTHER_UID = 54321
+
+SOURCES = {"end_time": "wait4 rusage", "wall_secs": "mjf run's clock",
+           "cpu_secs": "wait4 rusage", "peak_memory_bytes": "wait4 rusage"}
+
+
+def record(job_id: str = "1234.0", end: float | None = END, **changes) -> Record:
+    values = dict(user="atlas001", queue="grid", node="wn042.example.org", backend="slurm",
+                  allocated_cpu=4, max_rss_bytes=8 * GIB, wall_limit_secs=7200,
+                  start_time=None if end is None else end - 3600, end_time=end,
+                  wall_secs=3600, cpu_secs=10000.0, peak_memory_bytes=3 * GIB,
+                  sources=SOURCES)
+    values.update(changes)
+    if end is None:
+        values["sources"] = {k: v for k, v in values["sources"].items() if k != "end_time"}
+    return Record(job_id, **values)
+
+
+def config_for(directory: Path, formats: str = "sss, apel", keep_days: int = 90):
+    return parse(f"[records]\ndir = {directory}\nformat = {formats}\nkeep_days = {keep_days}\n"
+                 "site = TEST-SITE\n", "/test/mjf.conf")
+
+
+@pytest.fixture
+def records_dir(tmp_path):
+    return tmp_path / "records"
+
+
+@pytest.fixture
+def config(records_dir):
+    return config_for(records_dir)
+
+
+@pytest.fixture
+def east_of_utc(monkeypatch):
+    """Local time 9 hours ahead of UTC, so a local date would be the wrong day."""
+    monkeypatch.setenv("TZ", "JST-9")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def everything_under(path: Path) -> list[str]:
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
+
+
+# --- write ------------------------------------------------------------------------
+
+def test_a_record_is_three_files_in_its_utc_day(config, records_dir, east_of_utc):
+    one = record()
+    path = record_files.write(config, one)
+    day = records_dir / "2023-11-14"
+    assert path == f"{day}/1700006399-1234.0.json"
+    assert sorted(os.listdir(records_dir)) == ["2023-11-14"]
+    assert sorted(os.listdir(day)) == ["1700006399-1234.0.apel", "1700006399-1234.0.json",
+                                       "1700006399-1234.0.xml"]
+    assert (day / "1700006399-1234.0.xml").read_text() == sss_xml(one)
+    assert (day / "1700006399-1234.0.apel").read_text() == apel([one], "TEST-SITE")
+    assert json.loads((day / "1700006399-1234.0.json").read_text()) == record_json(one)
+    assert (day / "1700006399-1234.0.json").read_text().endswith("}\n")
+
+
+def test_the_files_and_directories_have_their_modes_whatever_the_umask(config, records_dir):
+    previous = os.umask(0o077)
+    try:
+        record_files.write(config, record())
+    finally:
+        os.umask(previous)
+    day = records_dir / "2023-11-14"
+    for name in os.listdir(day):
+        assert stat.S_IMODE(os.stat(day / name).st_mode) == 0o644, name
+    # The directories as mkdir made them under that umask: never writable by others.
+    for directory in (records_dir, day):
+        assert not os.stat(directory).st_mode & 0o022
+
+
+def test_the_xml_parses_and_its_root_is_job(config, records_dir):
+    record_files.write(config, record())
+    root = ET.parse(records_dir / "2023-11-14/1700006399-1234.0.xml").getroot()
+    assert root.tag == "Job"
+    assert root.findtext("JobId") == "1234.0"
+    assert root.find("Delivered/Processors").get("consumptionRate") == "0.6944"
+
+
+def test_the_file_names_carry_the_job_directory_name(config, records_dir):
+    assert job_dir_name("job$1") == "job%241"
+    path = record_files.write(config, record("job$1", end=1700000000))
+    assert path == f"{records_dir}/2023-11-14/1700000000-job%241.json"
+    assert json.loads(Path(path).read_text())["job_id"] == "job$1"
+
+
+def test_a_requeued_job_gets_a_record_of_its_own(config, records_dir):
+    record_files.write(config, record("9", end=1700000000))
+    record_files.write(config, record("9", end=1700000500))
+    assert sorted(os.listdir(records_dir / "2023-11-14")) == [
+        "1700000000-9.apel", "1700000000-9.json", "1700000000-9.xml",
+        "1700000500-9.apel", "1700000500-9.json", "1700000500-9.xml"]
+
+
+def test_the_apel_site_falls_back_to_the_describe_site(records_dir):
+    config = parse(f"[describe]\nsite = DESCRIBED\n[records]\ndir = {records_dir}\n"
+                   "format = apel\n")
+    record_files.write(config, record())
+    assert sorted(os.listdir(records_dir / "2023-11-14")) == [
+        "1700006399-1234.0.apel", "1700006399-1234.0.json"]
+    assert "Site: DESCRIBED\n" in (records_dir / "2023-11-14/1700006399-1234.0.apel").read_text()
+
+
+def test_without_formats_only_the_json_is_written(config, records_dir):
+    config.record_formats = ()
+    record_files.write(config, record())
+    assert everything_under(records_dir) == ["2023-11-14", "2023-11-14/1700006399-1234.0.json"]
+
+
+def test_a_record_without_an_end_goes_in_todays_directory(config, records_dir):
+    config.record_formats = ("sss",)
+    before = int(time.time())
+    path = Path(record_files.write(config, record(end=None, start_time=1700000000)))
+    after = int(time.time())
+    assert path.parent.name in {record_files.day_name(before), record_files.day_name(after)}
+    assert before <= int(path.name.split("-")[0]) <= after
+
+
+def test_a_format_that_cannot_express_the_record_is_left_out_with_a_warning(config,
+                                                                           records_dir):
+    # APEL needs a CPU time, which not every batch system gives: the rest is written.
+    log = Recorded()
+    path = record_files.write(config, record(cpu_secs=None), log)
+    assert sorted(os.listdir(records_dir / "2023-11-14")) == [
+        "1700006399-1234.0.json", "1700006399-1234.0.xml"]
+    assert "cpu_secs" not in read_record(path)["delivered"]
+    warnings = log.at("warning")
+    assert len(warnings) == 1 and "no APEL file" in warnings[0] and "CpuDuration" in warnings[0]
+    # Without a log it is left out silently.
+    record_files.write(config, record("other", cpu_secs=None))
+    assert len(os.listdir(records_dir / "2023-11-14")) == 4
+
+
+def test_the_parent_of_the_records_directory_is_not_made(tmp_path):
+    config = config_for(tmp_path / "missing/records")
+    with pytest.raises(StoreError, match="missing/records"):
+        record_files.write(config, record())
+    assert not (tmp_path / "missing").exists()
+
+
+def test_a_group_writable_records_directory_is_refused(config, records_dir):
+    records_dir.mkdir()
+    records_dir.chmod(0o775)
+    with pytest.raises(StoreError, match="refusing a records directory others can write"):
+        record_files.write(config, record())
+    assert os.listdir(records_dir) == []
+
+
+def test_a_world_writable_day_directory_is_refused(config, records_dir):
+    (records_dir / "2023-11-14").mkdir(parents=True)
+    (records_dir / "2023-11-14").chmod(0o777)
+    with pytest.raises(StoreError, match="others can write"):
+        record_files.write(config, record())
+    assert everything_under(records_dir) == ["2023-11-14"]
+
+
+def test_a_day_directory_that_is_a_symlink_is_not_followed(config, records_dir, tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    records_dir.mkdir()
+    os.symlink(tmp_path / "elsewhere", records_dir / "2023-11-14")
+    with pytest.raises(StoreError, match="is not a directory"):
+        record_files.write(config, record())
+    assert os.listdir(tmp_path / "elsewhere") == []
+
+
+def test_a_records_directory_symlink_planted_by_another_user_is_refused(config, records_dir,
+                                                                       tmp_path):
+    require(os.geteuid() == 0, "needs root to plant a symlink as another user")
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", records_dir)
+    os.lchown(records_dir, OTHER_UID, OTHER_UID)
+    with pytest.raises(StoreError, match=f"belongs to uid {OTHER_UID}"):
+        record_files.write(config, record())
+    assert os.listdir(tmp_path / "elsewhere") == []
+
+
+def test_a_records_directory_owned_by_another_user_is_refused(config, records_dir):
+    require(os.geteuid() == 0, "needs root to own a directory as another user")
+    records_dir.mkdir()
+    os.chown(records_dir, OTHER_UID, OTHER_UID)
+    with pytest.raises(StoreError, match=f"belongs to uid {OTHER_UID}"):
+        record_files.write(config, record())
+    assert os.listdir(records_dir) == []
+
+
+def test_a_records_directory_below_another_users_directory_is_refused(config, tmp_path):
+    require(os.geteuid() == 0, "needs root to own a directory as another user")
+    (tmp_path / "theirs").mkdir()
+    os.chown(tmp_path / "theirs", OTHER_UID, OTHER_UID)
+    config.records_dir = str(tmp_path / "theirs/records")
+    with pytest.raises(StoreError, match=f"belongs to uid {OTHER_UID}"):
+        record_files.write(config, record())
+    assert os.listdir(tmp_path / "theirs") == []
+
+
+def failing_on_call(real, number: int, error: OSError):
+    calls = []
+
+    def fake(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == number:
+            raise error
+        return real(*args, **kwargs)
+
+    return fake, calls
+
+
+@pytest.mark.parametrize("failing", [1, 2, 3])
+def test_a_failed_rename_leaves_no_file(config, records_dir, monkeypatch, failing):
+    fake, calls = failing_on_call(os.rename, failing, OSError(errno.EIO, "I/O error"))
+    monkeypatch.setattr(record_files.os, "rename", fake)
+    with pytest.raises(StoreError) as caught:
+        record_files.write(config, record())
+    monkeypatch.undo()
+    assert len(calls) == failing
+    assert "1700006399-1234.0.json" in str(caught.value)
+    assert os.listdir(records_dir / "2023-11-14") == []  # no record, no temporary file
+    assert record_files.read_all(str(records_dir)).records == []
+
+
+@pytest.mark.parametrize("failing", [1, 2, 3])
+def test_a_full_disk_leaves_no_file(config, records_dir, monkeypatch, failing):
+    fake, calls = failing_on_call(os.write, failing, OSError(errno.ENOSPC, "No space left"))
+    monkeypatch.setattr(record_files.os, "write", fake)
+    with pytest.raises(StoreError, match="No space left"):
+        record_files.write(config, record())
+    monkeypatch.undo()
+    assert len(calls) == failing
+    assert os.listdir(records_dir / "2023-11-14") == []
+
+
+def test_after_a_failure_the_next_record_is_written(config, records_dir, monkeypatch):
+    fake, _ = failing_on_call(os.write, 1, OSError(errno.ENOSPC, "No space left"))
+    monkeypatch.setattr(record_files.os, "write", fake)
+    with pytest.raises(StoreError):
+        record_files.write(config, record())
+    monkeypatch.undo()
+    record_files.write(config, record())
+    assert len(os.listdir(records_dir / "2023-11-14")) == 3
+
+
+# --- read_all ---------------------------------------------------------------------
+
+def test_a_missing_records_directory_has_no_records(tmp_path):
+    listing = record_files.read_all(str(tmp_path / "absent"))
+    assert listing.records == [] and listing.unreadable == []
+
+
+def test_an_empty_records_directory_has_no_records(records_dir):
+    records_dir.mkdir()
+    listing = record_files.read_all(str(records_dir))
+    assert listing.records == [] and listing.unreadable == []
+
+
+def test_a_refused_records_directory_is_an_error(records_dir):
+    records_dir.mkdir()
+    records_dir.chmod(0o757)
+    with pytest.raises(StoreError, match="others can write"):
+        record_files.read_all(str(records_dir))
+
+
+def write_several(config) -> list[Record]:
+    """Four records over three UTC days, written out of order."""
+    written = [record("c", end=1700100000),   # 2023-11-16 02:00 UTC
+               record("a", end=1699999000),   # 2023-11-14 21:56:40
+               record("d", end=1700150000),   # 2023-11-16 15:53:20
+               record("b", end=1700050000)]   # 2023-11-15 12:06:40
+    for one in written:
+        record_files.write(config, one)
+    return written
+
+
+def test_records_are_read_oldest_first(config, records_dir):
+    write_several(config)
+    assert sorted(os.listdir(records_dir)) == ["2023-11-14", "2023-11-15", "2023-11-16"]
+    listing = record_files.read_all(str(records_dir))
+    assert [data["job_id"] for data in listing.records] == ["a", "b", "c", "d"]
+    assert listing.records[0] == record_json(record("a", end=1699999000))
+    assert listing.unreadable == []
+
+
+def test_since_skips_older_days_and_older_files(config, records_dir):
+    write_several(config)
+    # Garbage in a day wholly before `since`, and in a file named as ending before it: if
+    # either were read, it would be listed as unreadable.
+    (records_dir / "2023-11-14/1699999999-junk.json").write_text("not json")
+    (records_dir / "2023-11-16/1700099999-junk.json").write_text("not json")
+    listing = record_files.read_all(str(records_dir), since=1700100000)
+    assert [data["job_id"] for data in listing.records] == ["c", "d"]
+    assert listing.unreadable == []
+    listing = record_files.read_all(str(records_dir), since=1700050000)
+    assert [data["job_id"] for data in listing.records] == ["b", "c", "d"]
+    assert listing.unreadable == [f"{records_dir}/2023-11-16/1700099999-junk.json"]
+    listing = record_files.read_all(str(records_dir), since=1700150001)
+    assert listing.records == [] and listing.unreadable == []
+
+
+def test_since_at_the_start_of_a_day_keeps_that_day(config, records_dir):
+    write_several(config)
+    start_of_16th = 1700092800  # 2023-11-16 00:00:00 UTC
+    listing = record_files.read_all(str(records_dir), since=start_of_16th)
+    assert [data["job_id"] for data in listing.records] == ["c", "d"]
+
+
+def test_what_is_not_a_record_is_listed_as_unreadable(config, records_dir, tmp_path):
+    record_files.write(config, record("good", end=1700000000))
+    day = records_dir / "2023-11-14"
+    (day / "1700000001-garbage.json").write_text("{not json")
+    (day / "1700000002-list.json").write_text("[1, 2]")
+    (day / "1700000003-noid.json").write_text('{"user": "x"}')
+    (day / "1700000004-binary.json").write_bytes(b"\xff\xfe\x00garbage")
+    (day / "1700000005-empty.json").write_text("")
+    big = '{"job_id": "big", "pad": "' + "x" * 70000 + '"}'
+    (day / "1700000006-big.json").write_text(big)
+    os.mkfifo(day / "1700000007-fifo.json")
+    target = tmp_path / "target.json"
+    target.write_text(json.dumps(record_json(record("linked"))))
+    os.symlink(target, day / "1700000008-link.json")
+    (day / "1700000009-dir.json").mkdir()
+    # Neither read nor listed: hidden temporaries, other formats, other files.
+    (day / ".new-json.1.abcdef01").write_text("{partial")
+    (day / "1700000010-x.xml").write_text("<Job>")
+    (day / "README").write_text("hello")
+
+    result: list = []
+    reader = threading.Thread(target=lambda: result.append(
+        record_files.read_all(str(records_dir))), daemon=True)
+    reader.start()
+    reader.join(10)
+    assert not reader.is_alive(), "read_all hangs (on the FIFO?)"
+    listing = result[0]
+    assert [data["job_id"] for data in listing.records] == ["good"]
+    assert listing.unreadable == [f"{day}/{name}" for name in (
+        "1700000001-garbage.json", "1700000002-list.json", "1700000003-noid.json",
+        "1700000004-binary.json", "1700000005-empty.json", "1700000006-big.json",
+        "1700000007-fifo.json", "1700000008-link.json", "1700000009-dir.json")]
+
+
+def test_a_record_of_exactly_the_largest_size_is_read(records_dir, config):
+    records_dir.mkdir()
+    day = records_dir / "2023-11-14"
+    day.mkdir()
+    head = '{"job_id": "edge", "pad": "'
+    text = head + "x" * (65536 - len(head) - 2) + '"}'
+    assert len(text) == 65536
+    (day / "1700000000-edge.json").write_text(text)
+    (day / "1700000001-over.json").write_text(text[:-2] + 'x"}')
+    listing = record_files.read_all(str(records_dir))
+    assert [data["job_id"] for data in listing.records] == ["edge"]
+    assert listing.unreadable == [f"{day}/1700000001-over.json"]
+
+
+def test_directories_that_are_not_days_are_not_read(config, records_dir, tmp_path):
+    record_files.write(config, record("good", end=1700000000))
+    for name in ("notaday", "2023-13-45", "2023-1-014", "20231114xx"):
+        (records_dir / name).mkdir()
+        (records_dir / name / "1700000000-x.json").write_text("garbage")
+    (records_dir / "2023-11-13").write_text("a file named like a day")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere/1700000000-x.json").write_text("garbage")
+    os.symlink(tmp_path / "elsewhere", records_dir / "2023-11-12")
+    listing = record_files.read_all(str(records_dir))
+    assert [data["job_id"] for data in listing.records] == ["good"]
+    assert listing.unreadable == []
+
+
+# --- expire -----------------------------------------------------------------------
+
+NOW = 1700006400 + 10 * DAY + 3600  # 2023-11-25 01:00 UTC
+DEAD_PID = 2**22 + 123  # above the largest pid_max Linux allows
+
+
+def test_the_test_pid_is_dead():
+    with pytest.raises(ProcessLookupError):
+        os.kill(DEAD_PID, 0)
+
+
+def test_expire_removes_old_records_and_keeps_newer_ones(records_dir):
+    config = config_for(records_dir, keep_days=3)
+    cutoff = NOW - 3 * DAY  # 2023-11-22 01:00 UTC
+    old = [record("old1", end=NOW - 5 * DAY), record("old2", end=NOW - 5 * DAY + 60),
+           record("older", end=NOW - 9 * DAY)]
+    # The day of the cutoff: one record before it (goes), one after (stays).
+    edge_old, edge_new = record("edge-old", end=cutoff - 1), record("edge-new", end=cutoff + 1)
+    new = [record("new", end=NOW - DAY), record("today", end=NOW - 60)]
+    for one in [*old, edge_old, edge_new, *new]:
+        record_files.write(config, one)
+    assert record_files.expire(config, now=NOW) == 4
+    assert sorted(os.listdir(records_dir)) == ["2023-11-22", "2023-11-24", "2023-11-25"]
+    kept = record_files.read_all(str(records_dir)).records
+    assert [data["job_id"] for data in kept] == ["edge-new", "new", "today"]
+    # The .xml and .apel files went with their JSON.
+    assert sorted(os.listdir(records_dir / "2023-11-22")) == [
+        f"{int(cutoff + 1)}-edge-new.{suffix}" for suffix in ("apel", "json", "xml")]
+    assert record_files.expire(config, now=NOW) == 0
+
+
+def test_expire_removes_empty_past_days_but_not_today(records_dir):
+    config = config_for(records_dir, keep_days=90)
+    records_dir.mkdir()
+    for name in ("2023-11-20", "2023-11-24", "2023-11-25"):
+        (records_dir / name).mkdir()
+    assert record_files.expire(config, now=NOW) == 0
+    assert os.listdir(records_dir) == ["2023-11-25"]
+
+
+def test_expire_removes_what_dead_writers_left(records_dir):
+    config = config_for(records_dir, keep_days=90)
+    record_files.write(config, record("kept", end=NOW - DAY))
+    day = records_dir / "2023-11-24"
+    dead = [f".new-json.{DEAD_PID}.0123abcd", f".new-xml.{DEAD_PID}.deadbeef",
+            f".new-apel.{DEAD_PID}.00000000"]
+    alive = [f".new-json.{os.getpid()}.0123abcd", f".new-xml.{os.getppid()}.89abcdef"]
+    others = [".new-json.notapid.0123abcd", f".new-json.{DEAD_PID}.short", ".hidden"]
+    for name in dead + alive + others:
+        (day / name).write_text("partial")
+    assert record_files.expire(config, now=NOW) == 0
+    remaining = sorted(os.listdir(day))
+    assert [name for name in remaining if name.startswith(".")] == sorted(alive + others)
+    assert len(remaining) == len(alive + others) + 3  # the record's three files
+
+
+def test_expire_removes_a_day_emptied_of_dead_writers_temporaries(records_dir):
+    config = config_for(records_dir, keep_days=90)
+    (records_dir / "2023-11-20").mkdir(parents=True)
+    (records_dir / "2023-11-20" / f".new-json.{DEAD_PID}.0123abcd").write_text("{")
+    record_files.expire(config, now=NOW)
+    assert os.listdir(records_dir) == []
+
+
+def test_expire_ignores_directories_that_are_not_days(records_dir, tmp_path):
+    config = config_for(records_dir, keep_days=1)
+    records_dir.mkdir()
+    for name in ("notaday", "2023-13-45", "1999-01-0x"):
+        (records_dir / name).mkdir()
+        (records_dir / name / "1000000000-x.json").write_text("{}")
+        (records_dir / name / f".new-json.{DEAD_PID}.0123abcd").write_text("{")
+    (records_dir / "2023-01-01").write_text("a file named like a day")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere/1000000000-x.json").write_text("{}")
+    os.symlink(tmp_path / "elsewhere", records_dir / "2023-01-02")
+    before = everything_under(records_dir)
+    assert record_files.expire(config, now=NOW) == 0
+    assert everything_under(records_dir) == before
+    assert os.listdir(tmp_path / "elsewhere") == ["1000000000-x.json"]
+
+
+def test_expire_without_records_or_a_directory(tmp_path):
+    assert record_files.expire(parse(""), now=NOW) == 0
+    assert record_files.expire(config_for(tmp_path / "absent"), now=NOW) == 0
+    assert not (tmp_path / "absent").exists()
+
+
+def test_expire_refuses_a_directory_others_can_write(records_dir):
+    records_dir.mkdir()
+    records_dir.chmod(0o777)
+    with pytest.raises(StoreError):
+        record_files.expire(config_for(records_dir), now=NOW)
+
+
+# --- lifecycle: a job's end writes its record ----------------------------------------
+
+class Recorded(Log):
+    """A log that keeps its lines, with their levels."""
+
+    def __init__(self) -> None:
+        super().__init__("test", ())
+        self.lines: list[tuple[str, str]] = []
+
+    def _emit(self, level: str, message: str) -> None:
+        self.lines.append((level, message))
+
+    def at(self, level: str) -> list[str]:
+        return [message for seen, message in self.lines if seen == level]
+
+
+JOB_KEYS = {"job_id": "job.1", "allocated_cpu": "4", "max_rss_bytes": str(2 * GIB),
+            "wall_limit_secs": "7200", "cpu_limit_secs": "28800",
+            "scratch_limit_bytes": str(10 * GIB), "hs06_job": "40",
+            "jobstart_secs": "1700000000"}
+
+
+@pytest.fixture
+def site(tmp_path):
+    config = parse(f"[mjf]\nbase_dir = {tmp_path}/base\n[machinefeatures]\nbenchmark = "
+                   f"HEPSPEC\n[records]\ndir = {tmp_path}/records\nformat = sss\n")
+    store = lifecycle.store_for(config)
+    store.create_job("job.1", JOB_KEYS)
+    return config, store
+
+
+@pytest.fixture
+def as_root():
+    """record_job writes the record itself only as root; a user's is handed in."""
+    require(os.geteuid() == 0, "needs root: as a job's user record_job hands the record in")
+
+
+def read_record(path: str) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def test_a_record_holds_the_jobs_promise_and_what_it_used(as_root, site, tmp_path):
+    config, store = site
+    ending = lifecycle.JobEnd("slurm", {"end_time": (1700003600, "the epilog's clock"),
+                                        "cpu_secs": (10000.5, "cgroup cpu.stat"),
+                                        "peak_memory_bytes": (GIB, "cgroup memory.peak")},
+                              user="alice", queue="short")
+    log = Recorded()
+    path = lifecycle.record_job(config, store, log, "job.1", ending, now=1800000000)
+    assert path == f"{tmp_path}/records/2023-11-14/1700003600-job.1.json"
+    data = read_record(path)
+    assert data["requested"] == {"allocated_cpu": 4, "max_rss_bytes": 2 * GIB,
+                                 "wall_limit_secs": 7200, "cpu_limit_secs": 28800,
+                                 "scratch_limit_bytes": 10 * GIB, "hs06_job": 40,
+                                 "start_time": 1700000000}
+    # wall_secs = end_time - jobstart_secs = 1700003600 - 1700000000 = 3600
+    # consumption rate = 10000.5 / (3600 * 4)
+    assert data["delivered"] == {
+        "end_time": {"value": 1700003600, "source": "the epilog's clock"},
+        "wall_secs": {"value": 3600, "source": "end_time - jobstart_secs"},
+        "cpu_secs": {"value": 10000.5, "source": "cgroup cpu.stat"},
+        "peak_memory_bytes": {"value": GIB, "source": "cgroup memory.peak"},
+        "consumption_rate": {"value": pytest.approx(10000.5 / 14400),
+                             "source": "derived: cpu_secs / (wall_secs * allocated_cpu)"},
+    }
+    assert data["job_id"] == "job.1" and data["user"] == "alice" and data["queue"] == "short"
+    assert data["backend"] == "slurm" and data["node"] == os.uname().nodename
+    assert data["benchmark"] == "HEPSPEC"
+    assert sorted(os.listdir(Path(path).parent)) == ["1700003600-job.1.json",
+                                                     "1700003600-job.1.xml"]
+    assert any(path in line for line in log.at("info"))
+    assert log.at("error") == [] and log.at("warning") == []
+    assert os.path.isdir(store.job_features_dir("job.1"))  # record_job removes nothing
+
+
+def test_without_an_end_time_the_clock_is_the_end(as_root, site):
+    config, store = site
+    path = lifecycle.record_job(config, store, Recorded(), "job.1",
+                                lifecycle.JobEnd("lsf"), now=1700000500.5)
+    data = read_record(path)
+    assert data["delivered"]["end_time"] == {"value": 1700000500.5,
+                                             "source": "the clock as the job's end ran"}
+    assert data["delivered"]["wall_secs"] == {"value": 500.5,
+                                              "source": "end_time - jobstart_secs"}
+    assert Path(path).name == "1700000500-job.1.json"
+
+
+def test_a_measured_wall_time_is_kept_and_unknown_values_left_out(as_root, site):
+    config, store = site
+    ending = lifecycle.JobEnd("standalone", {"end_time": (1700003600, "clock"),
+                                             "wall_secs": (3599.25, "mjf run's clock"),
+                                             "cpu_secs": (None, "not measured")})
+    data = read_record(lifecycle.record_job(config, store, Recorded(), "job.1", ending))
+    assert data["delivered"]["wall_secs"] == {"value": 3599.25, "source": "mjf run's clock"}
+    assert "cpu_secs" not in data["delivered"] and "consumption_rate" not in data["delivered"]
+    assert "user" not in data and "queue" not in data
+
+
+def test_an_end_before_the_start_gives_no_negative_wall_time(as_root, site):
+    config, store = site
+    ending = lifecycle.JobEnd("slurm", {"end_time": (1699999000, "a wrong clock")})
+    data = read_record(lifecycle.record_job(config, store, Recorded(), "job.1", ending))
+    assert data["delivered"]["wall_secs"]["value"] == 0
+
+
+def test_a_job_without_a_directory_gets_no_record(site, tmp_path):
+    config, store = site
+    log = Recorded()
+    ending = lifecycle.JobEnd("slurm", {"end_time": (1700003600, "clock")})
+    assert lifecycle.record_job(config, store, log, "other", ending) is None
+    assert not (tmp_path / "records").exists()
+    assert log.at("error") == [] and log.at("warning") == []
+
+
+def test_an_invalid_key_value_is_left_out_with_a_warning(as_root, site, tmp_path):
+    config, store = site
+    store.create_job("job.2", {**JOB_KEYS, "job_id": "job.2", "allocated_cpu": "four",
+                               "max_rss_bytes": "-5"})
+    log = Recorded()
+    ending = lifecycle.JobEnd("slurm", {"end_time": (1700003600, "clock"),
+                                        "cpu_secs": (100, "cgroup")})
+    data = read_record(lifecycle.record_job(config, store, log, "job.2", ending))
+    assert "allocated_cpu" not in data["requested"]
+    assert "max_rss_bytes" not in data["requested"]
+    assert data["requested"]["wall_limit_secs"] == 7200
+    warnings = log.at("warning")
+    assert len(warnings) == 2
+    assert any("job.2" in line and "allocated_cpu" in line and "'four'" in line
+               for line in warnings)
+    assert any("max_rss_bytes" in line for line in warnings)
+
+
+def test_end_job_writes_the_record_then_removes_the_directory(as_root, site, tmp_path):
+    config, store = site
+    log = Recorded()
+    ending = lifecycle.JobEnd("slurm", {"end_time": (1700003600, "clock")})
+    assert lifecycle.end_job(store, log, "job.1", config=config, ending=ending)
+    assert not os.path.exists(store.job_features_dir("job.1"))
+    assert [data["job_id"] for data in
+            record_files.read_all(str(tmp_path / "records")).records] == ["job.1"]
+
+
+def test_an_unwritable_records_directory_does_not_keep_the_jobs_files(site, tmp_path):
+    config, store = site
+    (tmp_path / "records").write_text("a regular file where the directory should be")
+    log = Recorded()
+    ending = lifecycle.JobEnd("slurm", {"end_time": (1700003600, "clock")})
+    assert lifecycle.end_job(store, log, "job.1", config=config, ending=ending)
+    assert not os.path.exists(os.path.dirname(store.job_features_dir("job.1")))
+    errors = log.at("error")
+    assert len(errors) == 1 and "job job.1 not recorded" in errors[0]
+    assert "\n" not in errors[0]
+    assert (tmp_path / "records").read_text().startswith("a regular file")
+
+
+def test_an_internal_error_in_the_record_does_not_keep_the_jobs_files(site, tmp_path,
+                                                                     monkeypatch):
+    config, store = site
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(lifecycle, "record_job", broken)
+    log = Recorded()
+    ending = lifecycle.JobEnd("slurm", {"end_time": (1700003600, "clock")})
+    assert lifecycle.end_job(store, log, "job.1", config=config, ending=ending)
+    assert not os.path.exists(store.job_features_dir("job.1"))
+    assert log.at("error") == ["job job.1 not recorded: internal error RuntimeError: a bug"]
+
+
+def test_a_dry_run_writes_no_record_and_removes_nothing(site, tmp_path, capsys):
+    config, store = site
+    ending = lifecycle.JobEnd("slurm", {"end_time": (1700003600, "clock")})
+    assert not lifecycle.end_job(store, Recorded(), "job.1", dry_run=True, config=config,
+                                 ending=ending)
+    assert capsys.readouterr().out == f"would remove {store.job_features_dir('job.1')}\n"
+    assert os.path.isdir(store.job_features_dir("job.1"))
+    assert not (tmp_path / "records").exists()
+
+
+def test_end_job_without_an_ending_or_a_records_dir_writes_no_record(site, tmp_path):
+    config, store = site
+    assert lifecycle.end_job(store, Recorded(), "job.1", config=config)
+    assert not (tmp_path / "records").exists()
+    store.create_job("job.1", JOB_KEYS)
+    config.records_dir = None
+    ending = lifecycle.JobEnd("slurm", {"end_time": (1700003600, "clock")})
+    assert lifecycle.end_job(store, Recorded(), "job.1", config=config, ending=ending)
+    assert not (tmp_path / "records").exists()
+
+
+# --- defects found while testing, fixed ------------------------------------------------
+
+def test_a_record_whose_delivered_is_not_an_object_is_listed_not_fatal(records_dir):
+    (records_dir / "2023-11-14").mkdir(parents=True)
+    (records_dir / "2023-11-14/1700000000-x.json").write_text(
+        '{"job_id": "x", "delivered": [1]}')
+    listing = record_files.read_all(str(records_dir))
+    # Either way is fine, so long as it does not raise: `mjf records` then skips it.
+    assert [data["job_id"] for data in listing.records] in (["x"], [])
+
+
+def test_a_failed_rewrite_leaves_the_existing_record_whole(config, records_dir, monkeypatch):
+    record_files.write(config, record())
+    day = records_dir / "2023-11-14"
+    before = {name: (day / name).read_bytes() for name in os.listdir(day)}
+    fake, _ = failing_on_call(os.write, 3, OSError(errno.ENOSPC, "No space left"))
+    monkeypatch.setattr(record_files.os, "write", fake)
+    with pytest.raises(StoreError):
+        record_files.write(config, record())
+    monkeypatch.undo()
+    assert {name: (day / name).read_bytes() for name in os.listdir(day)} == before
+
+
+# --- records handed in by a job's user, filed by root (hand_in, ingest) ---------------
+
+@pytest.fixture
+def drop_box(as_root, config, records_dir):
+    """The records directory with root's drop box, as the first `mjf sync` makes it."""
+    assert record_files.ingest(config, Recorded()) == 0
+    incoming = records_dir / record_files.INCOMING
+    info = os.lstat(incoming)
+    assert stat.S_ISDIR(info.st_mode) and info.st_uid == 0
+    assert stat.S_IMODE(info.st_mode) == 0o1733
+    return incoming
+
+
+def handed_in_by(uid: int, config, one: Record) -> Path:
+    path = Path(record_files.hand_in(config, one))
+    os.chown(path, uid, uid)
+    return path
+
+
+def test_without_a_drop_box_nothing_is_handed_in(config, records_dir):
+    records_dir.mkdir()
+    with pytest.raises(StoreError, match="incoming does not exist"):
+        record_files.hand_in(config, record())
+    assert os.listdir(records_dir) == []
+
+
+def test_a_drop_box_that_is_not_roots_is_not_used(as_root, config, records_dir):
+    (records_dir / "incoming").mkdir(parents=True)
+    (records_dir / "incoming").chmod(0o755)
+    with pytest.raises(StoreError, match="is not root's drop box"):
+        record_files.hand_in(config, record())
+    with pytest.raises(StoreError, match="is not root's drop box"):
+        record_files.ingest(config, Recorded())
+    assert os.listdir(records_dir / "incoming") == []
+
+
+def test_a_handed_in_record_is_filed_with_the_uid_that_handed_it_in(config, records_dir,
+                                                                   drop_box):
+    path = handed_in_by(OTHER_UID, config, record())
+    assert path.parent == drop_box
+    assert path.name == f"1700006399-1234.0.{os.getpid()}.json"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    log = Recorded()
+    assert record_files.ingest(config, log) == 1
+    assert os.listdir(drop_box) == []
+    assert sorted(os.listdir(records_dir / "2023-11-14")) == [
+        "1700006399-1234.0.apel", "1700006399-1234.0.json", "1700006399-1234.0.xml"]
+    (filed,) = record_files.read_all(str(records_dir)).records
+    assert filed["delivered"]["cpu_secs"]["source"] == \
+        f"wait4 rusage; handed in by uid {OTHER_UID}"
+    assert filed["requested"] == record_json(record())["requested"]
+    assert log.at("warning") == [] and log.at("error") == []
+
+
+def test_what_is_not_a_users_record_is_removed_from_the_drop_box(config, records_dir,
+                                                                 drop_box):
+    handed_in_by(OTHER_UID, config, record("good"))
+    root_owned = Path(record_files.hand_in(config, record("roots")))  # not a user's
+    garbage = drop_box / "1700000000-junk.json"
+    garbage.write_text("{not json")
+    os.chown(garbage, OTHER_UID, OTHER_UID)
+    no_source = drop_box / "1700000001-nosource.json"
+    no_source.write_text('{"job_id": "x", "delivered": {"cpu_secs": 5}}')
+    os.chown(no_source, OTHER_UID, OTHER_UID)
+    os.mkfifo(drop_box / "1700000002-fifo.json")
+    dead = drop_box / f".new-json.{DEAD_PID}.0123abcd"
+    alive = drop_box / f".new-json.{os.getpid()}.0123abcd"
+    for temp in (dead, alive):
+        temp.write_text("{")
+    log = Recorded()
+    assert record_files.ingest(config, log) == 1
+    assert os.listdir(drop_box) == [alive.name]
+    assert [data["job_id"] for data in record_files.read_all(str(records_dir)).records] == \
+        ["good"]
+    (warning,) = log.at("warning")
+    # The first three by name, and that there are more (the root-owned one).
+    assert warning.endswith(": '1700000000-junk.json', '1700000001-nosource.json', "
+                            "'1700000002-fifo.json' ...")
+    assert not root_owned.exists()
+    assert "removed 4 file(s) that are not records handed in by a user" in warning
+
+
+def test_a_handed_in_record_with_an_impossible_job_id_does_not_block_the_others(
+        config, records_dir, drop_box):
+    bad = drop_box / "1000000000-a.json"  # sorts before every real record
+    bad.write_text(json.dumps({"job_id": "a b/c"}))
+    os.chown(bad, OTHER_UID, OTHER_UID)
+    handed_in_by(OTHER_UID, config, record("good"))
+    record_files.ingest(config, Recorded())
+    assert os.listdir(drop_box) == []
+    assert [data["job_id"] for data in record_files.read_all(str(records_dir)).records] == \
+        ["good"]
