@@ -206,9 +206,16 @@ def usage(pid: int | str, level) -> CgroupUsage | None:
 
 def usage_from(proc_cgroup: dict[str, str], mounts: dict[str, tuple[str, str]],
                level) -> CgroupUsage | None:
-    """:func:`usage` from parsed ``/proc/<pid>/cgroup`` and cgroup mounts."""
+    """:func:`usage` from parsed ``/proc/<pid>/cgroup`` and cgroup mounts.
+
+    In cgroup v1 a process need not be inside the job in every hierarchy (Slurm runs its
+    TaskEpilog in the job's memory and freezer cgroups but the root cpuacct one): the
+    job's level found in one hierarchy is taken to be the same path in the others."""
+    picked = {controller: level(path) for controller, path in proc_cgroup.items()}
+    v1_job = next((path for controller, path in picked.items() if controller and path), None)
+
     def directory(controller: str) -> str | None:
-        chosen = level(proc_cgroup[controller]) if controller in proc_cgroup else None
+        chosen = picked.get(controller) or (v1_job if controller else None)
         if chosen is None:
             return None
         found = cgroup_dir(controller, {controller: chosen}, mounts)

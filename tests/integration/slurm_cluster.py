@@ -47,7 +47,7 @@ class SlurmCluster:
 
     def __init__(self, root: Path, bindir: Path, cgroups: bool,
                  chroot: TrixieRoot | None = None, run_in_job: bool = False,
-                 site_hooks: bool = False) -> None:
+                 site_hooks: bool = False, records: bool = False) -> None:
         self.root = root
         self.bindir = bindir
         self.cgroups = cgroups
@@ -56,6 +56,9 @@ class SlurmCluster:
         # A site's own Prolog and Epilog beside ours (a glob), and its TaskProlog that
         # ends by running ours.
         self.site_hooks = site_hooks
+        # Job records: our TaskEpilog reports the job cgroup's counters, cpuacct included
+        # (Slurm makes that controller's job cgroups only with jobacct_gather/cgroup).
+        self.records = records
         self.chroot = chroot
         self.version = "24.11" if chroot else "22.05"
         self.host = socket.gethostname().split(".")[0]
@@ -118,7 +121,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 {cgroup_lines}AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
-JobAcctGatherType=jobacct_gather/none
+JobAcctGatherType=jobacct_gather/{'cgroup' if self.records else 'none'}
 MpiDefault=none
 ReturnToService=2
 SchedulerParameters=sched_interval=1
@@ -135,9 +138,10 @@ PartitionName=short Nodes={self.node} MaxTime=10 State=UP
             )
 
     def _hook_lines(self) -> str:
+        task_epilog = f"TaskEpilog={self.bindir}/mjf-slurm\n" if self.records else ""
         if not self.site_hooks:
             return (f"Prolog={self.bindir}/mjf-slurm\nEpilog={self.bindir}/mjf-slurm\n"
-                    f"TaskProlog={self.bindir}/mjf-slurm-taskprolog\n")
+                    f"TaskProlog={self.bindir}/mjf-slurm-taskprolog\n{task_epilog}")
         for hook in ("prolog", "epilog"):
             directory = self.root / f"{hook}.d"
             directory.mkdir(exist_ok=True)
@@ -281,7 +285,7 @@ with open(os.path.join(os.path.dirname(__file__), "out", name + ".json"), "w") a
 
 @contextlib.contextmanager
 def mjf_cluster(cgroups: bool, version: str = "22.05", run_in_job: bool = False,
-                site_hooks: bool = False, extra_config: str = ""):
+                site_hooks: bool = False, extra_config: str = "", records: bool = False):
     """A started cluster of Slurm ``version`` (one of VERSIONS) whose hooks use a fresh
     base_dir, with the site config (/etc/mjf/mjf.conf, bind-mounted into a chroot)
     pointing there, ``extra_config`` appended (``[mjf]\njobstatus = yes\n``, say);
@@ -309,7 +313,7 @@ def mjf_cluster(cgroups: bool, version: str = "22.05", run_in_job: bool = False,
             chroot.mount(extra=(str(SITE_CONFIG.parent),))
         slurm = SlurmCluster(site.root / "slurm", Path("/usr/bin") if chroot else HOOKS_BIN,
                              cgroups=cgroups, chroot=chroot, run_in_job=run_in_job,
-                             site_hooks=site_hooks)
+                             site_hooks=site_hooks, records=records)
         slurm.mjf_base, slurm.job_root, slurm.good_config = site.base, site.root, \
             site.good_config
         if slurm.node != slurm.host:  # as a site whose NodeName is not the host name
