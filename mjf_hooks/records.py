@@ -336,16 +336,18 @@ def record_from_json(data: dict) -> Record:
 def overruns(record: Record) -> list[str]:
     """The promises the job went past: ``wall`` (wall time over wall_limit_secs),
     ``memory`` (peak over max_rss_bytes), ``cpu`` (CPU time over cpu_limit_secs),
-    ``cores`` (more CPU than its allocated_cpu could give: consumptionRate over 1)."""
+    ``cores`` (more CPU than its allocated_cpu could give in its wall time, with 1% and
+    one second of wall time to spare: several batch systems give whole seconds)."""
     found = []
     for name, used, promised in (("wall", record.wall_secs, record.wall_limit_secs),
                                  ("memory", record.peak_memory_bytes, record.max_rss_bytes),
                                  ("cpu", record.cpu_secs, record.cpu_limit_secs)):
         if used is not None and promised is not None and used > promised:
             found.append(name)
-    rate = record.consumption_rate
-    # 1% slack: CPU time and wall time come from different clocks.
-    if rate is not None and rate > 1.01:
+    # CPU time and wall time come from different clocks, the wall time often in whole
+    # seconds: a short job that used its cores fully would otherwise seem to overrun.
+    if record.consumption_rate is not None \
+            and record.cpu_secs > 1.01 * record.allocated_cpu * (record.wall_secs + 1):
         found.append("cores")
     return found
 

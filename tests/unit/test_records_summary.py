@@ -139,14 +139,16 @@ def job(**values) -> Record:
     # cpu
     ({"cpu_secs": 7200.5, "cpu_limit_secs": 7200}, ["cpu"]),
     ({"cpu_secs": 7200, "cpu_limit_secs": 7200}, []),
-    # cores: consumption rate over 1, with 1% slack: 101 / (100 * 1) = 1.01 is not over
-    ({"cpu_secs": 101, "wall_secs": 100, "allocated_cpu": 1}, []),
+    # cores: more CPU than the cores give in the wall time plus 1 s (whole-second clocks),
+    # with 1% slack: 1 core for 100 s allows 1.01 * 101 = 102.01
+    ({"cpu_secs": 102, "wall_secs": 100, "allocated_cpu": 1}, []),
     ({"cpu_secs": 100.9, "wall_secs": 100, "allocated_cpu": 1}, []),
-    # 102 / 100 = 1.02
-    ({"cpu_secs": 102, "wall_secs": 100, "allocated_cpu": 1}, ["cores"]),
-    # 8 cores: 8 * 100 = 800 allocated; 808 -> 1.01 not over, 809 -> 1.01125 over
-    ({"cpu_secs": 808, "wall_secs": 100, "allocated_cpu": 8}, []),
-    ({"cpu_secs": 809, "wall_secs": 100, "allocated_cpu": 8}, ["cores"]),
+    ({"cpu_secs": 103, "wall_secs": 100, "allocated_cpu": 1}, ["cores"]),
+    # 8 cores: 1.01 * 8 * 101 = 816.08; 816 not over, 817 over
+    ({"cpu_secs": 816, "wall_secs": 100, "allocated_cpu": 8}, []),
+    ({"cpu_secs": 817, "wall_secs": 100, "allocated_cpu": 8}, ["cores"]),
+    # a 3 s job (whole seconds) on 2 cores that used 6.5 s: its cores, fully, not more
+    ({"cpu_secs": 6.5, "wall_secs": 3, "allocated_cpu": 2}, []),
     # no rate without a wall time or a core count
     ({"cpu_secs": 500, "wall_secs": 0, "allocated_cpu": 1}, []),
     ({"cpu_secs": 500, "wall_secs": 100}, []),
