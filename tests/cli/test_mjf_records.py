@@ -278,11 +278,16 @@ def test_a_job_id_with_control_characters_is_shown_safely(site):
 # --- mjf run writes a record of what its command used ----------------------------------
 
 # One process: ~100 MiB touched (b"x" * n writes every page), then ~1 s of CPU.
+# Burns 1 s of CPU holding 100 MiB, then writes its own rusage to argv[1] and exits at
+# once (os._exit: no interpreter teardown after the measurement).
 BURN = (
-    "import time\n"
+    "import json, os, resource, sys, time\n"
     f"block = b'x' * (100 * {MIB})\n"
     "while time.process_time() < 1.0:\n"
     "    pass\n"
+    "own = resource.getrusage(resource.RUSAGE_SELF)\n"
+    "open(sys.argv[1], 'w').write(json.dumps([own.ru_utime + own.ru_stime, own.ru_maxrss]))\n"
+    "os._exit(0)\n"
 )
 
 
@@ -293,7 +298,8 @@ def test_mjf_run_records_what_its_command_used(tmp_path, write_config):
     conf, base = write_config(f"[records]\ndir = {records}\nformat = sss\n")
     before = time.time()
     result = mjf("run", "--cpus", "1", "--wall-limit", "600", "--job-id", "burn.1", "--",
-                 sys.executable, "-c", BURN, config=conf, env={"TMPDIR": str(tmp_path)})
+                 sys.executable, "-c", BURN, str(tmp_path / "own.json"), config=conf,
+                 env={"TMPDIR": str(tmp_path)})
     after = time.time()
     assert result.returncode == 0, result.stderr
     assert os.listdir(base / "jobs") == []  # the job's directory went after the record
@@ -307,9 +313,13 @@ def test_mjf_run_records_what_its_command_used(tmp_path, write_config):
     assert before - 1 <= data["requested"]["start_time"] <= after
     used = {name: entry["value"] for name, entry in data["delivered"].items()}
     sources = {name: entry["source"] for name, entry in data["delivered"].items()}
+    # The kernel's account of the child is the child's own, to the write and exit after
+    # it measured itself: exact up to those few milliseconds.
+    own_cpu, own_maxrss_kib = json.loads((tmp_path / "own.json").read_text())
+    assert own_cpu <= used["cpu_secs"] <= own_cpu + 0.05
     assert used["cpu_secs"] == pytest.approx(1.0, abs=0.3)
     assert sources["cpu_secs"] == "wait4 rusage: user + system time"
-    assert used["peak_memory_bytes"] >= 100 * MIB
+    assert used["peak_memory_bytes"] == own_maxrss_kib * 1024 >= 100 * MIB
     assert sources["peak_memory_bytes"].startswith("wait4 rusage")
     assert used["wall_secs"] >= 1.0
     assert sources["wall_secs"] == "mjf run's clock, spawn to exit"
