@@ -220,13 +220,9 @@ def read_all(path: str, since: float | None = None) -> Listing:
             return listing
         raise error from None
     with top:
-        for day_dir in sorted(os.listdir(top.fd)):
-            start = _day_start(day_dir)
-            if start is None or (since is not None and start + _DAY_SECS <= since):
-                continue
-            try:
-                day = top.open_subdir(day_dir)
-            except (FileNotFoundError, StoreError):
+        for _, start, day in _days(top):
+            if since is not None and start + _DAY_SECS <= since:
+                day.close()
                 continue
             with day:
                 names = sorted(name for name in os.listdir(day.fd)
@@ -253,18 +249,22 @@ _MAX_RECORD_BYTES = 65536
 
 
 def _read(directory: Dir, name: str) -> str | None:
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     dir_fd=directory.fd)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        data = os.read(fd, _MAX_RECORD_BYTES + 1)
-        return data.decode("utf-8", "replace") if len(data) <= _MAX_RECORD_BYTES else None
-    finally:
-        os.close(fd)
+    data = directory.read_bytes(name, _MAX_RECORD_BYTES + 1)
+    return data.decode("utf-8", "replace") if data is not None \
+        and len(data) <= _MAX_RECORD_BYTES else None
+
+
+def _days(top: Dir):
+    """(name, UNIX seconds at its start, the open directory) of each day directory,
+    oldest first; what is not a day directory is passed over. The caller closes each."""
+    for name in sorted(os.listdir(top.fd)):
+        start = _day_start(name)
+        if start is None:
+            continue
+        try:
+            yield name, start, top.open_subdir(name)
+        except (FileNotFoundError, StoreError):
+            continue
 
 
 def _number(data: dict, section: str, name: str) -> float | None:
@@ -371,14 +371,7 @@ def expire(config: Config, now: float | None = None) -> int:
             return 0
         raise
     with top:
-        for day_dir in sorted(os.listdir(top.fd)):
-            start = _day_start(day_dir)
-            if start is None:
-                continue
-            try:
-                day = top.open_subdir(day_dir)
-            except (FileNotFoundError, StoreError):
-                continue
+        for day_dir, start, day in _days(top):
             with day:
                 for name in os.listdir(day.fd):
                     if name.startswith("."):

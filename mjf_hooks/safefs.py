@@ -170,6 +170,12 @@ class Dir:
 
         O_NONBLOCK: a FIFO a job's user planted in place of a key must not hang a drain.
         """
+        data = self.read_bytes(name, 4096)
+        return None if data is None else data.decode("ascii", "replace")
+
+    def read_bytes(self, name: str, count: int) -> bytes | None:
+        """Up to ``count`` bytes of a regular file, or None if absent, unreadable or not
+        a regular file (never following a symlink, never waiting on a FIFO)."""
         try:
             fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
                          dir_fd=self.fd)
@@ -178,7 +184,7 @@ class Dir:
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 return None
-            return os.read(fd, 4096).decode("ascii", "replace")
+            return os.read(fd, count)
         finally:
             os.close(fd)
 

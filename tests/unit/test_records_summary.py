@@ -19,21 +19,11 @@ from mjf_hooks.records import (
     record_json,
     summary,
 )
+from tests.unit.test_records import full
 
 GIB, MIB = 2**30, 2**20
 
-SOURCES = {"end_time": "wait4 rusage", "wall_secs": "mjf run's clock",
-           "cpu_secs": "cgroup cpu.stat", "peak_memory_bytes": "cgroup memory.peak"}
-
-
-def full() -> Record:
-    return Record("1234567.0", user="atlas001", queue="grid", node="wn042.example.org",
-                  backend="slurm", allocated_cpu=8, max_rss_bytes=16 * GIB,
-                  wall_limit_secs=172800, cpu_limit_secs=1382400,
-                  scratch_limit_bytes=80 * GIB, hs06_job=160.0, start_time=1700000000,
-                  end_time=1700007200, wall_secs=7200.4, cpu_secs=43200.0,
-                  peak_memory_bytes=9 * GIB + 512 * MIB, sources=SOURCES,
-                  benchmark="HEPscore23")
+# The full record of test_records: every field known.
 
 
 def same(one: Record, other: Record) -> bool:
