@@ -244,3 +244,24 @@ def test_with_jobstatus_the_job_gets_one_beside_its_jobfeatures(site, pre_exec):
     assert site.run("post-exec").returncode == 0 and not os.path.exists(job)
     site.configure()
     assert site.run("starter", STATUS_SHOW).stdout.split("\n")[0] == "unset"
+
+
+def test_a_root_post_exec_records_the_job_before_removing_its_directory(site):
+    require(os.geteuid() == 0, "needs root: records are root's (a user's post-exec hands "
+                               "its record in, see tests/unit/test_record_files.py)")
+    records = site.tmp_path / "records"
+    site.configure(f"[records]\ndir = {records}\n")
+    assert site.run("pre-exec").returncode == 0
+    started = int(site.job()["jobstart_secs"])
+    assert site.run("post-exec").returncode == 0 and site.job() is None
+    [path] = records.glob("*/*-1234.json")
+    record = json.loads(path.read_text())
+    assert (record["backend"], record["user"], record["queue"]) == \
+        ("lsf", site.environ()["LSB_JOB_EXECUSER"], site.environ()["LSB_QUEUE"])
+    assert record["requested"]["start_time"] == started
+    assert record["requested"]["wall_limit_secs"] == 1800
+    # A post-exec runs after the job, outside it: when it ended, nothing of what it used.
+    assert sorted(record["delivered"]) == ["end_time", "wall_secs"]
+    assert record["delivered"]["wall_secs"]["source"] == "end_time - jobstart_secs"
+    assert site.run("post-exec").returncode == 0  # idempotent: no second record
+    assert len(list(records.glob("*/*.json"))) == 1
