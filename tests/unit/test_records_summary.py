@@ -23,7 +23,6 @@ from tests.unit.test_records import full
 
 GIB, MIB = 2**30, 2**20
 
-# The full record of test_records: every field known.
 
 
 def same(one: Record, other: Record) -> bool:
