@@ -167,12 +167,16 @@ def hand_in(config: Config, record: Record) -> str:
 
     assert config.records_dir is not None
     with _open_records_dir(config.records_dir, create=False) as top:
+        # O_PATH: the drop box lets others in and add files, not read it (1733).
         try:
-            drop = top.open_subdir(INCOMING)
+            fd = os.open(INCOMING, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         dir_fd=top.fd)
         except FileNotFoundError:
             raise StoreError(f"{config.records_dir}/{INCOMING} does not exist (`mjf sync` "
                              "makes it, as root): cannot hand in the record") from None
-        with drop:
+        except OSError as error:
+            raise StoreError(describe(error, f"{config.records_dir}/{INCOMING}")) from None
+        with Dir(fd, f"{config.records_dir}/{INCOMING}") as drop:
             info = os.fstat(drop.fd)
             if info.st_uid != 0 or stat.S_IMODE(info.st_mode) != _INCOMING_MODE:
                 raise StoreError(f"{drop.path} is not root's drop box (mode 1733): refusing "
@@ -322,7 +326,10 @@ def ingest(config: Config, log) -> int:
                     job_dir_name(record.job_id)  # an id no job can have is refused here
                 except (ValueError, TypeError, StoreError):
                     refused.append(name)
-                    drop._unlink_quietly(name)
+                    try:
+                        drop.discard(name)  # a directory a user made there too
+                    except (OSError, StoreError):
+                        pass  # gone meanwhile, or the next run tries again
                     continue
                 record.sources = {field: f"{source}; handed in by uid {handed[1]}"
                                   for field, source in record.sources.items()}

@@ -18,7 +18,7 @@ from tests.conftest import require
 from tests.integration.site import ensure_user
 from tests.integration.trixie_root import CHECKOUT, TrixieRoot
 
-COMMANDS = ("mjf", "mjf-htcondor-wrapper", "mjf-htcondor-cron")
+COMMANDS = ("mjf", "mjf-htcondor-wrapper", "mjf-htcondor-cron", "mjf-htcondor-job-exit")
 # The unprivileged user the tests submit as, the chroot, and the site config its
 # hooks read (/etc/mjf/mjf.conf inside).
 USER = "mjfuser1"
@@ -55,15 +55,30 @@ def condor_arguments(args: list[str]) -> str:
     return '"' + " ".join(quoted) + '"'
 
 
+# The prefix of the config.d files a pool gets from ``config_files`` (those of an
+# earlier pool that asked for others are removed).
+EXTRA_PREFIX = "60-mjf-extra-"
+
+
 class CondorPool(TrixieRoot):
-    def __init__(self, root: Path) -> None:
+    """``config_files``: more files (paths outside) for config.d, after mjf.config;
+    ``pool_config``: text appended to the CI settings (POOL_CONFIG)."""
+
+    def __init__(self, root: Path, config_files: tuple[Path, ...] = (),
+                 pool_config: str = "") -> None:
         super().__init__(root, ("condor",), COMMANDS)
+        self.config_files = config_files
+        self.pool_config = pool_config
 
     def prepare(self) -> None:
         super().prepare()
         config_d = self.root / "etc/condor/config.d"
         shutil.copy(CHECKOUT / "contrib/htcondor/mjf.config", config_d / "50-mjf.config")
-        (config_d / "90-mjf-ci.config").write_text(POOL_CONFIG)
+        for stale in config_d.glob(EXTRA_PREFIX + "*"):
+            stale.unlink()
+        for path in self.config_files:
+            shutil.copy(path, config_d / (EXTRA_PREFIX + path.name))
+        (config_d / "90-mjf-ci.config").write_text(POOL_CONFIG + self.pool_config)
 
     # Running.
     def start(self) -> None:
@@ -118,8 +133,10 @@ class CondorPool(TrixieRoot):
 
 
 @contextlib.contextmanager
-def condor_pool(config: str = GOOD_CONFIG):
-    """A started pool whose site config reads ``config``, with a fresh work directory
+def condor_pool(config: str = GOOD_CONFIG, config_files: tuple[Path, ...] = (),
+                pool_config: str = ""):
+    """A started pool whose site config reads ``config`` (and whose HTCondor config has
+    ``config_files`` and ``pool_config``, see CondorPool), with a fresh work directory
     (``work``, the user's: the schedd writes the user logs as the user) holding ``out/``,
     where jobs write what they saw; stopped and removed afterwards.
 
@@ -135,7 +152,7 @@ def condor_pool(config: str = GOOD_CONFIG):
     shutil.chown(work, USER, USER)
     (work / "out").mkdir()
     (work / "out").chmod(0o1777)
-    condor = CondorPool(ROOT)
+    condor = CondorPool(ROOT, config_files, pool_config)
     condor.prepare()
     condor.site_config = ROOT / "etc/mjf/mjf.conf"
     condor.site_config.parent.mkdir(parents=True, exist_ok=True)

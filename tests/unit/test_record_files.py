@@ -798,3 +798,34 @@ def test_a_handed_in_record_with_an_impossible_job_id_does_not_block_the_others(
     assert os.listdir(drop_box) == []
     assert [data["job_id"] for data in record_files.read_all(str(records_dir)).records] == \
         ["good"]
+
+
+def test_a_real_user_can_hand_in_through_a_drop_box_it_cannot_read(config, records_dir,
+                                                                  drop_box, tmp_path):
+    """The drop box is 1733: a user may enter it and add files, not list it. Run as a
+    real other uid, in a child process (pyfakefs and root would not see the difference)."""
+    records_dir.chmod(0o755)
+    for parent in records_dir.parents:  # tmp_path's parents: the user must get through
+        if parent == Path("/tmp"):
+            break
+        parent.chmod(parent.stat().st_mode | 0o005)
+    pid = os.fork()
+    if pid == 0:  # the child: become the user, hand in, report by exit status
+        try:
+            os.setgid(OTHER_UID)
+            os.setuid(OTHER_UID)
+            assert not os.access(drop_box, os.R_OK)
+            record_files.hand_in(config, record("users"))
+            os._exit(0)
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    (handed,) = os.listdir(drop_box)
+    assert os.stat(drop_box / handed).st_uid == OTHER_UID
+    assert record_files.ingest(config, Recorded()) == 1
+    assert [data["job_id"] for data in record_files.read_all(str(records_dir)).records] == \
+        ["users"]
