@@ -174,7 +174,9 @@ class Sandbox:
         self.exec_files.append(path)
         raise JobStarted  # as the real one, it does not return
 
-    def _spawn(self, argv, environ):
+    def _spawn(self, argv, environ, child):
+        """`mjf run`'s command: checked and taken as run; ``child`` (what it measured)
+        stays unmeasured, as for a command that could not be run."""
         self._check_exec(argv, environ)
         return 0
 
