@@ -1,0 +1,245 @@
+"""The RPM (packaging/rpm): built with rpmbuild from a clean copy of the checkout.
+
+packaging/rpm/build makes the source RPM and the noarch RPM; these tests check what
+EL9 would install - the file list, the config file, the declared dependencies, the
+version, the commands' interpreters, the payload itself - and that a source tree
+missing a file the spec installs fails cleanly, naming it, with nothing written.
+Needs rpmbuild (Debian: the `rpm` package) and the system python3's pip,
+setuptools and wheel, which the spec builds with.
+"""
+
+from __future__ import annotations
+
+import configparser
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CHECKOUT_ROOT, require
+
+pytestmark = pytest.mark.integration
+
+BUILD = Path("packaging/rpm/build")
+SITE = re.compile(r"^/usr/lib/python3\.\d+/site-packages/")
+UNITDIR = "/usr/lib/systemd/system"
+DOCDIR = "/usr/share/doc/mjf-hooks"
+UNITS = ("mjf-sync.service", "mjf-sync.timer", "run-mjf.mount")
+# Not tracked by git (.gitignore), never in a clean clone.
+TOP_LEVEL_ARTEFACTS = {"build", "dist", ".pytest_cache", ".hypothesis", ".ruff_cache"}
+ARTEFACTS = re.compile(r"^(\.git|__pycache__|.*\.egg-info|.*\.py[co])$")
+
+
+def checkout_version() -> str:
+    text = (CHECKOUT_ROOT / "mjf_hooks" / "__init__.py").read_text()
+    match = re.search(r'^__version__ = "([^"]+)"$', text, re.M)
+    assert match, "no __version__ in mjf_hooks/__init__.py"
+    return match.group(1)
+
+
+def commands() -> list[str]:
+    setup = configparser.ConfigParser()
+    setup.read(CHECKOUT_ROOT / "setup.cfg")
+    return [Path(line).name for line in setup["options"]["scripts"].split()]
+
+
+def clean_copy(destination: Path) -> Path:
+    """The checkout as a clean clone has it: without build artefacts, caches and venvs."""
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        top = Path(directory).resolve() == CHECKOUT_ROOT.resolve()
+        return {
+            name
+            for name in names
+            if ARTEFACTS.match(name)
+            or (top and (name in TOP_LEVEL_ARTEFACTS or name.startswith(".venv")))
+        }
+
+    shutil.copytree(CHECKOUT_ROOT, destination, ignore=ignore, symlinks=True)
+    return destination
+
+
+def run_build(source: Path, outdir: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(source / BUILD), str(outdir)], capture_output=True, text=True, timeout=120
+    )
+
+
+def rpm_query(*args: str) -> list[str]:
+    result = subprocess.run(["rpm", *args], capture_output=True, text=True, check=True)
+    return result.stdout.splitlines()
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    require(shutil.which("rpmbuild") is not None, "needs rpmbuild (Debian: apt-get install rpm)")
+    require(shutil.which("rpm2archive") is not None, "needs rpm2archive (Debian: rpm2cpio)")
+    tools = [
+        subprocess.run(["/usr/bin/python3", "-c", f"import {module}"], capture_output=True)
+        for module in ("pip", "setuptools", "wheel")
+    ]
+    require(all(tool.returncode == 0 for tool in tools),
+            "needs the system python3's pip, setuptools and wheel (python3-pip, "
+            "python3-setuptools, python3-wheel)")
+    base = tmp_path_factory.mktemp("rpm")
+    source = clean_copy(base / "src")
+    outdir = base / "out"
+    result = run_build(source, outdir)
+    assert result.returncode == 0, result.stderr
+    srpms = sorted(outdir.glob("*.src.rpm"))
+    rpms = sorted(outdir.glob("*.noarch.rpm"))
+    assert len(srpms) == 1 and len(rpms) == 1, sorted(os.listdir(outdir))
+    assert result.stdout.split() == [str(srpms[0]), str(rpms[0])]
+    assert sorted(os.listdir(outdir)) == sorted([srpms[0].name, rpms[0].name])
+    archive = subprocess.run(
+        ["rpm2archive", "-"], stdin=rpms[0].open("rb"), capture_output=True, check=True
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        payload = {
+            member.name.lstrip("."): (member, tar.extractfile(member).read() if member.isfile()
+                                      else None)
+            for member in tar.getmembers()
+        }
+    yield {"srpm": srpms[0], "rpm": rpms[0], "payload": payload, "base": base}
+
+
+def test_file_list_is_what_el9_installs(built):
+    files = set(rpm_query("-qpl", str(built["rpm"])))
+    for name in commands():
+        assert f"/usr/bin/{name}" in files
+    library = {path for path in files if SITE.match(path)}
+    assert len({SITE.match(path).group(0) for path in library}) == 1  # one python3 site-packages
+    sitelib = SITE.match(next(iter(library))).group(0)
+    for module in (CHECKOUT_ROOT / "mjf_hooks").rglob("*.py"):
+        assert f"{sitelib}{module.relative_to(CHECKOUT_ROOT)}" in files
+    assert f"{sitelib}mjf_hooks-{checkout_version()}.dist-info/METADATA" in files
+    assert "/etc/mjf/mjf.conf" in files
+    for unit in UNITS:
+        assert f"{UNITDIR}/{unit}" in files
+    for snippet in (CHECKOUT_ROOT / "contrib").rglob("*"):
+        if snippet.is_file():
+            assert f"{DOCDIR}/{snippet.relative_to(CHECKOUT_ROOT)}" in files
+    assert f"{DOCDIR}/README.md" in files
+    # Nothing of the build host's layout, nothing enabled.
+    for path in files:
+        assert not path.startswith(("/usr/local", "/tmp", "/root", "/home", "/work")), path
+        assert "dist-packages" not in path and "python3.11" not in path, path
+        assert not path.startswith("/etc/systemd"), path
+        assert "__pycache__" not in path or path.startswith(sitelib), path
+
+
+def test_config_file_is_noreplace_and_all_comments(built):
+    assert rpm_query("-qpc", str(built["rpm"])) == ["/etc/mjf/mjf.conf"]
+    flags = dict(
+        line.rsplit(" ", 1)
+        for line in rpm_query("-qp", "--qf", "[%{FILENAMES} %{FILEFLAGS:fflags}\n]",
+                              str(built["rpm"]))
+    )
+    assert flags["/etc/mjf/mjf.conf"] == "cn"  # %config(noreplace)
+    member, content = built["payload"]["/etc/mjf/mjf.conf"]
+    assert member.mode & 0o777 == 0o644
+    text = content.decode()
+    for line in text.splitlines():
+        assert line.strip() == "" or line.startswith(("#", ";")), line
+    # Every setting of the example is there, commented out.
+    example = (CHECKOUT_ROOT / "contrib" / "mjf.conf.example").read_text()
+    for line in example.splitlines():
+        if line and not line.startswith(("#", ";", " ")):
+            assert f"# {line}" in text.splitlines()
+    # ... and it reads as all defaults.
+    from mjf_hooks import config
+
+    def settings(parsed: config.Config) -> dict:
+        return {name: repr(getattr(parsed, name, None)) for name in config.Config.__slots__}
+
+    assert settings(config.parse(text, "/etc/mjf/mjf.conf")) == settings(
+        config.parse("", "/etc/mjf/mjf.conf"))
+
+
+def test_declared_dependencies(built):
+    requires = rpm_query("-qpR", str(built["rpm"]))
+    assert "python3-click" in requires
+    assert "python3 >= 3.9" in requires
+    for requirement in requires:
+        assert "3.11" not in requirement, requirement  # the build host's python
+        assert not re.search(r"/(tmp|root|home|work|usr/local|opt)/|venv", requirement), requirement
+        assert "dist(" not in requirement, requirement  # python3.Xdist(...) from metadata
+        if requirement.startswith("/"):
+            assert requirement in {"/bin/sh", "/usr/bin/python3"}, requirement
+        if requirement.startswith("python(abi)"):
+            assert requirement == "python(abi) = 3.9", requirement  # EL9's python3
+    assert not any(re.match(r"python3?-?pip", requirement) for requirement in requires)
+    # The units stay disabled: no scriptlet enables anything.
+    scripts = subprocess.run(["rpm", "-qp", "--scripts", str(built["rpm"])],
+                             capture_output=True, text=True, check=True).stdout
+    assert "enable" not in scripts.replace("--no-reload preset", "")
+    assert rpm_query("-qp", "--qf", "%{ARCH}", str(built["rpm"])) == ["noarch"]
+
+
+def test_version_comes_from_the_package(built):
+    import mjf_hooks
+
+    version = checkout_version()
+    assert version == mjf_hooks.__version__
+    for package in (built["srpm"], built["rpm"]):
+        assert rpm_query("-qp", "--qf", "%{NAME} %{VERSION}", str(package)) == [
+            f"mjf-hooks {version}"]
+    # The SRPM's spec was filled in; the template holds no number of its own.
+    template = (CHECKOUT_ROOT / "packaging" / "rpm" / "mjf-hooks.spec.in").read_text()
+    assert "@VERSION@" in template and version not in template
+
+
+def test_commands_run_with_the_system_python(built):
+    payload = built["payload"]
+    for name in commands():
+        member, content = payload[f"/usr/bin/{name}"]
+        assert member.mode & 0o755 == 0o755, name
+        first = content.split(b"\n", 1)[0]
+        expected = b"#!/bin/sh" if name == "mjf-slurm-taskprolog" else b"#!/usr/bin/python3"
+        assert first == expected, (name, first)
+
+
+def test_payload_library_and_command_work(built, tmp_path):
+    """The payload as installed: its `mjf` runs against its own library."""
+    for path, (member, content) in built["payload"].items():
+        if member.isfile():
+            target = tmp_path / path.lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+    (sitelib,) = (tmp_path / "usr" / "lib").glob("python3.*/site-packages")
+    env = {**os.environ, "PYTHONPATH": str(sitelib)}
+    result = subprocess.run(
+        [sys.executable, str(tmp_path / "usr/bin/mjf"), "--version"],
+        capture_output=True, text=True, env=env, timeout=30,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-1] == checkout_version()
+    located = subprocess.run(
+        [sys.executable, "-c", "import mjf_hooks; print(mjf_hooks.__file__)"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, check=True,
+    ).stdout.strip()
+    assert located.startswith(str(sitelib))
+
+
+@pytest.mark.parametrize("removed", ["bin/mjf-lsf", "contrib/systemd/mjf-sync.timer"])
+def test_missing_file_fails_cleanly(built, tmp_path, removed):
+    source = clean_copy(tmp_path / "src")
+    (source / removed).unlink()
+    outdir = tmp_path / "out"
+    result = run_build(source, outdir)
+    assert result.returncode == 1, result.stderr  # documented: 1, the build failed
+    assert f"missing file in the source tree: {removed}" in result.stderr
+    assert "nothing was written" in result.stderr
+    assert list(outdir.iterdir()) == []
+
+
+def test_usage_error(built, tmp_path):
+    result = subprocess.run([str(CHECKOUT_ROOT / BUILD)], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "usage:" in result.stderr
