@@ -23,7 +23,7 @@ import os
 import sys
 import time
 
-from .. import features, lifecycle
+from .. import features, lifecycle, spec
 from ..batch import classad, htcondor
 from ..errors import SiteInputError
 from ..hook import COMMON_HELP, HookContext, exec_job, run_hook
@@ -164,7 +164,11 @@ def _job_exit(context: HookContext) -> int:
     if found is None:
         raise SiteInputError("the job ad on stdin has no GlobalJobId, nor ClusterId and "
                              "ProcId: cannot tell the job's id")
-    job_id = found[0]
+    job_id, source = found
+    if not spec.is_valid_job_id(job_id):
+        raise SiteInputError(f"the job ad on stdin: {source} {job_id[:80]!r} is not a job id "
+                             f"(1 to {spec.MAX_JOB_ID_LENGTH} printable ASCII characters "
+                             "without spaces)")
     context.log.context = f"mjf-htcondor-job-exit job {job_id}"
     ending = None
     if config.records_dir:

@@ -6,13 +6,25 @@ reader at the edge that opens the file, so tests feed recorded text.
 
 from __future__ import annotations
 
+import os
+import stat
+
 
 def read_text(path: str) -> str | None:
-    """The content of a small kernel or config file, or None if it cannot be read."""
+    """The content of a small kernel or config file, or None if it cannot be read or is
+    not a regular file (a FIFO in its place is not waited on)."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except (OSError, ValueError):  # ValueError: a path with a NUL byte (from the environment)
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     # As text mode would read it, without the codec lookup that imports encodings.ascii.
     return data.decode("ascii", "replace").replace("\r\n", "\n").replace("\r", "\n")

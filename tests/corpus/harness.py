@@ -35,7 +35,9 @@ from tests.corpus.mutations import (
 READ_TEXT = probe.read_text
 MAX_LINE = 1200  # a clear line, not a megabyte of echoed input
 # Lines that follow from a failure already named, and say what happens next.
-CONSEQUENCES = ("running the command without MJF",)
+CONSEQUENCES = ("running the command without MJF",
+                # a record without a CPU time (what gave it was broken) has no APEL message
+                "no APEL file: APEL record for job ")
 # Where the hooks look for the batch system's environment: what a case may replace (and
 # MJF's own variables, which a job must get from the hook, not from the test's process).
 ENV_PREFIXES = ("SLURM", "_CONDOR", "LSB_", "LSF_", "MJF_", "TMPDIR", "XDG_RUNTIME_DIR", "USER",
@@ -194,11 +196,38 @@ class Sandbox:
             os.makedirs(os.path.dirname(target), exist_ok=True)
             if content is DIRECTORY:
                 os.mkdir(target)
-            elif isinstance(content, tuple):  # ("symlink", target)
-                os.symlink(self.expand(content[1]), target)
+            elif isinstance(content, tuple):
+                self._write_special(target, content)
             else:
                 with open(target, "wb") as handle:
                     handle.write(content.replace(b"@D@", os.fsencode(self.d)))
+
+    def _write_special(self, target, content):
+        """("symlink", target[, uid]): a symlink (planted by ``uid``, where we may chown);
+        ("fifo",): a FIFO no one writes; ("sparse", size): a file of ``size`` bytes that
+        takes no space; ("private", bytes): a root-only file (mode 0600); ("directory",
+        mode[, uid]): a directory of that mode (and owner)."""
+        kind = content[0]
+        if kind == "symlink":
+            os.symlink(self.expand(content[1]), target)
+            if len(content) > 2 and os.geteuid() == 0:
+                os.lchown(target, content[2], content[2])
+        elif kind == "fifo":
+            os.mkfifo(target, 0o644)
+        elif kind == "sparse":
+            with open(target, "wb") as handle:
+                handle.truncate(content[1])
+        elif kind == "private":
+            with open(target, "wb") as handle:
+                handle.write(content[1])
+            os.chmod(target, 0o600)
+        elif kind == "directory":
+            os.mkdir(target)
+            os.chmod(target, content[1])
+            if len(content) > 2 and os.geteuid() == 0:
+                os.chown(target, content[2], content[2])
+        else:
+            raise ValueError(f"unknown special file {content!r}")
 
     def set_environ(self, environ):
         for name in list(os.environ):
@@ -207,9 +236,20 @@ class Sandbox:
         for name, value in environ.items():
             self.monkeypatch.setenv(name, value)
 
-    def run(self, call, environ, outputs=None, argv0=None) -> Outcome:
-        """Call an entry point's main with ``environ`` as the process environment."""
+    def run(self, call, environ, outputs=None, argv0=None, stdin=None) -> Outcome:
+        """Call an entry point's main with ``environ`` as the process environment (and
+        the file ``stdin`` - a path in the case directory - as its standard input, where
+        given: an empty one where it is no regular file)."""
         self.outputs = outputs or {}
+        if stdin is not None:
+            import io
+
+            path = self.path(stdin)
+            data = b""
+            if os.path.isfile(path) and not os.path.islink(path):
+                with open(path, "rb") as handle:
+                    data = handle.read()
+            self.monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
         self.execs, self.exec_files, self.syslog_lines, self.commands = [], [], [], []
         self.set_environ({name: self.expand(value) for name, value in environ.items()})
         if argv0 is not None:
@@ -321,11 +361,71 @@ def configured_base_dir(sandbox: Sandbox) -> str:
     return settings.get(("mjf", "base_dir"), sandbox.path(DEFAULT_BASE_DIR))
 
 
+def configured_records_dir(sandbox: Sandbox) -> str | None:
+    """The records directory the case's config sets (None: it keeps no records, or it is
+    refused)."""
+    try:
+        with open(sandbox.path("mjf.conf"), "rb") as handle:
+            settings = config_model(handle.read())
+    except OSError:
+        settings = {}
+    return (settings or {}).get(("records", "dir"))
+
+
+# Where the case directory's records go, and where a records directory a case replaced
+# with the site's own symlink leads.
+RECORDS_DIR = "records"
+RECORDS_ELSEWHERE = "records-elsewhere"
+
+
 def allowed_roots(sandbox: Sandbox) -> list[str]:
     """Where a hook may write: its stores (base_dir, the job's scratch store, the user's
-    private directory) and HTCondor's wrapper error file."""
-    return [configured_base_dir(sandbox), sandbox.path("base"), sandbox.path("scratch/.mjf"),
-            sandbox.path("xdg/mjf"), sandbox.path("scratch/.job_wrapper_failure")]
+    private directory), HTCondor's wrapper error file, and the records directory."""
+    roots = [configured_base_dir(sandbox), sandbox.path("base"), sandbox.path("scratch/.mjf"),
+             sandbox.path("xdg/mjf"), sandbox.path("scratch/.job_wrapper_failure"),
+             sandbox.path(RECORDS_DIR), sandbox.path(RECORDS_ELSEWHERE)]
+    records = configured_records_dir(sandbox)
+    return roots + ([records] if records else [])
+
+
+RECORD_SUFFIXES = (".json", ".xml", ".apel")
+
+
+def records_in(directory: str) -> tuple[dict[str, set[str]], list[str]]:
+    """The records below a records directory (its day directories and incoming/): {path
+    without suffix: its suffixes}, and what is wrong there - a file of a record without
+    its .json (the JSON, renamed last, commits a record), a hidden (temporary) file, a
+    .json that is no JSON object, a file that is no record's."""
+    import json
+
+    records: dict[str, set[str]] = {}
+    problems = []
+    if not os.path.isdir(directory):
+        return records, problems
+    for top, _, files in os.walk(directory):
+        for name in files:
+            full = os.path.join(top, name)
+            if name.startswith("."):
+                problems.append(f"{full}: a hidden (temporary) file was left behind")
+                continue
+            stem, suffix = os.path.splitext(name)
+            if suffix not in RECORD_SUFFIXES:
+                problems.append(f"{full}: not a file of a record")
+                continue
+            records.setdefault(os.path.join(top, stem), set()).add(suffix)
+    for stem, suffixes in records.items():
+        if ".json" not in suffixes:
+            problems.append(f"{stem}: a partial record, {sorted(suffixes)} without its .json")
+            continue
+        try:
+            with open(stem + ".json", "rb") as handle:
+                data = json.loads(handle.read())
+        except (OSError, ValueError) as error:
+            problems.append(f"{stem}.json: not JSON ({error})")
+            continue
+        if not isinstance(data, dict) or "job_id" not in data:
+            problems.append(f"{stem}.json: no record")
+    return records, problems
 
 
 def check_stores(sandbox: Sandbox, before: dict, after: dict) -> list[str]:

@@ -3,11 +3,12 @@
 Every case starts from what a real job gave a hook (the recorded Slurm 22.05 and
 24.11 environments and 24.11's /proc/self/cgroup, HTCondor 23.9 ads, the LSF 10.1
 environments, a Son of Grid Engine 8.1.9 job's environments, spool config and
-pe_hostfile, a Slurm-like cgroup tree)
-and breaks one thing: an environment variable, an ad attribute or the whole ad
+pe_hostfile and shepherd's usage file, HTCondor's final job ad, a Slurm-like cgroup
+tree) and breaks one thing: an environment variable, an ad attribute or the whole ad
 file, a spool config entry or the whole file, a cgroup or /proc file, a line of the
 config or the whole config, what scontrol/bjobs/condor_status/qstat print, the
-state a previous run left, or an option. The list depends on nothing but ``SEED``,
+state a previous run left (in base_dir, or the records directory), what a job's end
+reads of what it used, or an option. The list depends on nothing but ``SEED``,
 so the number of cases is stable from run to run (the corpus's conftest prints it).
 """
 
@@ -46,7 +47,11 @@ UNREADABLE = "unreadable"
 USAGE = "usage"
 # The job's own command (or the wrapper it is chained to) cannot be executed.
 EXEC_FAILS = "exec-fails"
-EFFECTS = (DROPS, SETUP_FAILS, UNREADABLE, USAGE, EXEC_FAILS)
+# The job's record ([records] dir) cannot be written - its directory refused or unwritable:
+# one error line naming it, and the end of the job goes on (its directory removed) with
+# exit 0, whatever on_error says (README: a record must never keep a job's files).
+RECORD_FAILS = "record-fails"
+EFFECTS = (DROPS, SETUP_FAILS, UNREADABLE, USAGE, EXEC_FAILS, RECORD_FAILS)
 
 # Entry points that run the job, and their status when its command cannot be executed:
 # what a shell gives (127) for the LSF and Grid Engine starters and `mjf run` (README), and
@@ -74,6 +79,8 @@ def expected_outcome(entry: str, effect: str, on_error_fail: bool) -> tuple[int,
         return USAGE_EXIT.get(entry, 0), False
     if effect == EXEC_FAILS:
         return JOB_RUNNERS[entry], False
+    if effect == RECORD_FAILS:
+        return 0, False
     if effect == SETUP_FAILS and on_error_fail:
         return FAILURE_EXIT.get(entry, 1), False
     return 0, runner
@@ -105,19 +112,27 @@ class Case:
     each job's directory gets an empty ``jobstatus/`` beside its ``jobfeatures/``.
     ``names``: what the error line must name besides a culprit (a config value refused:
     its key).
+
+    ``records``: the case directory's config (``config`` None) keeps job records
+    (RECORDS_SECTION): an end-of-job hook writes the job's record, whole, before it removes
+    the job's directory. ``removes_job``: the job's directory must be gone afterwards (None:
+    not modelled - the case may name another job, or move base_dir).
     """
 
     __slots__ = ("argv", "config", "culprits", "effect", "entry", "env", "files",
                  "host_defaults", "job_command", "job_keys", "job_runs", "jobstatus",
-                 "label", "names", "next_wrapper", "on_error_fail", "outputs", "status",
-                 "via_env_file")
+                 "label", "names", "next_wrapper", "on_error_fail", "outputs", "records",
+                 "removes_job", "status", "via_env_file")
 
     def __init__(self, entry: str, label: str, culprits: tuple[str, ...], env=None, files=None,
                  config: bytes | None = None, argv: tuple[str, ...] = (), outputs=None,
                  on_error_fail: bool = False, effect: str = DROPS, next_wrapper=True,
                  host_defaults: bool = False, job_command=None, job_keys=None,
-                 jobstatus: bool = False, names: tuple[str, ...] = ()) -> None:
+                 jobstatus: bool = False, names: tuple[str, ...] = (), records: bool = False,
+                 removes_job: bool | None = None) -> None:
         assert effect in EFFECTS, effect
+        self.records = records
+        self.removes_job = removes_job
         self.entry = entry
         self.label = label
         self.culprits = culprits
@@ -152,7 +167,17 @@ class Case:
     @property
     def with_mjf(self) -> bool:
         """A job that runs gets MACHINEFEATURES and JOBFEATURES."""
-        return self.effect == DROPS
+        return self.effect in (DROPS, RECORD_FAILS)
+
+    def again(self, label: str, culprits=None, **changes) -> Case:
+        """This case again, labelled ``label``, with ``changes`` (Case keywords)."""
+        keywords = {name: getattr(self, name) for name in (
+            "env", "files", "config", "argv", "outputs", "on_error_fail", "effect",
+            "next_wrapper", "host_defaults", "job_command", "job_keys", "jobstatus", "names",
+            "records", "removes_job")}
+        keywords.update(changes)
+        return Case(self.entry, label, self.culprits if culprits is None else culprits,
+                    **keywords)
 
 
 DIRECTORY = object()
@@ -379,8 +404,10 @@ SLURM_ROLES = {"slurm-prolog": "prolog", "slurm-epilog": "epilog",
                "slurm-taskprolog": "taskprolog", "slurm-taskprolog-sh": "taskprolog",
                "slurm-24.11-prolog": "prolog", "slurm-24.11-runinjob-prolog": "prolog",
                "slurm-24.11-epilog": "epilog", "slurm-24.11-taskprolog": "taskprolog",
-               "slurm-24.11-taskprolog-sh": "taskprolog"}
-_SLURM_ROLE_CONTEXTS = {"prolog": "prolog_slurmd", "epilog": "epilog_slurmd"}
+               "slurm-24.11-taskprolog-sh": "taskprolog", "slurm-taskepilog": "taskepilog"}
+# The TaskEpilog is not named on its command line: it follows SLURM_SCRIPT_CONTEXT too.
+_SLURM_ROLE_CONTEXTS = {"prolog": "prolog_slurmd", "epilog": "epilog_slurmd",
+                        "taskepilog": "epilog_task"}
 # The Prologs of Slurm >= 23.02 (SLURM_JOB_START_TIME, SLURM_JOB_END_TIME in their
 # environment): what they write is modelled (slurm_prolog_keys).
 TIMED_PROLOGS = ("slurm-24.11-prolog", "slurm-24.11-runinjob-prolog")
@@ -436,6 +463,10 @@ def environment_effect(entry: str, recorded: dict[str, str | None],
         return DROPS
     if entry == "htcondor-wrapper":
         if any(environ.get(name) != recorded.get(name) for name in _CONDOR_ESSENTIAL):
+            return SETUP_FAILS
+        return DROPS
+    if entry == "htcondor-job-exit":  # its job's directory is in the scratch directory
+        if environ.get("_CONDOR_SCRATCH_DIR") != recorded.get("_CONDOR_SCRATCH_DIR"):
             return SETUP_FAILS
         return DROPS
     if entry in GRIDENGINE_ENTRIES:
@@ -660,6 +691,10 @@ def _cannot_open(path: str) -> bool:
 # The config (README, "Configuration"): each known key and what its value must be.
 _PATH, _NUMBER, _INTEGER, _DECIMAL, _BOOLEAN, _LOG, _ATTRIBUTE, _CELL, _BENCHMARK = (
     "path", "number", "integer", "decimal", "boolean", "log", "attribute", "cell", "benchmark")
+# [records] (README, "Job records"): format, sss and/or apel (comma-separated, any case);
+# keep_days, 1 to 6 digits; site, a GOCDB name (printable ASCII, no space, comma, quote
+# or backslash).
+_FORMATS, _DAYS, _SITE = "formats", "days", "site"
 CONFIG_KEYS = {
     ("mjf", "base_dir"): _PATH, ("mjf", "on_error"): ("continue", "fail"),
     ("mjf", "log"): _LOG, ("mjf", "legacy_keys"): _BOOLEAN, ("mjf", "command_timeout"): _NUMBER,
@@ -679,6 +714,8 @@ CONFIG_KEYS = {
     ("lsf", "bjobs"): _PATH, ("lsf", "query_bjobs"): ("yes", "no"),
     ("gridengine", "qstat"): _PATH, ("gridengine", "query_qstat"): ("yes", "no"),
     ("gridengine", "sge_root"): _PATH, ("gridengine", "sge_cell"): _CELL,
+    ("records", "dir"): _PATH, ("records", "format"): _FORMATS, ("records", "keep_days"): _DAYS,
+    ("records", "site"): _SITE,
 }
 _SECTIONS = {section for section, _ in CONFIG_KEYS}
 _SPACE = " \t\r\v\f"  # what the sh TaskProlog's [[:space:]] strips; "\n" ends a line
@@ -723,6 +760,14 @@ def _config_value(kind, value: str):
     if kind == _ATTRIBUTE:
         return value if value and value.isascii() and not value[0].isdigit() \
             and value.replace("_", "a").isalnum() else None
+    if kind == _FORMATS:
+        formats = [part.strip().lower() for part in value.split(",")]
+        return value if value and set(formats) <= {"sss", "apel"} else None
+    if kind == _DAYS:
+        return value if _digits(value, 6) and int(value) >= 1 else None
+    if kind == _SITE:
+        return value if value and value.isascii() and value.isprintable() and not any(
+            char in value for char in " \t\"'\\,") else None
     if kind == _CELL:  # a directory under $SGE_ROOT: letters, digits, _ - ., no leading .
         return value if value and value.isascii() and not value.startswith(".") \
             and value.replace("_", "a").replace("-", "a").replace(".", "a").isalnum() \
@@ -771,6 +816,11 @@ def config_model(data: bytes) -> dict[tuple[str, str], str] | None:
         settings[(section, key)] = parsed
     if settings.get(("mjf", "export")) == "url" and ("mjf", "url_base") not in settings:
         return None
+    formats = [part.strip().lower()
+               for part in settings.get(("records", "format"), "sss").split(",")]
+    if "apel" in formats and ("records", "dir") in settings and ("records", "site") not in \
+            settings:
+        return None  # APEL needs the site's name ([describe] site is not modelled here)
     return settings
 
 
@@ -839,6 +889,10 @@ STORE_ROLES = {
     "slurm-epilog": "removes", "lsf-post-exec": "removes",  # remove the job's directory
     "slurm-24.11-epilog": "removes",
     "gridengine-epilog": "removes",
+    # HTCondor's job-exit hook removes the job's directory in its scratch (base_dir unused)
+    "htcondor-job-exit": "removes",
+    # Slurm's TaskEpilog (where records are kept) writes only the job's usage/ report
+    "slurm-taskepilog": "reports",
     # complete (or export) the job directory a Prolog or pre-exec created
     "slurm-taskprolog": "completes", "slurm-taskprolog-sh": "completes",
     "slurm-24.11-taskprolog": "completes", "slurm-24.11-taskprolog-sh": "completes",
@@ -923,6 +977,8 @@ def env_file_cases(entry: str, environ: dict[str, str]) -> list[Case]:
     content = _encoded("".join(f"{name}={value}\n" for name, value in environ.items()))
     # A broken file loses variables: the line about it names what is missing.
     culprits = ("env-file", "job.env", "SLURM_", "LSB_", "TMPDIR", "XDG_RUNTIME_DIR")
+    if entry.startswith("htcondor"):
+        culprits += ("_CONDOR_SCRATCH_DIR",)
     if entry in GRIDENGINE_ENTRIES:
         culprits += ("JOB_ID", "SGE_TASK_ID", "PE_HOSTFILE", "NSLOTS", "NHOSTS", "spool config",
                      "USER", "LOGNAME")
@@ -1290,7 +1346,8 @@ def with_on_error_fail(cases: list[Case], every: int) -> list[Case]:
                  case.config, case.argv, case.outputs, on_error_fail=True, effect=case.effect,
                  next_wrapper=case.next_wrapper, host_defaults=case.host_defaults,
                  job_command=case.job_command, job_keys=case.job_keys,
-                 jobstatus=case.jobstatus, names=case.names)
+                 jobstatus=case.jobstatus, names=case.names, records=case.records,
+                 removes_job=case.removes_job)
             for case in cases[::every] if case.config is None]
 
 
@@ -1325,5 +1382,91 @@ def with_jobstatus(cases: list[Case], every: int, recorded: dict[str, str]) -> l
             effect=effect, next_wrapper=case.next_wrapper, host_defaults=case.host_defaults,
             job_command=case.job_command,
             job_keys=case.job_keys if effect == case.effect else None, jobstatus=True,
-            names=case.names))
+            names=case.names, records=case.records,
+            removes_job=case.removes_job if effect == case.effect else None))
     return variants
+
+
+# -- job records ([records] dir) ----------------------------------------------------------------
+
+# The end-of-job hooks: each writes the job's record before it removes the job's directory.
+RECORD_WRITERS = ("slurm-epilog", "slurm-24.11-epilog", "lsf-post-exec", "gridengine-epilog",
+                  "htcondor-job-exit")
+# The job's record is written where the hook runs as root (README: "Records are root's");
+# as another user it is handed in to <dir>/incoming/, which only root's `mjf sync` makes (a
+# case directory has none, and no other user can make it): the record cases need root.
+WRITES_RECORDS = os.geteuid() == 0
+FOREIGN_UID = 4711  # a user other than us and root (no user of that id need exist)
+
+
+def offers_records(config: bytes) -> bool:
+    """Whether a config (as the hook reads it) keeps records: ``[records] dir`` is set."""
+    return ("records", "dir") in (config_model(config) or {})
+
+
+def with_records(cases: list[Case]) -> list[Case]:
+    """Every case (that keeps the case directory's config) again where the site keeps
+    records: what it does to the end of the job is the same, and its record is whole or
+    absent - never a partial one, never a traceback."""
+    return [case.again(case.label + ":records", culprits=(*case.culprits, "records"),
+                       records=True)
+            for case in cases if case.config is None and not case.records]
+
+
+def records_state_cases(entry: str, days: tuple[str, ...]) -> list[Case]:
+    """The records directory (D/records) and its day directories (each of ``days``, where
+    the job's record may go) broken: refused or unwritable, the record is not written and
+    one line names the directory; the job's directory goes either way. The site's own
+    symlink to a directory elsewhere is followed; one another user planted, never."""
+    def day_files(content):
+        return {f"records/{day}": content for day in days}
+
+    planted = [
+        ("records-file", {"records": b"not a directory"}, RECORD_FAILS),
+        ("records-fifo", {"records": ("fifo",)}, RECORD_FAILS),
+        ("records-world-writable", {"records": ("directory", 0o777)}, RECORD_FAILS),
+        ("records-foreign", {"records": ("directory", 0o755, FOREIGN_UID)}, RECORD_FAILS),
+        ("records-symlink-site", {"records-elsewhere": DIRECTORY,
+                                  "records": ("symlink", "@D@/records-elsewhere")}, DROPS),
+        ("records-symlink-foreign", {"records-elsewhere": DIRECTORY, "records": (
+            "symlink", "@D@/records-elsewhere", FOREIGN_UID)}, RECORD_FAILS),
+        ("records-symlink-dangling", {"records": ("symlink", "@D@/no-such-dir")}, RECORD_FAILS),
+        ("day-file", day_files(b"not a directory"), RECORD_FAILS),
+        ("day-fifo", day_files(("fifo",)), RECORD_FAILS),
+        ("day-symlink", {"records-elsewhere": DIRECTORY,
+                         **day_files(("symlink", "@D@/records-elsewhere"))}, RECORD_FAILS),
+        ("day-world-writable", day_files(("directory", 0o777)), RECORD_FAILS),
+        ("temp-leftover", {f"records/{day}/.new-json.1.abcd": b"{" for day in days}, DROPS),
+        ("incoming-file", {"records/incoming": b"x"}, DROPS),
+    ]
+    return [Case(entry, f"records:{label}", ("records",), files=files, records=True,
+                 effect=effect, removes_job=True)
+            for label, files, effect in planted]
+
+
+def usage_file_cases(entry: str, path: str, content: bytes, reported: bool) -> list[Case]:
+    """What an end-of-job hook reads of what the job used (``path`` in the case directory:
+    Grid Engine's shepherd's usage file, the report Slurm's TaskEpilog left) broken: the
+    values it gives are left out of the record, which is still written whole; a FIFO is
+    not waited on. ``reported``: the job's user wrote it (Slurm's report): a 1 GiB file is
+    not read whole, and a symlink to a root-only file is not followed (its numbers must not
+    reach the record: SECRET_NUMBER)."""
+    variants = [(label, data) for label, data in file_mutations(content)]
+    variants.append(("fifo", ("fifo",)))
+    if reported:
+        variants += [("sparse-1g", ("sparse", 1 << 30)),
+                     ("symlink-root-only", ("symlink", "@D@/etc/secret"))]
+    name = path.rsplit("/", 1)[1]
+    cases = []
+    for label, data in variants:
+        files = {path: data}
+        if label == "symlink-root-only":
+            files = {"etc/secret": ("private", SECRET_REPORT), path: data}
+        cases.append(Case(entry, f"usage:{label}", (name, "usage"), files=files, records=True,
+                          removes_job=True))
+    return cases
+
+
+SECRET_NUMBER = "31337"
+SECRET_REPORT = (f"cpu_secs {SECRET_NUMBER}\npeak_memory_bytes {SECRET_NUMBER}\n"
+                 f"ru_utime={SECRET_NUMBER}\nru_stime=0\n").encode()

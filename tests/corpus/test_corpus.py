@@ -16,6 +16,13 @@ again, each baseline, and the key itself spelled and broken), a job that gets
 JOBFEATURES gets JOBSTATUS too, naming an empty directory beside its jobfeatures/;
 where it does not, no job gets one.
 
+Where the site keeps job records (``[records] dir``: every case of an end-of-job hook again,
+each baseline, the records directory, its config and what a hook reads of what the job used
+broken; HTCondor's job-exit hook and Slurm's TaskEpilog), an end-of-job hook leaves exactly
+one whole record (its JSON, and the SSS and APEL files the record can give) or none - never
+a partial one, a temporary file or a byte of a root-only file - and the job's directory
+goes either way; the TaskEpilog writes nowhere but in the job's usage/.
+
 The cases run in-process (os.execve - which, as the real one, does not return -,
 the job spawn, syslog and scontrol/bjobs/condor_status/qstat replaced by recorders,
 /proc and /sys/fs/cgroup read from a fake tree); a deterministic sample runs again
@@ -28,6 +35,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -41,10 +49,12 @@ from mjf_hooks.cli import lsf as cli_lsf
 from mjf_hooks.cli import mjf as cli_mjf
 from mjf_hooks.cli import slurm as cli_slurm
 from mjf_hooks.store import job_dir_name
-from tests.conftest import installed_command
+from tests.conftest import FIXTURES, installed_command, require
 from tests.corpus import harness
 from tests.corpus.mutations import (
     CLOCK,
+    DIRECTORY,
+    DROPS,
     EXEC_FAILS,
     GE_JOB,
     GE_PE_HOSTFILE,
@@ -60,11 +70,16 @@ from tests.corpus.mutations import (
     QSTAT_JOB,
     QSTAT_JOB_WITHOUT_RUN_LIMIT,
     QSTAT_QUEUE_INSTANCE,
+    RECORD_WRITERS,
     S24_HOOKS,
     S24_TREES,
     SCONTROL_JOB,
     SCONTROL_PARTITION,
+    SECRET_NUMBER,
+    SETUP_FAILS,
     USAGE_EXIT,
+    V2_JOB,
+    WRITES_RECORDS,
     Case,
     ad_cases,
     cgroup_cases,
@@ -77,19 +92,23 @@ from tests.corpus.mutations import (
     job_start,
     jobstatus_config_cases,
     offers_jobstatus,
+    offers_records,
     option_effect,
     output_cases,
     pe_hostfile_cases,
     recorded_cgroup_cases,
     recorded_env,
+    records_state_cases,
     sample,
     slurm_prolog_keys,
     spool_config_cases,
     spool_settings,
     state_effect,
+    usage_file_cases,
     value_mutations,
     with_jobstatus,
     with_on_error_fail,
+    with_records,
 )
 
 COMMON_CONFIG = """\
@@ -111,6 +130,11 @@ HTCONDOR_CONFIG = COMMON_CONFIG + (
     "wall_limit_unit = minutes\nnext_wrapper = @D@/bin/next\n")
 LSF_CONFIG = COMMON_CONFIG + "[lsf]\nbjobs = @D@/bin/bjobs\nquery_bjobs = yes\n"
 GE_CONFIG = COMMON_CONFIG + "[gridengine]\nqstat = @D@/bin/qstat\nquery_qstat = yes\n"
+# Where the site keeps job records (README, "Job records"): the records variants add it.
+RECORDS_SECTION = "[records]\ndir = @D@/records\nformat = sss, apel\nsite = CORPUS-SITE\n"
+# Records are root's: as another user an end hook hands its record in to a drop box only
+# root makes (none in a case directory), so the record cases run as root (as CI does).
+RECORDS_NEED_ROOT = "records are root's: the record cases need root (as CI runs them)"
 
 SLURM_PROLOG_ENV = {**recorded_env("slurm-22.05/prolog-sbatch.env"),
                     "SLURM_CONF": "@D@/etc/slurm.conf"}
@@ -121,6 +145,18 @@ SLURM_MULTI_NODE_ENV = {**SLURM_PROLOG_ENV, "SLURM_JOB_CPUS_PER_NODE": "4(x2),2"
 SLURM_EPILOG_ENV = {**recorded_env("slurm-22.05/epilog.env"), "SLURM_CONF": "@D@/etc/slurm.conf"}
 SLURM_TASK_ENV = {**recorded_env("slurm-22.05/taskprolog-batchstep.env"),
                   "SLURM_CONF": "@D@/etc/slurm.conf"}
+# The TaskEpilog of the same task: Slurm gives it the TaskProlog's environment, its
+# SLURM_SCRIPT_CONTEXT epilog_task.
+SLURM_TASK_EPILOG_ENV = {**SLURM_TASK_ENV, "SLURM_SCRIPT_CONTEXT": "epilog_task"}
+# What job 3's cgroup (v2, CGROUP_TREE) counted when its TaskEpilog ran: 1.5 s of CPU,
+# a peak of 100 MiB - not recorded (the recorded hosts gave no TaskEpilog), the files the
+# kernel keeps (cpu.stat's usage_usec, memory.peak).
+CPU_STAT = b"usage_usec 1500000\nuser_usec 1000000\nsystem_usec 500000\n"
+USAGE_TREE = {f"{V2_JOB}/cpu.stat": CPU_STAT, f"{V2_JOB}/memory.peak": b"104857600\n"}
+USAGE_REPORT = "cpu_secs 1.5\npeak_memory_bytes 104857600\n"
+# Grid Engine's shepherd's usage file of a job (recorded, tests/fixtures/gridengine-8.1.9).
+GE_USAGE_PATH = "spool/usage"
+GE_USAGE = (FIXTURES / "gridengine-8.1.9/usage").read_bytes()
 
 def _slurm_2411_env(entry):
     """A recorded Slurm 24.11 environment, SLURM_CONF moved into the case directory as the
@@ -139,6 +175,13 @@ S24_TASK_ENV = _slurm_2411_env("slurm-24.11-taskprolog")
 S24_MULTI_NODE_ENV = {**S24_PROLOG_ENV, "SLURM_JOB_CPUS_PER_NODE": "4(x2),2",
                       "SLURM_JOB_NODELIST": "vm[01-02],gpu7", "SLURM_NODELIST": "vm[01-02],gpu7",
                       "SLURMD_NODENAME": "vm02", "SLURM_JOB_NUM_NODES": "3"}
+# HTCondor's job-exit hook: the final job ad on stdin (recorded), its GlobalJobId the
+# wrapper's job's (JOB_AD's, whose directory the wrapper made in the scratch first).
+FINAL_AD = (FIXTURES / "htcondor-23.9/job-exit-hook-stdin.ad").read_bytes().replace(
+    b'GlobalJobId = "vm#1.0#1795630282"', b'GlobalJobId = "vm#1.0#1795319385"')
+FINAL_AD_PATH = "final.ad"  # in the case directory: the hook's stdin
+CONDOR_EXIT_ENV = {"_CONDOR_SCRATCH_DIR": "@D@/scratch", "TMPDIR": "@D@/scratch",
+                   "_CONDOR_SLOT": "slot1_1", "BATCH_SYSTEM": "HTCondor"}
 CONDOR_ENV = {
     "_CONDOR_SCRATCH_DIR": "@D@/scratch", "TMPDIR": "@D@/scratch",
     "_CONDOR_JOB_AD": "@D@/scratch/.job.ad", "_CONDOR_MACHINE_AD": "@D@/scratch/.machine.ad",
@@ -183,7 +226,7 @@ class Entry:
     """One entry point: its recorded environment, config, and how it is called."""
 
     def __init__(self, name, environ, config, call, job_argv=None, prepare=None,
-                 command=None, job_file=None, tree=None, real_proc=True):
+                 command=None, job_file=None, tree=None, real_proc=True, stdin=None):
         self.name = name
         self.environ = environ
         self.config = config
@@ -197,6 +240,8 @@ class Entry:
         # Whether the installed command, reading the host's real /proc, runs as in-process
         # (False: what it does depends on the fake /proc/self/cgroup).
         self.real_proc = real_proc
+        # The file of the case directory that is its standard input (None: none read).
+        self.stdin = stdin
 
 
 def _options(sandbox, case):
@@ -227,6 +272,12 @@ def _slurm_2411(role=None):
 def _wrapper(sandbox, case, environ):
     argv0 = ["mjf-htcondor-wrapper", *JOB_ARGV]
     return sandbox.run(cli_htcondor.wrapper_main, environ, case.outputs, argv0=argv0)
+
+
+def _job_exit(sandbox, case, environ):
+    argv = _options(sandbox, case)
+    return sandbox.run(lambda: cli_htcondor.job_exit_main(argv), environ, case.outputs,
+                       stdin=FINAL_AD_PATH)
 
 
 def _cron(sandbox, case, environ):
@@ -279,9 +330,12 @@ def _prepare_two_gridengine_jobs(sandbox):
 
 
 def _prepare_two_slurm_jobs(sandbox):
+    """Jobs 3 and 33, each after its Prolog; job 3's task ended (its TaskEpilog, which
+    reports what the job used where records are kept, and does nothing otherwise)."""
     _prepare(_slurm("prolog"), SLURM_PROLOG_ENV)(sandbox)
     _prepare(_slurm("prolog"), {**SLURM_PROLOG_ENV, "SLURM_JOB_ID": "33",
                                 "SLURM_JOBID": "33"})(sandbox)
+    _prepare(_slurm(), SLURM_TASK_EPILOG_ENV)(sandbox)
 
 
 def _root(tree):
@@ -304,7 +358,11 @@ ENTRIES = {entry.name: entry for entry in [
     Entry("slurm-prolog", SLURM_PROLOG_ENV, SLURM_CONFIG, _slurm(),
           command=("mjf-slurm", [])),
     Entry("slurm-epilog", SLURM_EPILOG_ENV, SLURM_CONFIG, _slurm(),
-          prepare=_prepare_two_slurm_jobs, command=("mjf-slurm", [])),
+          prepare=_prepare_two_slurm_jobs, command=("mjf-slurm", []), tree=USAGE_TREE),
+    # Where records are kept (always, here): the job's usage/ made by its Prolog.
+    Entry("slurm-taskepilog", SLURM_TASK_EPILOG_ENV, SLURM_CONFIG + RECORDS_SECTION, _slurm(),
+          prepare=_prepare(_slurm("prolog"), SLURM_PROLOG_ENV), command=("mjf-slurm", []),
+          tree=USAGE_TREE, real_proc=False),
     Entry("slurm-taskprolog", SLURM_TASK_ENV, SLURM_CONFIG, _slurm("taskprolog"),
           prepare=_prepare(_slurm("prolog"), SLURM_PROLOG_ENV),
           command=("mjf-slurm", ["taskprolog"])),
@@ -322,6 +380,9 @@ ENTRIES = {entry.name: entry for entry in [
           command=("mjf-slurm", ["taskprolog"])),
     Entry("htcondor-wrapper", CONDOR_ENV, HTCONDOR_CONFIG, _wrapper,
           job_argv=["@D@/bin/next", *JOB_ARGV], command=("mjf-htcondor-wrapper", None)),
+    Entry("htcondor-job-exit", CONDOR_EXIT_ENV, HTCONDOR_CONFIG, _job_exit,
+          prepare=_prepare(_wrapper, CONDOR_ENV), command=("mjf-htcondor-job-exit", []),
+          stdin=FINAL_AD_PATH),
     Entry("htcondor-cron", CONDOR_ENV, HTCONDOR_CONFIG, _cron,
           command=("mjf-htcondor-cron", [])),
     Entry("lsf-starter", LSF_ENV, LSF_CONFIG, _lsf("starter"),
@@ -369,8 +430,9 @@ def _in_env(entry, environ, cases):
 
 
 def _state(entry, files):
-    """Leftovers of earlier runs, planted in base_dir (lines about them name a path there)."""
-    return [Case(entry, f"state:{label}", ("/base",), files={path: data},
+    """Leftovers of earlier runs, planted in base_dir (lines about them name a path there,
+    or - a job's record leaving a key out - the key)."""
+    return [Case(entry, f"state:{label}", ("/base", os.path.basename(path)), files={path: data},
                  effect=state_effect(entry, label))
             for label, path, data in files]
 
@@ -642,6 +704,8 @@ def build_cases() -> list[Case]:
     cases += config_cases(name, COMMON_CONFIG, 80)
     cases += _state(name, MACHINE_STATE)
 
+    cases += _record_cases(cases)
+
     # [mjf] jobstatus spelled and broken every way, where a job runner makes the job's
     # directory and exports it, and where a TaskProlog exports it after a Prolog.
     for name in ("slurm-taskprolog", "htcondor-wrapper", "lsf-starter", "gridengine-starter",
@@ -658,12 +722,149 @@ def build_cases() -> list[Case]:
     return cases
 
 
+# The days a record of a case may be filed under (record_files.day_name, UTC): the clock's
+# (today's, or tomorrow's where the corpus runs over midnight), the recorded 24.11 Epilog's
+# SLURM_JOB_END_TIME, the Grid Engine usage file's end_time.
+RECORD_DAYS = tuple(sorted({time.strftime("%Y-%m-%d", time.gmtime(when)) for when in (
+    time.time(), time.time() + 86400, int(S24_EPILOG_ENV["SLURM_JOB_END_TIME"]),
+    int(GE_USAGE.split(b"end_time=")[1].split(b"\n")[0]))}))
+# Where each end-of-job hook's job lives (relative to the case directory): gone after it.
+ENDED_JOB_DIRS = {"slurm-epilog": "base/jobs/3", "slurm-24.11-epilog": "base/jobs/9",
+                  "lsf-post-exec": "base/jobs/1234", "gridengine-epilog": "base/jobs/13",
+                  "htcondor-job-exit": f"scratch/.mjf/jobs/{job_dir_name('vm#1.0#1795319385')}"}
+assert set(ENDED_JOB_DIRS) == set(RECORD_WRITERS)
+# What the Slurm TaskEpilog of job 3 may write: its report in the job's usage/.
+TASKEPILOG_WRITES = "jobs/3/usage"
+
+
+def _stdin_cases(name: str) -> list[Case]:
+    """The final job ad on the job-exit hook's stdin broken as a whole and attribute by
+    attribute (mutations.ad_cases: without a job id set-up fails), and larger than an ad
+    can be (classad.MAX_AD_BYTES, as a sparse file). Only a broken id can name another
+    job: elsewhere the job's directory goes."""
+    from mjf_hooks.batch.classad import MAX_AD_BYTES
+
+    cases = ad_cases(name, "_CONDOR_JOB_AD", FINAL_AD_PATH, FINAL_AD, (
+        "GlobalJobId", "ClusterId", "ProcId", "RemoteUserCpu", "RemoteSysCpu",
+        "ResidentSetSize", "JobDuration", "Owner"))
+    for case in cases:
+        (data,) = case.files.values()
+        case.files = {FINAL_AD_PATH: data}
+        case.culprits = ("stdin", "job ad", *case.culprits[2:])
+        attribute = case.label.split(":")[1] if case.label.count(":") == 2 else None
+        if attribute not in (None, "GlobalJobId", "ClusterId", "ProcId"):
+            case.removes_job = True
+    cases.append(Case(name, f"{FINAL_AD_PATH}:larger-than-an-ad", ("stdin", "job ad"),
+                      files={FINAL_AD_PATH: ("sparse", MAX_AD_BYTES + 4096)},
+                      effect=SETUP_FAILS))
+    return cases
+
+
+def _taskepilog_cases(name: str) -> list[Case]:
+    """What the TaskEpilog reads - the job cgroup's counters - and the job's usage/ where
+    it writes its report, broken. The counters only give values: a report without them."""
+    cases = []
+    for label, text in value_mutations("1500000"):
+        cases.append(Case(name, f"cgroup:cpu.stat:usage_usec:{label}", ("cpu.stat",), files={
+            f"root/{V2_JOB}/cpu.stat": CPU_STAT.replace(b"1500000", text.encode(
+                "utf-8", "surrogateescape"), 1)}))
+    for label, data in file_mutations(CPU_STAT):
+        cases.append(Case(name, f"cgroup:cpu.stat:{label}", ("cpu.stat",),
+                          files={f"root/{V2_JOB}/cpu.stat": data}))
+    for label, text in value_mutations("104857600"):
+        cases.append(Case(name, f"cgroup:memory.peak:{label}", ("memory.peak",), files={
+            f"root/{V2_JOB}/memory.peak": text.encode("utf-8", "surrogateescape") + b"\n"}))
+    usage = "base/jobs/3/usage"
+    planted = [
+        ("usage-missing", {usage: None}, DROPS),  # a Prolog of a site that kept no records
+        ("usage-file", {usage: b"x"}, SETUP_FAILS),
+        ("usage-symlink", {usage: ("symlink", "@D@/etc")}, SETUP_FAILS),
+        ("report-symlink", {f"{usage}/report": ("symlink", "@D@/etc/outside")}, DROPS),
+        ("report-fifo", {f"{usage}/report": ("fifo",)}, DROPS),
+        ("report-garbage", {f"{usage}/report": b"\xff\x00" * 100}, DROPS),
+        ("report-directory", {f"{usage}/report": DIRECTORY}, SETUP_FAILS),
+        ("report-temp-leftover", {f"{usage}/.report.1.abcd": b"cpu_secs 1"}, DROPS),
+    ]
+    cases += [Case(name, f"state:{label}", ("/base", "usage"), files=files, effect=effect)
+              for label, files, effect in planted]
+    return cases
+
+
+# What names the job an end-of-job hook ends (or where its directory is).
+JOB_NAMING = ("SLURM_JOB_ID", "SLURM_JOBID", "LSB_JOBID", "LSB_JOBINDEX", "JOB_ID",
+              "SGE_TASK_ID", "_CONDOR_SCRATCH_DIR", "MJF_CONFIG")
+
+
+def _names_the_job(case: Case) -> bool:
+    """Whether a case whose set-up goes on still ends the recorded job, in the recorded
+    base_dir: it changes no variable that names the job (nor the --env-file that holds
+    them), and leaves the job's directory and the final job ad's id as they were - so its
+    directory must go, as the baseline's does."""
+    if case.effect != DROPS or case.via_env_file or any(name in JOB_NAMING for name in case.env):
+        return False
+    if FINAL_AD_PATH in case.files:
+        return False  # decided with the case (_stdin_cases)
+    jobs = ENDED_JOB_DIRS[case.entry]
+    return not any(path == jobs or path.startswith(jobs + "/") or path in ("base", "base/jobs")
+                   for path in case.files)
+
+
+def _record_cases(cases: list[Case]) -> list[Case]:
+    """Job records ([records] dir): each end-of-job hook's cases again where the site keeps
+    them, its config's [records] broken, the records directory broken, and what the hook
+    reads of what the job used broken; the new entry points' cases (HTCondor's job-exit
+    hook, Slurm's TaskEpilog)."""
+    new: list[Case] = []
+    name = "htcondor-job-exit"
+    exit_cases = env_cases(name, CONDOR_EXIT_ENV, ("_CONDOR_SCRATCH_DIR",))
+    exit_cases += env_file_cases(name, CONDOR_EXIT_ENV)
+    exit_cases += _stdin_cases(name)
+    exit_cases += config_cases(name, HTCONDOR_CONFIG, 20)
+    # Leftovers in the job's directory the wrapper made in the scratch (the job's user's).
+    job = ENDED_JOB_DIRS[name]
+    exit_cases += [Case(name, f"state:{label}", ("scratch/.mjf", os.path.basename(path)),
+                        files={path.replace("base/jobs/3", job): data},
+                        effect=state_effect(name, label))
+                   for label, path, data in JOB_STATE]
+    new += exit_cases
+    for writer in RECORD_WRITERS:
+        variants = with_records([case for case in [*cases, *exit_cases] if case.entry == writer])
+        for case in variants:
+            if case.removes_job is None and _names_the_job(case):
+                case.removes_job = True
+        new += variants
+        config = ENTRIES[writer].config + RECORDS_SECTION
+        for case in config_cases(writer, config, 25):
+            case.label = "records-" + case.label
+            case.records = True
+            new.append(case)
+        new += records_state_cases(writer, RECORD_DAYS)
+    new += usage_file_cases("gridengine-epilog", GE_USAGE_PATH, GE_USAGE, False)
+    new += usage_file_cases("slurm-epilog", "base/jobs/3/usage/report", USAGE_REPORT.encode(),
+                            True)
+    new += usage_file_cases("slurm-24.11-epilog", "base/jobs/9/usage/report",
+                            USAGE_REPORT.encode(), True)
+
+    name = "slurm-taskepilog"
+    new += env_cases(name, SLURM_TASK_EPILOG_ENV, ("SLURM_SCRIPT_CONTEXT", "SLURM_JOB_ID",
+                                                   "SLURM_JOBID"))
+    new += env_file_cases(name, SLURM_TASK_EPILOG_ENV)
+    new += _taskepilog_cases(name)
+    new += sample(cgroup_cases(name), 30)
+    new += config_cases(name, ENTRIES[name].config, 25)
+    return new
+
+
 def harness_host():
     return os.uname().nodename.split(".")[0]
 
 
 # (which cases, why they fail): a known bug, each case kept as a strict xfail until it is
 # fixed.
+# Product bugs a case documents until fixed: (matches(case), reason), each a strict
+# xfail. The corpus found two when job records came (a FIFO in place of Grid Engine's
+# usage file hung the epilog; a job-exit ad's impossible GlobalJobId was not named):
+# both fixed.
 KNOWN_BUGS: list = []
 
 
@@ -705,9 +906,12 @@ def sandbox(corpus_root, monkeypatch, capsys):
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def laid_out_config(entry: Entry, on_error_fail: bool = False, jobstatus: bool = False) -> str:
+def laid_out_config(entry: Entry, on_error_fail: bool = False, jobstatus: bool = False,
+                    records: bool = False) -> str:
     """The config of the case directory, before a case breaks it."""
     config = entry.config
+    if records and "[records]" not in config:
+        config += RECORDS_SECTION
     if on_error_fail:
         config = config.replace("[mjf]\n", "[mjf]\non_error = fail\n", 1)
     if jobstatus:
@@ -715,9 +919,10 @@ def laid_out_config(entry: Entry, on_error_fail: bool = False, jobstatus: bool =
     return config
 
 
-def lay_out(sandbox, entry: Entry, on_error_fail: bool = False, jobstatus: bool = False):
+def lay_out(sandbox, entry: Entry, on_error_fail: bool = False, jobstatus: bool = False,
+            records: bool = False):
     """The case directory as the unbroken entry point finds it."""
-    config = laid_out_config(entry, on_error_fail, jobstatus)
+    config = laid_out_config(entry, on_error_fail, jobstatus, records)
     files = {**harness.default_tree(), "mjf.conf": config.encode(),
              "etc/slurm.conf": b"TmpFS=@D@/scratch\n",
              "etc/cgroup.conf": b"ConstrainRAMSpace=yes\n",
@@ -726,6 +931,7 @@ def lay_out(sandbox, entry: Entry, on_error_fail: bool = False, jobstatus: bool 
              "scratch/.job.ad": JOB_AD, "scratch/.machine.ad": MACHINE_AD,
              "bin/qstat.out": QSTAT_JOB.encode(), "bin/qstat-F.out": QSTAT_QUEUE_INSTANCE.encode(),
              GE_SPOOL_CONFIG_PATH: GE_SPOOL_CONFIG, GE_PE_HOSTFILE_PATH: GE_PE_HOSTFILE,
+             GE_USAGE_PATH: GE_USAGE, FINAL_AD_PATH: FINAL_AD,
              GE_SCRIPT.replace("@D@/", ""): GE_JOB_SCRIPT.encode()}
     files.update({path: text.encode() for path, text in EXECUTABLES.items()})
     files.update(_root(entry.tree))
@@ -751,7 +957,7 @@ def environ_for(sandbox, entry: Entry, case: Case) -> dict[str, str]:
 
 def break_inputs(sandbox, entry: Entry, case: Case) -> None:
     """Lay out the unbroken inputs, run what comes first, then break what the case breaks."""
-    lay_out(sandbox, entry, case.on_error_fail, case.jobstatus)
+    lay_out(sandbox, entry, case.on_error_fail, case.jobstatus, case.records)
     if entry.prepare:
         entry.prepare(sandbox)
     sandbox.write_files(case.files)
@@ -763,14 +969,126 @@ def run_case(sandbox, entry: Entry, case: Case):
     break_inputs(sandbox, entry, case)
     environ = environ_for(sandbox, entry, case)
     before = harness.snapshot(sandbox.d)
-    outcome = entry.call(sandbox, case, environ)
-    return outcome, harness.check_stores(sandbox, before, harness.snapshot(sandbox.d))
+    sandbox.records_before = records_state(sandbox)
+    with hang_guard(case):
+        outcome = entry.call(sandbox, case, environ)
+    sandbox.snapshots = (before, harness.snapshot(sandbox.d))
+    return outcome, harness.check_stores(sandbox, *sandbox.snapshots)
+
+
+class Hung(BaseException):
+    """A hook still waiting (on a FIFO a case planted) after HANG_SECS: as the fake exec,
+    not an Exception, so nothing of the hook's can catch it (an OSError would be taken for
+    a file that cannot be read)."""
+
+
+HANG_SECS = 3
+
+
+class hang_guard:
+    """Where a case planted a FIFO, stop a hook that waits on it (Hung) after HANG_SECS."""
+
+    def __init__(self, case: Case):
+        self.armed = any(data == ("fifo",) for data in case.files.values())
+
+    def __enter__(self):
+        if self.armed:
+            def hung(signum, frame):
+                raise Hung(f"still waiting after {HANG_SECS} s (on the FIFO the case planted)")
+            self.previous = signal.signal(signal.SIGALRM, hung)
+            signal.setitimer(signal.ITIMER_REAL, HANG_SECS)
+
+    def __exit__(self, *exc):
+        if self.armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.previous)
+        return False
+
+
+def records_dirs(sandbox) -> list[str]:
+    """Where a case's records may go: D/records, the site's symlink's target, and the records
+    directory its config names."""
+    dirs = [sandbox.path(harness.RECORDS_DIR), sandbox.path(harness.RECORDS_ELSEWHERE)]
+    configured = harness.configured_records_dir(sandbox)
+    return dirs + ([configured] if configured and configured not in dirs else [])
+
+
+def records_state(sandbox) -> tuple[dict, set]:
+    """Every record below the case's records directories, and what is wrong there."""
+    records, problems = {}, set()
+    for directory in records_dirs(sandbox):
+        if os.path.islink(directory):
+            continue  # its target is one of the others
+        found, wrong = harness.records_in(directory)
+        records.update(found)
+        problems.update(wrong)
+    return records, problems
+
+
+def records_offered(entry: Entry, case: Case) -> bool:
+    """Whether the config the hook reads keeps records (as jobstatus_offered)."""
+    if case.config is None and case.host_defaults:
+        return False
+    config = case.config if case.config is not None else laid_out_config(
+        entry, case.on_error_fail, case.jobstatus, case.records).encode()
+    return offers_records(config)
+
+
+def new_records(sandbox) -> tuple[dict, list[str]]:
+    """The records the run added, and what is wrong below the records directories now that
+    was not before (a partial record, a temporary file left, a record that is no JSON)."""
+    before, before_problems = sandbox.records_before
+    after, after_problems = records_state(sandbox)
+    added = {stem: suffixes for stem, suffixes in after.items() if before.get(stem) != suffixes}
+    return added, sorted(after_problems - before_problems)
+
+
+def check_records(sandbox, entry: Entry, case: Case) -> list[str]:
+    """Where the site keeps records: never a partial record or a temporary file left; a
+    record only where set-up went on and the record could be written (RECORD_FAILS: none),
+    at most one - exactly one where the case says the job's directory goes
+    (``removes_job``), which it must; no byte of a root-only file in it; and the
+    TaskEpilog writes nowhere but in the job's usage/."""
+    added, problems = new_records(sandbox)
+    written = records_offered(entry, case) and case.effect == DROPS
+    if entry.name in RECORD_WRITERS and written and case.removes_job:
+        if len(added) != 1:
+            problems.append(f"{len(added)} records written, expected one: {sorted(added)}")
+    elif not written and added:
+        problems.append(f"records written (the case: {case.effect}, records "
+                        f"{'kept' if records_offered(entry, case) else 'not kept'}): "
+                        f"{sorted(added)}")
+    elif len(added) > 1:
+        problems.append(f"{len(added)} records written for one job: {sorted(added)}")
+    for stem, suffixes in added.items():
+        for suffix in suffixes:
+            with open(stem + suffix, "rb") as handle:
+                if SECRET_NUMBER.encode() in handle.read():
+                    problems.append(f"{stem}{suffix} holds what a root-only file said")
+    if case.removes_job and os.path.lexists(sandbox.path(ENDED_JOB_DIRS[entry.name])):
+        problems.append(f"{ENDED_JOB_DIRS[entry.name]} is still there")
+    if entry.name == "slurm-taskepilog":
+        allowed = os.path.join(harness.configured_base_dir(sandbox), TASKEPILOG_WRITES)
+        problems += [f"the TaskEpilog changed {path}" for path in
+                     harness.changed_paths(*sandbox.snapshots)
+                     if not sandbox.path(path).startswith(allowed + "/")]
+    return problems
 
 
 # What the unbroken recorded input of an entry point may log, normalised (harness.normalise),
 # with the reason: none does - every recorded input is complete and every value it gives is
 # valid. A line listed here would also need no culprit in a case of that entry point.
 BASELINE_LINES: dict[str, tuple[str, ...]] = {name: () for name in ENTRIES}
+# Where the site keeps records with format = sss, apel (RECORDS_SECTION), a record without
+# a CPU time has no APEL message (README: a format that cannot express the record is left
+# out, with a warning): an LSF post-exec knows none, nor a 24.11 Epilog without its
+# TaskEpilog's report.
+BASELINE_LINES["slurm-24.11-epilog"] = (
+    "mjf-slurm epilog job 9: warning: no APEL file: APEL record for job '9' lacks the "
+    "mandatory field CpuDuration",)
+BASELINE_LINES["lsf-post-exec"] = (
+    "mjf-lsf post-exec job 1234: warning: no APEL file: APEL record for job '1234' lacks "
+    "the mandatory field CpuDuration",)
 
 
 def check_outcome(sandbox, entry: Entry, case: Case, outcome, environ) -> list[str]:
@@ -949,6 +1267,8 @@ def check_job_keys(sandbox, case: Case, outcome, started: int, ended: int,
 
 @pytest.mark.parametrize("case", [_marked(case) for case in CASES])
 def test_case(sandbox, case):
+    if case.records:
+        require(WRITES_RECORDS, RECORDS_NEED_ROOT)
     entry = ENTRIES[case.entry]
     box = sandbox()
     started = int(time.time())
@@ -962,6 +1282,8 @@ def test_case(sandbox, case):
     if entry.name in TASKPROLOG_EXPORTS:
         problems += check_jobstatus(exported_lines(outcome.stdout),
                                     jobstatus_expected(entry, case))
+    if case.records or entry.name in (*RECORD_WRITERS, "slurm-taskepilog"):
+        problems += check_records(box, entry, case)
     assert not problems, "\n".join([*problems, "stderr:", *outcome.stderr_lines[:10]])
 
 
@@ -981,6 +1303,7 @@ JOB_KEYS = frozenset({
 RUN_JOB_KEYS = JOB_KEYS - {"wall_limit_secs", "cpu_limit_secs", "wall_limit_secs_lrms",
                            "cpu_limit_secs_lrms"}
 CONDOR_JOB_ID = "vm#1.0#1795319385"  # the job ad's GlobalJobId
+CONDOR_JOB_ID_OF_EXIT = CONDOR_JOB_ID  # the final ad's, made the same (FINAL_AD)
 # What each entry point leaves in base_dir/jobs: {job directory: (keys, pending mark)}.
 BASELINE_JOBS = {
     "slurm-prolog": {"3": (JOB_KEYS, True)},  # cgroup.conf constrains RAM: the task completes
@@ -993,6 +1316,8 @@ BASELINE_JOBS = {
     "slurm-24.11-epilog": {"33": (JOB_KEYS - LIMITS, True)},  # job 9 removed
     "slurm-24.11-taskprolog": {"9": (JOB_KEYS, False)},
     "htcondor-wrapper": {},  # in the job's scratch
+    "htcondor-job-exit": {},  # the wrapper's, in the job's scratch: removed
+    "slurm-taskepilog": {"3": (JOB_KEYS, True)},  # as its Prolog left it, and a report
     "htcondor-cron": {},
     "lsf-starter": {"1234": (JOB_KEYS, False)},
     "lsf-pre-exec": {"1234": (JOB_KEYS - LIMITS, True)},  # the starter adds the limits
@@ -1041,7 +1366,8 @@ def check_baseline_store(sandbox, entry: Entry, jobstatus: bool = False) -> list
     problems = []
     base = sandbox.path("base")
     machine = os.path.join(base, "machinefeatures")
-    if entry.name not in ("htcondor-wrapper", "htcondor-cron"):  # these write no base_dir
+    if entry.name not in ("htcondor-wrapper", "htcondor-cron", "htcondor-job-exit"):
+        # (these write no base_dir)
         names = sorted(os.listdir(machine)) if os.path.isdir(machine) else None
         if names is None or set(names) != MACHINE_KEYS:
             problems.append(f"{machine} holds {names}, not {sorted(MACHINE_KEYS)}")
@@ -1099,23 +1425,80 @@ def check_baseline_job(sandbox, entry: Entry, outcome, jobstatus: bool = False) 
     return problems
 
 
-@pytest.mark.parametrize("on_error_fail, jobstatus", [(False, False), (True, False),
-                                                      (False, True)],
-                         ids=["continue", "fail", "jobstatus"])
+# What each end-of-job hook's record holds (record_files.contents with format = sss, apel):
+# the JSON and the SSS XML always, the APEL message where the record has a CPU time - the
+# TaskEpilog's report (Slurm 22.05, after its task), the shepherd's usage file, the final
+# job ad; not an LSF post-exec's, nor a 24.11 Epilog's without a report.
+RECORD_FILES = {"slurm-epilog": {".json", ".xml", ".apel"},
+                "slurm-24.11-epilog": {".json", ".xml"}, "lsf-post-exec": {".json", ".xml"},
+                "gridengine-epilog": {".json", ".xml", ".apel"},
+                "htcondor-job-exit": {".json", ".xml", ".apel"}}
+RECORDED_JOBS = {"slurm-epilog": "3", "slurm-24.11-epilog": "9", "lsf-post-exec": "1234",
+                 "gridengine-epilog": "13", "htcondor-job-exit": CONDOR_JOB_ID_OF_EXIT}
+# `mjf run` records the command it ran itself (README: "`mjf run` | itself").
+OTHER_RECORDS = {"mjf-run": 1}
+# In-process, `mjf run`'s command is taken as run, unmeasured (harness.Sandbox._spawn): its
+# record has no CPU time, so no APEL message (the warning names its generated job id).
+NO_CPU_TIME = "warning: no APEL file: APEL record for job "
+
+
+def check_baseline_records(box, entry: Entry) -> list[str]:
+    """Where the site keeps records: an end-of-job hook leaves exactly one whole record of
+    its job (RECORD_FILES) in the records directory, and removes the job's directory;
+    nothing else leaves one (but `mjf run`); the TaskEpilog leaves its report."""
+    added, problems = new_records(box)
+    wanted = 1 if entry.name in RECORD_WRITERS else OTHER_RECORDS.get(entry.name, 0)
+    if len(added) != wanted:
+        problems.append(f"{len(added)} records written, expected {wanted}: {sorted(added)}")
+    if entry.name in RECORD_WRITERS and len(added) == 1:
+        import json
+
+        (stem, suffixes), = added.items()
+        if suffixes != RECORD_FILES[entry.name]:
+            problems.append(f"{stem}: {sorted(suffixes)}, not {sorted(RECORD_FILES[entry.name])}")
+        if os.path.dirname(os.path.dirname(stem)) != box.path(harness.RECORDS_DIR):
+            problems.append(f"{stem}: not in a day directory of {box.path('records')}")
+        with open(stem + ".json") as handle:
+            job_id = json.load(handle).get("job_id")
+        if job_id != RECORDED_JOBS[entry.name]:
+            problems.append(f"{stem}.json: job_id {job_id!r}, not {RECORDED_JOBS[entry.name]!r}")
+        if os.path.lexists(box.path(ENDED_JOB_DIRS[entry.name])):
+            problems.append(f"{ENDED_JOB_DIRS[entry.name]} is still there")
+    if entry.name == "slurm-taskepilog":
+        report = box.path(f"base/{TASKEPILOG_WRITES}/report")
+        content = None
+        if os.path.isfile(report):
+            with open(report) as handle:
+                content = handle.read()
+        if content != USAGE_REPORT:
+            problems.append(f"{report}: {content!r}, not {USAGE_REPORT!r}")
+    return problems
+
+
+@pytest.mark.parametrize("on_error_fail, jobstatus, records", [
+    (False, False, False), (True, False, False), (False, True, False), (False, False, True)],
+    ids=["continue", "fail", "jobstatus", "records"])
 @pytest.mark.parametrize("name", list(ENTRIES))
-def test_baseline(sandbox, name, on_error_fail, jobstatus):
+def test_baseline(sandbox, name, on_error_fail, jobstatus, records):
     """The unbroken recorded input: exit 0, no line at all (BASELINE_LINES), every key; and
-    where the site offers $JOBSTATUS, each job's empty jobstatus/, exported to the job."""
+    where the site offers $JOBSTATUS, each job's empty jobstatus/, exported to the job;
+    where it keeps records, each ended job's record (check_baseline_records)."""
+    if records:
+        require(WRITES_RECORDS, RECORDS_NEED_ROOT)
     entry = ENTRIES[name]
     box = sandbox()
     outcome, store_problems = run_case(box, entry, Case(
-        name, "baseline", (), on_error_fail=on_error_fail, jobstatus=jobstatus))
+        name, "baseline", (), on_error_fail=on_error_fail, jobstatus=jobstatus,
+        records=records))
     problems = list(store_problems)
+    if records or name == "slurm-taskepilog":
+        problems += check_baseline_records(box, entry)
     if outcome.status != 0:
         problems.append(f"exit status {outcome.status}")
     allowed = BASELINE_LINES[name]
     problems += [f"logged {line!r}" for line in outcome.stderr_lines
-                 if harness.normalise(line) not in allowed]
+                 if harness.normalise(line) not in allowed and not (
+                     records and name == "mjf-run" and NO_CPU_TIME in line)]
     problems += check_baseline_store(box, entry, jobstatus)
     problems += check_baseline_job(box, entry, outcome, jobstatus)
     if name in TASKPROLOG_EXPORTS and outcome.stdout.splitlines() != [
@@ -1176,8 +1559,15 @@ REAL_SAMPLE = [case for name in ENTRIES if ENTRIES[name].real_proc
 def run_real(box, entry: Entry, case: Case, job=None):
     environ = {name: box.expand(value) for name, value in environ_for(box, entry, case).items()}
     before = harness.snapshot(box.d)
-    result = subprocess.run(_real_argv(box, entry, case, job), capture_output=True, cwd=box.d,
-                            env={"PATH": "/usr/bin:/bin", **environ}, timeout=60)
+    box.records_before = records_state(box)
+    stdin = None
+    if entry.stdin is not None:  # an empty one where the case left no regular file
+        path = box.path(entry.stdin)
+        stdin = path if os.path.isfile(path) and not os.path.islink(path) else os.devnull
+    with open(stdin or os.devnull, "rb") as handle:
+        result = subprocess.run(_real_argv(box, entry, case, job), capture_output=True,
+                                cwd=box.d, env={"PATH": "/usr/bin:/bin", **environ},
+                                timeout=60, stdin=handle if stdin else None)
     outcome = harness.Outcome(result.returncode, result.stdout.decode(errors="replace"),
                               result.stderr.decode(errors="replace"), [], [])
     return outcome, harness.check_stores(box, before, harness.snapshot(box.d))
@@ -1205,6 +1595,8 @@ def check_real_job(entry: Entry, case: Case, outcome) -> list[str]:
 @pytest.mark.parametrize("case", [_marked(case) for case in REAL_SAMPLE])
 def test_installed_command(sandbox, case):
     """A sample of the corpus through the installed commands: real exit codes, a real exec."""
+    if case.records:
+        require(WRITES_RECORDS, RECORDS_NEED_ROOT)
     entry = ENTRIES[case.entry]
     box = sandbox()
     break_inputs(box, entry, case)
@@ -1239,6 +1631,25 @@ def test_installed_baseline(sandbox, name, jobstatus):
     problems += [f"logged {line!r}" for line in outcome.stderr_lines
                  if harness.normalise(line) not in BASELINE_LINES[name]]
     problems += check_real_job(entry, case, outcome)
+    assert not problems, "\n".join([*problems, "stderr:", *outcome.stderr_lines[:10]])
+
+
+@pytest.mark.parametrize("name", RECORD_WRITERS)
+def test_installed_records_baseline(sandbox, name):
+    """Each end-of-job hook through its installed command where the site keeps records:
+    exit 0, nothing logged, the job's record whole in the records directory (as root), its
+    directory gone."""
+    require(WRITES_RECORDS, RECORDS_NEED_ROOT)
+    entry = ENTRIES[name]
+    box = sandbox()
+    case = Case(name, "baseline", (), records=True)
+    break_inputs(box, entry, case)
+    outcome, problems = run_real(box, entry, case)
+    if outcome.status != 0:
+        problems.append(f"exit status {outcome.status}")
+    problems += [f"logged {line!r}" for line in outcome.stderr_lines
+                 if harness.normalise(line) not in BASELINE_LINES[name]]
+    problems += check_baseline_records(box, entry)
     assert not problems, "\n".join([*problems, "stderr:", *outcome.stderr_lines[:10]])
 
 
