@@ -36,7 +36,7 @@ import stat
 import time
 
 from .errors import StoreError
-from .records import Record, apel, record_json, sss_xml
+from .records import Record, apel, json_text, record_json, sss_xml
 from .safefs import Dir, check_trusted_path, describe, owner_is_gone
 from .store import job_dir_name
 
@@ -102,8 +102,6 @@ def contents(record: Record, formats: tuple[str, ...], site: str | None,
     """The files of one record: suffix -> content, the JSON last (its rename commits).
     A format that cannot express the record (APEL needs the CPU time, which not every
     batch system gives) is left out, with a warning in ``log``."""
-    import json
-
     files = {}
     if "sss" in formats:
         files[".xml"] = sss_xml(record).encode("utf-8")
@@ -113,7 +111,7 @@ def contents(record: Record, formats: tuple[str, ...], site: str | None,
         except ValueError as error:
             if log is not None:
                 log.warning(f"no APEL file: {error}")
-    files[RECORD_SUFFIX] = (json.dumps(record_json(record), sort_keys=True) + "\n").encode()
+    files[RECORD_SUFFIX] = (json_text(record_json(record)) + "\n").encode()
     return files
 
 
@@ -163,8 +161,6 @@ def hand_in(config: Config, record: Record) -> str:
     """As a job's user: put ``record`` (its JSON) in the drop box for :func:`ingest`;
     the path. StoreError if there is no drop box (``mjf sync`` makes it) or it is not
     root's, or the record cannot be written (then nothing of it is left)."""
-    import json
-
     assert config.records_dir is not None
     with _open_records_dir(config.records_dir, create=False) as top:
         # O_PATH: the drop box lets others in and add files, not read it (1733).
@@ -183,7 +179,7 @@ def hand_in(config: Config, record: Record) -> str:
                                  "to hand in the record there")
             end = record.end_time if record.end_time is not None else time.time()
             stem = f"{int(end)}-{job_dir_name(record.job_id)}.{os.getpid()}"
-            data = (json.dumps(record_json(record), sort_keys=True) + "\n").encode()
+            data = (json_text(record_json(record)) + "\n").encode()
             _write_whole(drop, stem, {RECORD_SUFFIX: data})
             return f"{drop.path}/{stem}{RECORD_SUFFIX}"
 

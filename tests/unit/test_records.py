@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mjf_hooks import records
-from mjf_hooks.records import Record, apel, record_json, sss_xml
+from mjf_hooks.records import Record, apel, json_text, record_json, sss_xml
 
 GIB, MIB = 2**30, 2**20
 
@@ -343,3 +343,32 @@ def test_sss_xml_always_parses(job_id, user, queue, node):
     for tag, value in (("JobId", job_id), ("UserId", user), ("Queue", queue),
                        ("MachineName", node)):
         assert (job.find(tag).text or "") == records.xml_clean(value)
+
+
+# --- the record's JSON, written without the json module -----------------------------
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-2**70, max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(), children, max_size=4),
+    max_leaves=20)
+
+
+@given(_JSON_VALUES)
+def test_json_text_is_what_json_dumps_writes(value):
+    import json
+
+    assert json_text(value) == json.dumps(value, sort_keys=True)
+
+
+def test_json_text_of_a_record_reads_back_and_refuses_what_json_cannot_say():
+    import json
+
+    data = record_json(full(user="\u00e9t\u00e9\U0001f600\udcff\n\"\\"))
+    assert json.loads(json_text(data)) == json.loads(json.dumps(data))
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError):
+            json_text(bad)
+    with pytest.raises(TypeError):
+        json_text({1, 2})
