@@ -1621,17 +1621,24 @@ def test_installed_command(sandbox, case):
 def test_installed_baseline(sandbox, name, jobstatus):
     """The unbroken recorded input through the installed command: exit 0, nothing logged,
     a job runner's job run with its argv and MJF (and JOBSTATUS, where offered)."""
-    entry = ENTRIES[name]
-    box = sandbox()
     case = Case(name, "baseline", (), jobstatus=jobstatus)
+    _, outcome, problems = _installed_baseline(sandbox, case)
+    problems += check_real_job(ENTRIES[name], case, outcome)
+    assert not problems, "\n".join([*problems, "stderr:", *outcome.stderr_lines[:10]])
+
+
+def _installed_baseline(sandbox, case):
+    """The unbroken input of ``case``'s entry through its installed command: (the box, the
+    outcome, what was wrong: an exit status not 0, a line logged beyond the baseline's)."""
+    entry = ENTRIES[case.entry]
+    box = sandbox()
     break_inputs(box, entry, case)
     outcome, problems = run_real(box, entry, case)
     if outcome.status != 0:
         problems.append(f"exit status {outcome.status}")
     problems += [f"logged {line!r}" for line in outcome.stderr_lines
-                 if harness.normalise(line) not in BASELINE_LINES[name]]
-    problems += check_real_job(entry, case, outcome)
-    assert not problems, "\n".join([*problems, "stderr:", *outcome.stderr_lines[:10]])
+                 if harness.normalise(line) not in BASELINE_LINES[case.entry]]
+    return box, outcome, problems
 
 
 @pytest.mark.parametrize("name", RECORD_WRITERS)
@@ -1640,16 +1647,9 @@ def test_installed_records_baseline(sandbox, name):
     exit 0, nothing logged, the job's record whole in the records directory (as root), its
     directory gone."""
     require(WRITES_RECORDS, RECORDS_NEED_ROOT)
-    entry = ENTRIES[name]
-    box = sandbox()
-    case = Case(name, "baseline", (), records=True)
-    break_inputs(box, entry, case)
-    outcome, problems = run_real(box, entry, case)
-    if outcome.status != 0:
-        problems.append(f"exit status {outcome.status}")
-    problems += [f"logged {line!r}" for line in outcome.stderr_lines
-                 if harness.normalise(line) not in BASELINE_LINES[name]]
-    problems += check_baseline_records(box, entry)
+    box, outcome, problems = _installed_baseline(sandbox, Case(name, "baseline", (),
+                                                               records=True))
+    problems += check_baseline_records(box, ENTRIES[name])
     assert not problems, "\n".join([*problems, "stderr:", *outcome.stderr_lines[:10]])
 
 
