@@ -344,16 +344,39 @@ class JobEnd:
     the backend measured (``end_time``, ``wall_secs``, ``cpu_secs``,
     ``peak_memory_bytes``); what it could not measure is left out, never guessed.
     ``user`` and ``queue``: the job's user name and queue (partition), where known.
+    ``usage_source``: where the job's usage report (``usage/``, from a hook of the job's
+    user: :func:`report_usage`) came from, for a backend whose jobs report; what the
+    backend measured itself wins over the report.
     """
 
-    __slots__ = ("backend", "delivered", "queue", "user")
+    __slots__ = ("backend", "delivered", "queue", "usage_source", "user")
 
     def __init__(self, backend: str, delivered: Mapping[str, tuple] | None = None,
-                 user: str | None = None, queue: str | None = None) -> None:
+                 user: str | None = None, queue: str | None = None,
+                 usage_source: str | None = None) -> None:
         self.backend = backend
         self.delivered = dict(delivered or {})
         self.user = user
         self.queue = queue
+        self.usage_source = usage_source
+
+
+def report_usage(config: Config, log: Log, job_id: str, level, dry_run: bool = False) -> None:
+    """From inside the job, as its user: leave the job's cgroup counters (the cgroup
+    ``level`` picks, see :func:`mjf_hooks.probe.cgroup.usage`) in its ``usage/`` for the
+    root end of the job, which runs once the cgroup is gone."""
+    from .probe import cgroup
+    from .records import usage_report
+
+    usage = cgroup.usage("self", level)
+    if usage is None:
+        log.info(f"no cgroup accounting of job {job_id} here: nothing to report")
+        return
+    report = usage_report(usage.facts())
+    if dry_run:
+        sys.stdout.write(report)
+    elif report:
+        store_for(config).write_usage_report(job_id, report)
 
 
 def end_job(store: Store, log: Log, job_id: str, dry_run: bool = False,
@@ -405,7 +428,15 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
             except ValueError:
                 log.warning(f"job {job_id}: its {key} {written[key][:40]!r} is not a valid "
                             "value: left out of its record")
-    delivered = {name: fact for name, fact in ending.delivered.items() if fact[0] is not None}
+    delivered = {}
+    if ending.usage_source:
+        report = store.read_usage_report(job_id)
+        if report is not None:
+            from .records import parse_usage_report
+
+            delivered.update(parse_usage_report(report, ending.usage_source))
+    delivered.update((name, fact) for name, fact in ending.delivered.items()
+                     if fact[0] is not None)
     if "end_time" not in delivered:
         delivered["end_time"] = (time.time() if now is None else now,
                                  "the clock as the job's end ran")

@@ -25,7 +25,7 @@ import os
 import sys
 import time
 
-from .. import lifecycle, records
+from .. import lifecycle
 from ..batch import slurm
 from ..errors import SiteInputError
 from ..hook import COMMON_HELP, HookContext, run_hook
@@ -105,32 +105,19 @@ def epilog(context: HookContext) -> int:
         delivered, user, partition = slurm.ending(environ, time.time())
         # The job's cgroup is gone by now (Slurm removes it before the Epilog): what it
         # used is what the TaskEpilog last read there, as the job's user.
-        report = store.read_usage_report(job_id)
-        if report is not None:
-            delivered.update(records.parse_usage_report(
-                report, "the job's cgroup, read by its TaskEpilog (as the job's user)"))
-        ending = lifecycle.JobEnd("slurm", delivered, user=user, queue=partition)
+        ending = lifecycle.JobEnd(
+            "slurm", delivered, user=user, queue=partition,
+            usage_source="the job's cgroup, read by its TaskEpilog (as the job's user)")
     lifecycle.end_job(store, context.log, job_id, context.dry_run, config, ending)
     return 0
 
 
 def taskepilog(context: HookContext) -> int:
     """Where records are kept: report the job's cgroup counters for the Epilog."""
-    config = context.config
-    if not config.records_dir:
-        return 0
-    from ..probe import cgroup
-
-    job_id = slurm.job_id(context.environ)
-    usage = cgroup.usage("self", slurm.job_cgroup_level(job_id))
-    if usage is None:
-        context.log.info(f"no cgroup accounting of job {job_id} here: nothing to report")
-        return 0
-    report = records.usage_report(usage.facts())
-    if context.dry_run:
-        sys.stdout.write(report)
-    elif report:
-        lifecycle.store_for(config).write_usage_report(job_id, report)
+    if context.config.records_dir:
+        job_id = slurm.job_id(context.environ)
+        lifecycle.report_usage(context.config, context.log, job_id,
+                               slurm.job_cgroup_level(job_id), context.dry_run)
     return 0
 
 
