@@ -59,6 +59,9 @@ BACKEND_OPTIONS = {
     "lsf": {"bjobs": "absolute path", "query_bjobs": ("yes", "no")},
     "gridengine": {"sge_root": "absolute path", "sge_cell": "name",
                    "qstat": "absolute path", "query_qstat": ("yes", "no")},
+    "pbs": {"pbs_exec": "absolute path", "qstat": "absolute path",
+            "query_qstat": ("yes", "no"), "tmpdir": "absolute path",
+            "cgroup_prefix": "absolute path"},
 }
 # `mjf describe`: who this slot is, for DIRAC's resource description (all optional).
 DESCRIBE_OPTIONS = ("site", "gridce", "tags", "platform")

@@ -38,7 +38,7 @@ Optional:
     host name (Slurm's ``NodeName``); :func:`node_name` gives the host name otherwise.
 """
 
-NAMES = ("slurm", "htcondor", "lsf", "gridengine")
+NAMES = ("slurm", "htcondor", "lsf", "gridengine", "pbs")
 
 
 def node_name(module, options: dict[str, str]) -> str:

@@ -1,0 +1,92 @@
+"""mjf-hooks' PBS hook: execjob_begin, execjob_launch and execjob_end.
+
+PBS runs this file as root in its own embedded Python (pbs_python), which does not
+see the install of mjf-hooks, so the hook is only an adapter: it hands the job's
+attributes, as ``name=value`` lines on stdin, to ``mjf-pbs begin|launch|end`` and, for
+execjob_launch, puts the variables that command prints into the job's environment.
+``contrib/pbs/install-hook BINDIR`` fills in MJF_PBS and imports this file.
+
+Whatever goes wrong here (a missing or hung command, an exception of ours) is one line
+in the mom's log and the event is accepted: an exception or reject() in execjob_begin
+makes PBS requeue the job 21 times and then hold it, one in execjob_launch kills the
+job. The one rejection is a launch that mjf-pbs failed with status 1, which it gives
+only where the site set ``[mjf] on_error = fail``: that job ends without running.
+"""
+
+import os
+import signal
+import subprocess
+
+import pbs
+
+MJF_PBS = "@MJF_PBS@"
+# Well inside the hook's alarm (install-hook sets 30 s): the command itself bounds
+# every batch-system command it runs by [mjf] command_timeout_secs.
+TIMEOUT_SECS = 15
+ROLES = {pbs.EXECJOB_BEGIN: "begin", pbs.EXECJOB_LAUNCH: "launch", pbs.EXECJOB_END: "end"}
+JOB_ATTRIBUTES = ("euser", "egroup", "queue", "Job_Name", "Account_Name", "exec_vnode",
+                  "exec_host")
+EXPORTED = ("MACHINEFEATURES", "JOBFEATURES", "JOBSTATUS")
+ON_ERROR_FAIL = 1  # mjf-pbs's status for a failure the site wants to fail the job
+
+
+def attribute_lines(event):
+    """The job's attributes as mjf-pbs reads them (qstat -f's names)."""
+    job = event.job
+    values = [("id", job.id)]
+    values += [(name, getattr(job, name, None)) for name in JOB_ATTRIBUTES]
+    for prefix in ("Resource_List", "resources_used"):
+        resources = getattr(job, prefix, None)
+        for name in (resources.keys() if resources is not None else ()):
+            values.append((prefix + "." + name, resources[name]))
+    vnodes = event.vnode_list.keys()  # PBS's own mapping type: keys() is what it has
+    values.append(("vnodes", ",".join(str(name) for name in vnodes)))
+    values.append(("node", pbs.get_local_nodename()))
+    return "".join(f"{name}={value}".replace("\n", " ") + "\n"
+                   for name, value in values if value is not None)
+
+
+def run(role, text):
+    """mjf-pbs ROLE with ``text`` on stdin -> (status, stdout, stderr); bounded in time."""
+    process = subprocess.Popen([MJF_PBS, role], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, cwd="/", start_new_session=True,
+                               env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"})
+    try:
+        out, err = process.communicate(text.encode(), timeout=TIMEOUT_SECS)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise RuntimeError(f"{MJF_PBS} {role} did not finish in {TIMEOUT_SECS} s: killed") \
+            from None
+    return process.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+def main(event):
+    """Run the event's role; return a reason to reject the launch, or None."""
+    role = ROLES.get(event.type)
+    if role is None:
+        return None
+    status, out, err = run(role, attribute_lines(event))
+    for line in err.splitlines()[:20]:
+        pbs.logmsg(pbs.LOG_WARNING, "mjf: " + line)
+    if role != "launch":
+        return None
+    if status == ON_ERROR_FAIL:
+        return "mjf-pbs launch failed and [mjf] on_error = fail: the job does not run"
+    if status == 0:
+        for line in out.splitlines():
+            name, equals, value = line.partition("=")
+            if equals and name in EXPORTED:
+                event.env[name] = value
+    return None
+
+
+event = pbs.event()
+rejection = None
+try:
+    rejection = main(event)
+except Exception as error:  # noqa: BLE001 - the fail-safe rule: nothing of ours fails a job
+    pbs.logmsg(pbs.LOG_WARNING, f"mjf: {type(error).__name__}: {error}")
+if rejection:
+    event.reject(rejection)
+event.accept()
