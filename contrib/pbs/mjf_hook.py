@@ -24,8 +24,7 @@ MJF_PBS = "@MJF_PBS@"
 # every batch-system command it runs by [mjf] command_timeout_secs.
 TIMEOUT_SECS = 15
 ROLES = {pbs.EXECJOB_BEGIN: "begin", pbs.EXECJOB_LAUNCH: "launch", pbs.EXECJOB_END: "end"}
-JOB_ATTRIBUTES = ("euser", "egroup", "queue", "Job_Name", "Account_Name", "exec_vnode",
-                  "exec_host")
+JOB_ATTRIBUTES = ("euser", "egroup", "Job_Name", "Account_Name", "exec_vnode")
 EXPORTED = ("MACHINEFEATURES", "JOBFEATURES", "JOBSTATUS")
 ON_ERROR_FAIL = 1  # mjf-pbs's status for a failure the site wants to fail the job
 
@@ -35,6 +34,8 @@ def attribute_lines(event):
     job = event.job
     values = [("id", job.id)]
     values += [(name, getattr(job, name, None)) for name in JOB_ATTRIBUTES]
+    queue = getattr(job, "queue", None)  # a queue object in a hook: its name is the attribute
+    values.append(("queue", getattr(queue, "name", queue)))
     for prefix in ("Resource_List", "resources_used"):
         resources = getattr(job, prefix, None)
         for name in (resources.keys() if resources is not None else ()):

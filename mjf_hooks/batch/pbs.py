@@ -69,6 +69,79 @@ def installed(options: dict[str, str]) -> bool:
     return bool(options.get("pbs_exec")) or os.path.exists("/etc/pbs.conf")
 
 
+def node_name(options: dict[str, str]) -> str:
+    """This mom's host name as PBS knows it: ``/etc/pbs.conf``'s ``PBS_MOM_NODE_NAME``
+    where set, else the host name."""
+    import os
+
+    from ..probe import read_text
+
+    for line in (read_text("/etc/pbs.conf") or "").splitlines():
+        name, equals, value = line.partition("=")
+        if equals and name.strip() == "PBS_MOM_NODE_NAME" and value.strip():
+            return value.strip()
+    return os.uname().nodename
+
+
+def _pbsnodes(options: dict[str, str]) -> str:
+    from ..probe import read_text
+
+    return f"{pbs_exec(options, read_text('/etc/pbs.conf'))}/bin/pbsnodes"
+
+
+def drain_query(options: dict[str, str], environ: dict[str, str], nodename: str) -> None:
+    """None: an offline node (``pbsnodes -o``) announces no time."""
+    return None
+
+
+def drains(output: str, node: str, now: float) -> list[tuple[int, str]]:
+    return []
+
+
+def jobs_query(options: dict[str, str], environ: dict[str, str],
+               nodename: str) -> tuple[list[str], dict[str, str]] | None:
+    """Every vnode of this host (``pbsnodes -H``: a multi-vnode mom's ``host[N]`` too)
+    with the jobs the server has placed there, a job whose execjob_begin runs included.
+    Torque's pbsnodes has no ``-H`` and fails: then nothing is removed (its epilogue
+    removes a job's directory)."""
+    short = nodename.split(".")[0]
+    if not short or not all(char.isalnum() or char in "-_" for char in short):
+        return None
+    return [_pbsnodes(options), "-H", "-F", "json", short], command_env()
+
+
+def running_jobs(output: str) -> set[str]:
+    """``pbsnodes -H -F json`` -> the directory names of the jobs on this host's vnodes
+    (``jobs``: ``4.vm/0``, one entry per CPU). Raises ValueError for output that does
+    not describe the host (an unknown host is an ``Error`` entry, exit status 0)."""
+    import json  # only here: mjf sync, never a hook
+
+    from ..errors import StoreError
+    from ..store import job_dir_name
+
+    try:
+        nodes = json.loads(output)["nodes"]
+        entries = list(nodes.items())
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise ValueError(f"pbsnodes -F json printed no nodes: {output[:80]!r}") from None
+    if not entries:
+        raise ValueError("pbsnodes -H listed no vnode of this host")
+    names = set()
+    for vnode, entry in entries:
+        if not isinstance(entry, dict) or "Error" in entry or "state" not in entry:
+            raise ValueError(f"pbsnodes: vnode {vnode!r}: {str(entry)[:80]}")
+        jobs = entry.get("jobs", [])
+        if not isinstance(jobs, list):
+            raise ValueError(f"pbsnodes: vnode {vnode!r}: jobs {str(jobs)[:80]!r}")
+        for slot in jobs:
+            job = str(slot).rsplit("/", 1)[0].strip()
+            try:
+                names.add(job_dir_name(checked_job_id(job, "pbsnodes: a job")))
+            except (SiteInputError, StoreError) as error:
+                raise ValueError(str(error)) from None
+    return names
+
+
 # ---------------------------------------------------------------- ids and values
 
 def job_id(environ: dict[str, str]) -> str:
