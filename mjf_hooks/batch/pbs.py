@@ -89,13 +89,65 @@ def _pbsnodes(options: dict[str, str]) -> str:
     return f"{pbs_exec(options, read_text('/etc/pbs.conf'))}/bin/pbsnodes"
 
 
-def drain_query(options: dict[str, str], environ: dict[str, str], nodename: str) -> None:
-    """None: an offline node (``pbsnodes -o``) announces no time."""
-    return None
+def drain_query(options: dict[str, str], environ: dict[str, str],
+                nodename: str) -> tuple[list[str], dict[str, str]]:
+    """Every reservation (``pbs_rstat -f``): a maintenance reservation of this host
+    (``pbs_rsub --hosts``) says when it must be empty. An offline node
+    (``pbsnodes -o``) says no time, only a comment."""
+    from ..probe import read_text
+
+    return [f"{pbs_exec(options, read_text('/etc/pbs.conf'))}/bin/pbs_rstat", "-f"], \
+        command_env()
+
+
+# Reservation states that no longer (or not yet) hold the host.
+_RESERVATION_GONE = ("RESV_UNCONFIRMED", "RESV_FINISHED", "RESV_BEING_DELETED", "RESV_DELETED",
+                     "RESV_DELETING_JOBS")
 
 
 def drains(output: str, node: str, now: float) -> list[tuple[int, str]]:
-    return []
+    """``pbs_rstat -f`` -> (start, what) of each maintenance reservation (id ``M...``)
+    whose ``resv_nodes`` hold this host and that has not ended. Its times are the
+    local time of pbs_rstat (``Wed Nov 25 23:20:00 2026``), which runs here."""
+    found = []
+    for reservation in parse_reservations(output):
+        name = reservation.get("id", "")
+        if not name.startswith("M") or reservation.get("reserve_state") in _RESERVATION_GONE:
+            continue
+        try:
+            covered = any(is_own_vnode(vnode, [node]) for vnode, _ in
+                          parse_exec_vnode(reservation.get("resv_nodes", "")))
+            start = parse_ctime(reservation.get("reserve_start", ""))
+            end = parse_ctime(reservation.get("reserve_end", ""))
+        except ValueError:
+            continue
+        if covered and end > now:
+            found.append((start, f"PBS maintenance reservation {name}"))
+    return found
+
+
+def parse_reservations(output: str) -> list[dict[str, str]]:
+    """``pbs_rstat -f`` -> one dict of attributes per reservation (``id``: its Resv ID)."""
+    reservations: list[dict[str, str]] = []
+    for line in output.splitlines():
+        if line.startswith("Resv ID:"):
+            reservations.append({"id": line[len("Resv ID:"):].strip()})
+        elif reservations:
+            name, equals, value = line.partition(" = ")
+            if equals and name:
+                reservations[-1][name.strip()] = value.strip()
+    return reservations
+
+
+def parse_ctime(text: str) -> int:
+    """``Wed Nov 25 23:20:00 2026`` (this host's local time) -> UNIX seconds."""
+    import time
+
+    try:
+        return int(time.mktime(time.strptime(text.strip(), "%a %b %d %H:%M:%S %Y")))
+    except (ValueError, OverflowError):
+        raise ValueError(f"{text[:40]!r} is not a time such as Wed Nov 25 23:20:00 2026") \
+            from None
 
 
 def jobs_query(options: dict[str, str], environ: dict[str, str],
