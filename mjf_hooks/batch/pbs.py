@@ -434,9 +434,14 @@ def ending_facts(attributes: dict[str, str], now: int) -> tuple[dict, list[str]]
         if text is None:
             continue
         try:
-            delivered[name] = (parse(text), f"PBS resources_used.{resource}={text}")
+            value = parse(text)
         except ValueError as error:
             warnings.append(f"the record has no {name}: resources_used.{resource}: {error}")
+            continue
+        # PBS samples memory every few seconds: a job ended before the first sample
+        # shows 0kb, which is no peak.
+        if value or resource != "mem":
+            delivered[name] = (value, f"PBS resources_used.{resource}={text}")
     return delivered, warnings
 
 
