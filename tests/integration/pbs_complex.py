@@ -117,6 +117,10 @@ class PBSComplex:
             time.sleep(0.2)
         raise RuntimeError(f"job {job_id} did not finish: {self.job(job_id)}")
 
+    @staticmethod
+    def mom_pid() -> int:
+        return int((PBS_HOME / "mom_priv" / "mom.lock").read_text().split()[0])
+
     def mom_log(self) -> str:
         logs = sorted((PBS_HOME / "mom_logs").glob("*"))
         return logs[-1].read_text(errors="replace")[-4000:] if logs else ""
@@ -179,11 +183,17 @@ def mjf_complex():
 
 
 def qsub(complex_: PBSComplex, user: str, name: str, *options: str,
-         command: list[str] | None = None, wait: bool = True) -> str:
-    """Submit a job running dump.py NAME (or ``command``); return its id."""
+         command: list[str] | None = None, script: Path | None = None,
+         wait: bool = True) -> str:
+    """Submit a job running dump.py NAME (or ``command``, or the job script ``script``);
+    return its id."""
     argv = [str(PBS_EXEC / "bin" / "qsub"), "-N", name[:15], "-j", "oe", "-o",
-            f"{complex_.job_root}/out/{name}.log", *options, "--"]
-    argv += command or ["/usr/bin/python3", f"{complex_.job_root}/dump.py", name]
+            f"{complex_.job_root}/out/{name}.log", *options]
+    if script:
+        argv.append(str(script))
+    else:
+        argv += ["--", *(command or ["/usr/bin/python3", f"{complex_.job_root}/dump.py",
+                                     name])]
     result = run(["runuser", "-u", user, "--", "env", "-i", f"HOME=/home/{user}",
                   f"USER={user}", *[f"{key}={value}" for key, value in ENV.items()], *argv],
                  check=False, cwd="/tmp")
