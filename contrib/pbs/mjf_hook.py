@@ -43,7 +43,7 @@ def attribute_lines(event):
     vnodes = event.vnode_list.keys()  # PBS's own mapping type: keys() is what it has
     values.append(("vnodes", ",".join(str(name) for name in vnodes)))
     values.append(("node", pbs.get_local_nodename()))
-    return "".join(f"{name}={value}".replace("\n", " ") + "\n"
+    return "".join(f"{name}={value}".replace("\n", " ").replace("\r", " ") + "\n"
                    for name, value in values if value is not None)
 
 

@@ -448,9 +448,12 @@ def ending_facts(attributes: dict[str, str], now: int) -> tuple[dict, list[str]]
 # ---------------------------------------------------------------- what PBS prints
 
 def parse_attribute_lines(text: str) -> dict[str, str]:
-    """``name=value`` lines (what the hook adapter hands over) -> attributes."""
+    """``name=value`` lines (what the hook adapter hands over) -> attributes.
+
+    Lines end at ``\n`` only: splitlines() would also end one at a ``\v`` or ``\x1c``
+    inside a value (a job name), which could then forge a later ``id=`` line."""
     attributes = {}
-    for line in text.splitlines():
+    for line in text.split("\n"):
         name, equals, value = line.partition("=")
         if equals and name:
             attributes[name] = value

@@ -158,7 +158,8 @@ def set_up(context: HookContext, attributes: dict[str, str]) -> None:
     options = config.backend[pbs.NAME]
     job = pbs.checked_job_id(attributes.get("id", ""))
     own = [name for name in attributes.get("vnodes", "").split(",") if name]
-    own += [name for name in (attributes.get("node", ""), os.uname().nodename) if name]
+    own += [name for name in (attributes.get("node", ""), pbs.node_name(options),
+                              os.uname().nodename) if name]
     facts, warnings = pbs.job_facts(attributes, own, int(time.time()),
                                     _cgroup_memory(options, job))
     for warning in warnings:

@@ -35,15 +35,19 @@ class Batch:
     name)``: a job running dump.py, waited for -> what it saw; ``job_dir(view)``: the
     job directory name a dump's job has (from the batch system's own variables);
     ``cancel(*ids)``; ``mjf(*args)``: an admin's ``mjf``; ``assert_up()``: no job
-    left, and the node or queue healthy.
+    left, and the node or queue healthy; ``next_dirs(job_dir)``: the directory names of
+    the next jobs (default: the next numbers).
     """
 
     def __init__(self, root: Path, base: Path, submit: Callable, run_dump: Callable,
                  job_dir: Callable, cancel: Callable, mjf: Callable,
-                 assert_up: Callable) -> None:
+                 assert_up: Callable, next_dirs: Callable | None = None) -> None:
         self.root, self.base, self.jobs, self.out = root, base, base / "jobs", root / "out"
         self.submit, self.run_dump, self.job_dir = submit, run_dump, job_dir
         self.cancel, self.mjf, self.assert_up = cancel, mjf, assert_up
+        self.next_dirs = next_dirs or (
+            lambda job_dir: [str(number) for number in range(int(job_dir) + 1,
+                                                             int(job_dir) + 7)])
 
 
 def install_job_scripts(root: Path) -> None:
@@ -90,7 +94,7 @@ def nothing_can_be_planted_where_the_next_jobs_go(batch: Batch, target: Path,
         ["runuser", "-u", ATTACKER, "--", "/bin/sh", "-c", f'''
         end=$(( $(date +%s) + 8 )); tries=0; made=0
         while [ $(date +%s) -lt $end ]; do
-            for id in $(seq {int(victim) + 1} {int(victim) + 6}); do
+            for id in {" ".join(batch.next_dirs(victim))}; do
                 tries=$((tries + 1))
                 ln -s {target} {jobs}/$id 2>/dev/null && made=$((made + 1))
                 mkdir {jobs}/$id 2>/dev/null && made=$((made + 1))
