@@ -25,6 +25,7 @@ from mjf_hooks.store import job_dir_name
 from tests.corpus.mutations import (
     CGROUP_TREE,
     DIRECTORY,
+    PBS_QSTAT_F,
     QSTAT_JOB,
     QSTAT_QUEUE_INSTANCE,
     SCONTROL_JOB,
@@ -44,7 +45,9 @@ ENV_PREFIXES = ("SLURM", "_CONDOR", "LSB_", "LSF_", "MJF_", "TMPDIR", "XDG_RUNTI
                 "MACHINEFEATURES", "JOBFEATURES", "JOBSTATUS",
                 # Grid Engine's (TMP: a prolog's TMPDIR; QUEUE, HOSTNAME: its queue instance, host)
                 "JOB_ID", "SGE_", "PE_HOSTFILE", "NSLOTS", "NHOSTS", "TMP", "LOGNAME", "QUEUE",
-                "HOSTNAME")
+                "HOSTNAME",
+                # PBS's (PBS_JOBID: the profile.d lines' job)
+                "PBS_")
 # Where the built-in defaults point in a case directory (absent: all defaults).
 DEFAULT_CONFIG = "etc/mjf/mjf.conf"
 DEFAULT_BASE_DIR = "run/mjf"
@@ -141,6 +144,8 @@ class Sandbox:
             name = "scontrol" if argv[2] == "job" else "scontrol-partition"
         elif name in ("bjobs", "condor_status"):
             default = {"bjobs": "00:30:00\n", "condor_status": ""}[name]
+        elif name == "qstat" and argv[1] == "-f":  # PBS's: qstat -f JOB (a classic prologue)
+            default, name = PBS_QSTAT_F, "pbs-qstat"
         elif name == "qstat":  # -j JOB (the job's requests), or -F ... -q QUEUE@HOST
             default = QSTAT_JOB if argv[1] == "-j" else QSTAT_QUEUE_INSTANCE
             name = "qstat" if argv[1] == "-j" else "qstat-F"

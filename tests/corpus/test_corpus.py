@@ -48,6 +48,7 @@ from mjf_hooks.cli import gridengine as cli_gridengine
 from mjf_hooks.cli import htcondor as cli_htcondor
 from mjf_hooks.cli import lsf as cli_lsf
 from mjf_hooks.cli import mjf as cli_mjf
+from mjf_hooks.cli import pbs as cli_pbs
 from mjf_hooks.cli import slurm as cli_slurm
 from mjf_hooks.store import job_dir_name
 from tests.conftest import FIXTURES, installed_command, require
@@ -67,6 +68,12 @@ from tests.corpus.mutations import (
     JOB_AD,
     JOB_RUNNERS,
     MACHINE_AD,
+    PBS_GROUP,
+    PBS_HOSTILE_IDS,
+    PBS_OTHER_IDS,
+    PBS_QSTAT_F,
+    PBS_USER,
+    PBS_WORDS,
     PRESENT,
     QSTAT_JOB,
     QSTAT_JOB_WITHOUT_RUN_LIMIT,
@@ -78,6 +85,7 @@ from tests.corpus.mutations import (
     SCONTROL_PARTITION,
     SECRET_NUMBER,
     SETUP_FAILS,
+    USAGE,
     USAGE_EXIT,
     V2_JOB,
     WRITES_RECORDS,
@@ -96,6 +104,10 @@ from tests.corpus.mutations import (
     offers_records,
     option_effect,
     output_cases,
+    pbs_argv_cases,
+    pbs_hook_input,
+    pbs_job_id,
+    pbs_stdin_cases,
     pe_hostfile_cases,
     recorded_cgroup_cases,
     recorded_env,
@@ -111,6 +123,7 @@ from tests.corpus.mutations import (
     with_on_error_fail,
     with_records,
 )
+from tests.corpus.mutations import config_model as _config_model
 
 COMMON_CONFIG = """\
 [mjf]
@@ -131,6 +144,11 @@ HTCONDOR_CONFIG = COMMON_CONFIG + (
     "wall_limit_unit = minutes\nnext_wrapper = @D@/bin/next\n")
 LSF_CONFIG = COMMON_CONFIG + "[lsf]\nbjobs = @D@/bin/bjobs\nquery_bjobs = yes\n"
 GE_CONFIG = COMMON_CONFIG + "[gridengine]\nqstat = @D@/bin/qstat\nquery_qstat = yes\n"
+# PBS: qstat and PBS_EXEC in the case directory (never the host's /etc/pbs.conf), TMPDIR's
+# root the scratch, and a pbs_cgroups prefix no host has (the hooks' cgroup is not faked).
+PBS_CONFIG = COMMON_CONFIG + (
+    "[pbs]\nqstat = @D@/bin/qstat\npbs_exec = @D@/pbs\ntmpdir = @D@/scratch\n"
+    "cgroup_prefix = /mjf-corpus-no-such-cgroup\n")
 # Where the site keeps job records (README, "Job records"): the records variants add it.
 RECORDS_SECTION = "[records]\ndir = @D@/records\nformat = sss, apel\nsite = CORPUS-SITE\n"
 # Records are root's: as another user an end hook hands its record in to a drop box only
@@ -203,6 +221,28 @@ GE_JOB_FILE, GE_JOB_ARGV = "/bin/sh", ["-sh", *GE_JOB]
 assert gridengine_job_start(GE_STARTER_ENV, spool_settings(GE_SPOOL_CONFIG)) == (
     GE_JOB_FILE, GE_JOB_ARGV)
 
+# PBS (tests/fixtures/pbs-23.06): the hook adapter's stdin of job a (20.vm) for each execjob
+# role, and of array job 21[1].vm (another job on the host, which an end leaves alone); the
+# classic prologue's argv of job 8 (OpenPBS: id, user, group; and as Torque gives it, with
+# the job's name, resource list, queue and account), its epilogue's (recorded).
+PBS_JOB, PBS_OTHER_JOB, PBS_CLASSIC_JOB = "20.vm", "21[1].vm", "8.vm"
+PBS_STDIN = {"begin": "pbs/begin.txt", "launch": "pbs/launch.txt", "end": "pbs/end.txt",
+             "begin-other": "pbs/begin-other.txt"}
+PBS_FILES = {PBS_STDIN["begin"]: pbs_hook_input("begin-a"),
+             PBS_STDIN["launch"]: pbs_hook_input("launch-a"),
+             PBS_STDIN["end"]: pbs_hook_input("end-a"),
+             PBS_STDIN["begin-other"]: pbs_hook_input("begin-arr-1"),
+             "bin/pbs-qstat.out": PBS_QSTAT_F.encode()}
+PBS_PROLOGUE_WORDS = [PBS_CLASSIC_JOB, PBS_USER, PBS_GROUP]
+PBS_TORQUE_WORDS = [PBS_CLASSIC_JOB, PBS_USER, PBS_GROUP, "jobp",
+                    "mem=300mb,neednodes=1:ppn=2,nodes=1:ppn=2,walltime=00:10:00", "workq",
+                    "null"]
+PBS_EPILOGUE_WORDS = [PBS_CLASSIC_JOB, PBS_USER, PBS_GROUP, "jobp", "556441",
+                      "mem=300mb,ncpus=2,place=free,walltime=00:10:00",
+                      "cpupercent=0,cput=00:00:02,mem=1024kb,ncpus=2,vmem=0kb,walltime=00:00:01",
+                      "workq", "null", "0"]
+PBS_PROFILE_ENV = {"PBS_JOBID": PBS_JOB}
+
 JOB_ARGV = ["/bin/echo", "a b"]
 LSF_COMMAND = "echo a b"
 # What the real job does in the subprocess sample: say what it got.
@@ -217,7 +257,7 @@ EXECUTABLES = {
                     '*) cat "${0%/*}/partition.out" ;; esac\n',
     "bin/bjobs": "#!/bin/sh\necho 00:30:00\n",
     "bin/qstat": '#!/bin/sh\ncase "$1" in -j) cat "${0%/*}/qstat.out" ;; '
-                 '*) cat "${0%/*}/qstat-F.out" ;; esac\n',
+                 '-f) cat "${0%/*}/pbs-qstat.out" ;; *) cat "${0%/*}/qstat-F.out" ;; esac\n',
     "bin/condor_status": "#!/bin/sh\n",
     "bin/next": '#!/bin/sh\nexec "$@"\n',
 }
@@ -315,6 +355,36 @@ def _mjf(subcommand):
     return call
 
 
+def _pbs_words(case: Case, words) -> list[str]:
+    """A PBS role's words after the role: the case's (PBS_WORDS), else the entry point's."""
+    return list(case.argv[1:]) if case.argv[:1] == (PBS_WORDS,) else list(words)
+
+
+def _pbs(role, words=(), stdin=None):
+    """mjf-pbs ROLE [WORDS] (the hook adapter's stdin ``stdin``, where the role reads one),
+    /proc/self/mountinfo read from the fake tree (where pbs_cgroups would have put the job)."""
+    def call(sandbox, case, environ):
+        sandbox.monkeypatch.setattr(cli_pbs, "read_text", sandbox.read_text)
+        argv = ["--config", sandbox.path("mjf.conf")]
+        if case.via_env_file:
+            argv += ["--env-file", sandbox.path("job.env")]
+        argv += [role, *_pbs_words(case, words)]
+        return sandbox.run(lambda: cli_pbs.main(argv), environ, case.outputs, stdin=stdin)
+    return call
+
+
+def _prepare_two_pbs_jobs(sandbox):
+    """Job a (20.vm) and array job 21[1].vm, each after its execjob_begin."""
+    _prepare(_pbs("begin", stdin=PBS_STDIN["begin"]), {})(sandbox)
+    _prepare(_pbs("begin", stdin=PBS_STDIN["begin-other"]), {})(sandbox)
+
+
+def _prepare_pbs_classic(sandbox):
+    """Job 8 after its (OpenPBS) prologue, job a (20.vm) after its execjob_begin."""
+    _prepare(_pbs("prologue", PBS_PROLOGUE_WORDS), {})(sandbox)
+    _prepare(_pbs("begin", stdin=PBS_STDIN["begin"]), {})(sandbox)
+
+
 def _prepare(call, environ):
     """Run another role first, unbroken (the Prolog before an Epilog, ...)."""
     def prepare(sandbox):
@@ -405,6 +475,22 @@ ENTRIES = {entry.name: entry for entry in [
           _gridengine_starter_method, job_argv=GE_JOB_ARGV, job_file=GE_JOB_FILE,
           prepare=_prepare(_gridengine("prolog"), GE_PROLOG_ENV),
           command=("mjf-gridengine-starter", None)),
+    Entry("pbs-begin", {}, PBS_CONFIG, _pbs("begin", stdin=PBS_STDIN["begin"]),
+          command=("mjf-pbs", ["begin"]), stdin=PBS_STDIN["begin"]),
+    Entry("pbs-launch", {}, PBS_CONFIG, _pbs("launch", stdin=PBS_STDIN["launch"]),
+          prepare=_prepare(_pbs("begin", stdin=PBS_STDIN["begin"]), {}),
+          command=("mjf-pbs", ["launch"]), stdin=PBS_STDIN["launch"]),
+    Entry("pbs-end", {}, PBS_CONFIG, _pbs("end", stdin=PBS_STDIN["end"]),
+          prepare=_prepare_two_pbs_jobs, command=("mjf-pbs", ["end"]), stdin=PBS_STDIN["end"]),
+    Entry("pbs-prologue", {}, PBS_CONFIG, _pbs("prologue", PBS_PROLOGUE_WORDS),
+          command=("mjf-pbs", ["prologue", *PBS_PROLOGUE_WORDS])),
+    Entry("pbs-prologue-torque", {}, PBS_CONFIG, _pbs("prologue", PBS_TORQUE_WORDS),
+          command=("mjf-pbs", ["prologue", *PBS_TORQUE_WORDS])),
+    Entry("pbs-epilogue", {}, PBS_CONFIG, _pbs("epilogue", PBS_EPILOGUE_WORDS),
+          prepare=_prepare_pbs_classic, command=("mjf-pbs", ["epilogue", *PBS_EPILOGUE_WORDS])),
+    Entry("pbs-profile", PBS_PROFILE_ENV, PBS_CONFIG, _pbs("profile"),
+          prepare=_prepare(_pbs("begin", stdin=PBS_STDIN["begin"]), {}),
+          command=("mjf-pbs", ["profile"])),
     Entry("mjf-run", RUN_ENV, COMMON_CONFIG, _mjf("run"), job_argv=JOB_ARGV,
           command=("mjf", ["run"])),
     Entry("mjf-machine", RUN_ENV, COMMON_CONFIG, _mjf("machine"),
@@ -705,6 +791,8 @@ def build_cases() -> list[Case]:
     cases += config_cases(name, COMMON_CONFIG, 80)
     cases += _state(name, MACHINE_STATE)
 
+    cases += _pbs_cases()
+
     cases += _record_cases(cases)
 
     # [mjf] jobstatus spelled and broken every way, where a job runner makes the job's
@@ -732,7 +820,9 @@ RECORD_DAYS = tuple(sorted({time.strftime("%Y-%m-%d", time.gmtime(when)) for whe
 # Where each end-of-job hook's job lives (relative to the case directory): gone after it.
 ENDED_JOB_DIRS = {"slurm-epilog": "base/jobs/3", "slurm-24.11-epilog": "base/jobs/9",
                   "lsf-post-exec": "base/jobs/1234", "gridengine-epilog": "base/jobs/13",
-                  "htcondor-job-exit": f"scratch/.mjf/jobs/{job_dir_name('vm#1.0#1795319385')}"}
+                  "htcondor-job-exit": f"scratch/.mjf/jobs/{job_dir_name('vm#1.0#1795319385')}",
+                  "pbs-end": f"base/jobs/{job_dir_name(PBS_JOB)}",
+                  "pbs-epilogue": f"base/jobs/{job_dir_name(PBS_CLASSIC_JOB)}"}
 assert set(ENDED_JOB_DIRS) == set(RECORD_WRITERS)
 # What the Slurm TaskEpilog of job 3 may write: its report in the job's usage/.
 TASKEPILOG_WRITES = "jobs/3/usage"
@@ -791,6 +881,130 @@ def _taskepilog_cases(name: str) -> list[Case]:
     return cases
 
 
+def _pbs_job_state(job: str):
+    """JOB_STATE for a PBS job (its directory named after its id)."""
+    return [(label, path.replace("jobs/3", f"jobs/{job_dir_name(job)}"), data)
+            for label, path, data in JOB_STATE]
+
+
+# What leaves a launch without the job's jobfeatures/: nothing to print, set-up fails.
+PBS_LAUNCH_WITHOUT_DIRECTORY = ("state:job-symlink", "state:job-file",
+                                "state:jobfeatures-missing")
+
+
+def _pbs_usage(name: str) -> list[Case]:
+    return [Case(name, "argv:extra-argument", ("arguments",), argv=(PBS_WORDS, "extra"),
+                 effect=USAGE)]
+
+
+def _pbs_qstat_cases(name: str) -> list[Case]:
+    """What ``qstat -f JOB`` prints an OpenPBS prologue (whose argv names only the job, its
+    user and group) broken as a whole, attribute by attribute, naming another job; failing.
+    It only gives values: set-up goes on with what the argv says."""
+    from mjf_hooks.command import CommandError
+
+    # Where qstat gives nothing of the job, its CPUs are unknown (the argv has none).
+    lost = ("qstat", "allocated_cpu")
+    cases = [Case(name, "pbs-qstat:fails", lost, outputs={
+                 "pbs-qstat": CommandError("/opt/pbs/bin/qstat exited with status 153")}),
+             Case(name, "pbs-qstat:hangs", lost, outputs={
+                 "pbs-qstat": CommandError("/opt/pbs/bin/qstat did not finish within 5 s")})]
+    for label, mutated in file_mutations(PBS_QSTAT_F.encode()):
+        if isinstance(mutated, bytes):
+            cases.append(Case(name, f"pbs-qstat:{label}", lost,
+                              outputs={"pbs-qstat": mutated.decode("utf-8", "replace")}))
+    for field in ("Job Id", "exec_vnode", "Resource_List.walltime", "Resource_List.mem",
+                  "Resource_List.ncpus", "Resource_List.nodect", "euser"):
+        separator = ": " if field == "Job Id" else " = "
+        original = PBS_QSTAT_F.split(f"{field}{separator}", 1)[1].split("\n", 1)[0]
+        for label, text in value_mutations(original):
+            mutated = PBS_QSTAT_F.replace(f"{field}{separator}{original}\n",
+                                          f"{field}{separator}{text}\n", 1)
+            cases.append(Case(name, f"pbs-qstat:{field}:{label}", (*lost, field),
+                              outputs={"pbs-qstat": mutated}))
+    return cases
+
+
+def _pbs_cases() -> list[Case]:
+    """PBS: the execjob roles (the job's attributes on stdin, as the hook adapter hands
+    them), the classic prologue (OpenPBS's argv and qstat -f; Torque's argv) and epilogue,
+    the profile.d lines (PBS_JOBID)."""
+    cases: list[Case] = []
+    name = "pbs-begin"
+    cases += pbs_stdin_cases(name, PBS_STDIN["begin"], PBS_FILES[PBS_STDIN["begin"]], PBS_JOB, (
+        "id", "euser", "egroup", "Job_Name", "exec_vnode", "queue", "Resource_List.mem",
+        "Resource_List.walltime", "Resource_List.ncpus", "Resource_List.place", "vnodes",
+        "node"))
+    # The other recorded jobs (a CPU-time limit, no limits, two chunks, an array task).
+    cases += [Case(name, f"recorded:{other}", ("stdin",),
+                   files={PBS_STDIN["begin"]: pbs_hook_input(other)})
+              for other in ("begin-cput", "begin-plain", "begin-multi", "begin-arr-2")]
+    cases += config_cases(name, PBS_CONFIG, 30)
+    cases += _state(name, MACHINE_STATE)
+    cases += _state(name, _pbs_job_state(PBS_JOB))
+    cases += _pbs_usage(name)
+
+    name = "pbs-launch"
+    cases += pbs_stdin_cases(name, PBS_STDIN["launch"], PBS_FILES[PBS_STDIN["launch"]],
+                             PBS_JOB, ("id", "euser", "exec_vnode"))
+    for case in config_cases(name, PBS_CONFIG, 15):
+        # A base_dir other than the one the begin wrote to holds no directory of the job.
+        settings = _config_model(case.config) or {}
+        if case.effect == DROPS and settings.get(("mjf", "base_dir")) != "@D@/base":
+            case.effect, case.culprits = SETUP_FAILS, (*case.culprits, "execjob_begin")
+            case.status, case.job_runs = 0, False
+        cases.append(case)
+    for case in _state(name, _pbs_job_state(PBS_JOB)):
+        if case.label in PBS_LAUNCH_WITHOUT_DIRECTORY:
+            case.effect = SETUP_FAILS
+        cases.append(case)
+    cases += _pbs_usage(name)
+
+    name = "pbs-end"
+    cases += pbs_stdin_cases(name, PBS_STDIN["end"], PBS_FILES[PBS_STDIN["end"]], PBS_JOB, (
+        "id", "euser", "queue", "exec_vnode", "resources_used.cput", "resources_used.mem",
+        "resources_used.walltime"))
+    cases += config_cases(name, PBS_CONFIG, 20)
+    cases += _state(name, _pbs_job_state(PBS_JOB) + MACHINE_STATE[-4:])
+    cases += _pbs_usage(name)
+
+    name = "pbs-prologue"
+    cases += pbs_argv_cases(name, PBS_PROLOGUE_WORDS,
+                            [("job id", "qstat", "allocated_cpu"), ("user",), ("group",)],
+                            (0, 1, 2), PBS_CLASSIC_JOB)
+    cases += _pbs_qstat_cases(name)
+    cases += config_cases(name, PBS_CONFIG, 15)
+    cases += _state(name, _pbs_job_state(PBS_CLASSIC_JOB))
+
+    name = "pbs-prologue-torque"
+    cases += pbs_argv_cases(name, PBS_TORQUE_WORDS, [
+        ("job id",), ("user",), ("group",), ("Job_Name",),
+        ("Resource_List", "walltime", "mem", "nodes", "qstat"), ("queue",), ("Account_Name",)],
+        (0, 1, 4), PBS_CLASSIC_JOB)
+    cases += config_cases(name, PBS_CONFIG, 10)
+
+    name = "pbs-epilogue"
+    cases += pbs_argv_cases(name, PBS_EPILOGUE_WORDS, [
+        ("job id",), ("user",), ("group",), ("Job_Name",), ("session",), ("Resource_List",),
+        ("resources_used", "cput", "mem", "walltime"), ("queue",), ("account",), ("exit",)],
+        (0, 6, 7), PBS_CLASSIC_JOB)
+    cases += config_cases(name, PBS_CONFIG, 15)
+    cases += _state(name, _pbs_job_state(PBS_CLASSIC_JOB))
+
+    name = "pbs-profile"
+    cases += env_cases(name, PBS_PROFILE_ENV, ("PBS_JOBID",))
+    cases += [Case(name, f"env:PBS_JOBID:{label}", ("PBS_JOBID",), env={"PBS_JOBID": text},
+                   effect=DROPS if pbs_job_id(text) else SETUP_FAILS)
+              for label, text in PBS_HOSTILE_IDS + PBS_OTHER_IDS]
+    for case in env_file_cases(name, PBS_PROFILE_ENV):
+        case.culprits = (*case.culprits, "PBS_JOBID")
+        cases.append(case)
+    cases += config_cases(name, PBS_CONFIG, 10)
+    cases += _state(name, _pbs_job_state(PBS_JOB))
+    cases += _pbs_usage(name)
+    return cases
+
+
 # What names the job an end-of-job hook ends (or where its directory is).
 JOB_NAMING = ("SLURM_JOB_ID", "SLURM_JOBID", "LSB_JOBID", "LSB_JOBINDEX", "JOB_ID",
               "SGE_TASK_ID", "_CONDOR_SCRATCH_DIR", "MJF_CONFIG")
@@ -803,8 +1017,9 @@ def _names_the_job(case: Case) -> bool:
     directory must go, as the baseline's does."""
     if case.effect != DROPS or case.via_env_file or any(name in JOB_NAMING for name in case.env):
         return False
-    if FINAL_AD_PATH in case.files:
-        return False  # decided with the case (_stdin_cases)
+    if FINAL_AD_PATH in case.files or case.argv[:1] == (PBS_WORDS,) or any(
+            path in PBS_STDIN.values() for path in case.files):
+        return False  # decided with the case (_stdin_cases, mutations.pbs_effect)
     jobs = ENDED_JOB_DIRS[case.entry]
     return not any(path == jobs or path.startswith(jobs + "/") or path in ("base", "base/jobs")
                    for path in case.files)
@@ -933,7 +1148,7 @@ def lay_out(sandbox, entry: Entry, on_error_fail: bool = False, jobstatus: bool 
              "bin/qstat.out": QSTAT_JOB.encode(), "bin/qstat-F.out": QSTAT_QUEUE_INSTANCE.encode(),
              GE_SPOOL_CONFIG_PATH: GE_SPOOL_CONFIG, GE_PE_HOSTFILE_PATH: GE_PE_HOSTFILE,
              GE_USAGE_PATH: GE_USAGE, FINAL_AD_PATH: FINAL_AD,
-             GE_SCRIPT.replace("@D@/", ""): GE_JOB_SCRIPT.encode()}
+             GE_SCRIPT.replace("@D@/", ""): GE_JOB_SCRIPT.encode(), **PBS_FILES}
     files.update({path: text.encode() for path, text in EXECUTABLES.items()})
     files.update(_root(entry.tree))
     sandbox.write_files(files)
@@ -1287,6 +1502,8 @@ def test_case(sandbox, case):
                                     jobstatus_expected(entry, case))
     if case.records or entry.name in (*RECORD_WRITERS, "slurm-taskepilog"):
         problems += check_records(box, entry, case)
+    if entry.name.startswith("pbs-"):
+        problems += check_pbs_printed(entry, case, outcome)
     assert not problems, "\n".join([*problems, "stderr:", *outcome.stderr_lines[:10]])
 
 
@@ -1333,6 +1550,14 @@ BASELINE_JOBS = {
     "gridengine-starter-after-prolog": {"13": (JOB_KEYS, False)},
     "mjf-run": {},  # removed when the job ended
     "mjf-machine": {},
+    # PBS: exec_vnode gives this host's CPUs and memory; nothing pending (no job process
+    # completes anything).
+    **{name: {job_dir_name(PBS_JOB): (JOB_KEYS, False)}
+       for name in ("pbs-begin", "pbs-launch", "pbs-profile")},
+    "pbs-end": {job_dir_name(PBS_OTHER_JOB): (JOB_KEYS, False)},  # job a removed
+    "pbs-prologue": {job_dir_name(PBS_CLASSIC_JOB): (JOB_KEYS, False)},
+    "pbs-prologue-torque": {job_dir_name(PBS_CLASSIC_JOB): (JOB_KEYS, False)},
+    "pbs-epilogue": {job_dir_name(PBS_JOB): (JOB_KEYS, False)},  # job 8 removed
 }
 # What a job runner's job finds in $MACHINEFEATURES and $JOBFEATURES, and its job_id.
 BASELINE_EXPORTS = {
@@ -1361,6 +1586,35 @@ def taskprolog_exports(name: str, jobstatus: bool) -> list[str]:
     return [*lines, beside] if jobstatus else lines
 CRON_ATTRIBUTES = ["MJF_MACHINE_TOTAL_CPU", "MJF_MACHINE_HS06", "MJF_MACHINE_SHUTDOWNTIME",
                    "MJF_MACHINE_GRACE_SECS"]
+
+
+# What the PBS launch and profile roles print for job a (what the adapter puts into the job's
+# environment; the export lines of /etc/profile.d/mjf.sh, shell-quoted).
+PBS_PRINTS = {"pbs-launch": "{name}={value}", "pbs-profile": "export {name}='{value}'"}
+
+
+def pbs_printed(box, name: str, jobstatus: bool) -> list[str]:
+    job = box.path(f"base/jobs/{job_dir_name(PBS_JOB)}")
+    values = {"MACHINEFEATURES": box.path("base/machinefeatures"),
+              "JOBFEATURES": f"{job}/jobfeatures",
+              **({"JOBSTATUS": f"{job}/jobstatus"} if jobstatus else {})}
+    return [PBS_PRINTS[name].format(name=variable, value=value)
+            for variable, value in values.items()]
+
+
+def check_pbs_printed(entry: Entry, case: Case, outcome) -> list[str]:
+    """A PBS launch prints the job's variables where set-up goes on, nothing where it fails
+    (the adapter then sets none); the profile the export lines, or nothing (the job has no
+    directory here); the other roles print nothing."""
+    lines = outcome.stdout.splitlines()
+    if entry.name not in PBS_PRINTS or case.effect != DROPS or (
+            entry.name == "pbs-profile" and not lines):
+        return [f"printed {lines[:3]!r} (the case: {case.effect})"] if lines else []
+    prefix = "export " if entry.name == "pbs-profile" else ""
+    names = [line[len(prefix):].split("=", 1)[0] if line.startswith(prefix) else line
+             for line in lines]
+    wanted = ["MACHINEFEATURES", "JOBFEATURES", *["JOBSTATUS"] * jobstatus_expected(entry, case)]
+    return [] if names == wanted else [f"printed {lines[:4]!r}, not {wanted}"]
 
 
 def check_baseline_store(sandbox, entry: Entry, jobstatus: bool = False) -> list[str]:
@@ -1435,9 +1689,11 @@ def check_baseline_job(sandbox, entry: Entry, outcome, jobstatus: bool = False) 
 RECORD_FILES = {"slurm-epilog": {".json", ".xml", ".apel"},
                 "slurm-24.11-epilog": {".json", ".xml"}, "lsf-post-exec": {".json", ".xml"},
                 "gridengine-epilog": {".json", ".xml", ".apel"},
-                "htcondor-job-exit": {".json", ".xml", ".apel"}}
+                "htcondor-job-exit": {".json", ".xml", ".apel"},
+                "pbs-end": {".json", ".xml", ".apel"}, "pbs-epilogue": {".json", ".xml", ".apel"}}
 RECORDED_JOBS = {"slurm-epilog": "3", "slurm-24.11-epilog": "9", "lsf-post-exec": "1234",
-                 "gridengine-epilog": "13", "htcondor-job-exit": CONDOR_JOB_ID_OF_EXIT}
+                 "gridengine-epilog": "13", "htcondor-job-exit": CONDOR_JOB_ID_OF_EXIT,
+                 "pbs-end": PBS_JOB, "pbs-epilogue": PBS_CLASSIC_JOB}
 # `mjf run` records the command it ran itself (README: "`mjf run` | itself").
 OTHER_RECORDS = {"mjf-run": 1}
 # In-process, `mjf run`'s command is taken as run, unmeasured (harness.Sandbox._spawn): its
@@ -1513,7 +1769,45 @@ def test_baseline(sandbox, name, on_error_fail, jobstatus, records):
             problems.append(f"printed {outcome.stdout!r}")
     if name == "htcondor-wrapper" and os.path.lexists(box.path("scratch/.job_wrapper_failure")):
         problems.append("wrote $_CONDOR_WRAPPER_ERROR_FILE")
+    if name in PBS_PRINTS and outcome.stdout.splitlines() != pbs_printed(box, name, jobstatus):
+        problems.append(f"printed {outcome.stdout!r}")
     assert not problems, "\n".join([*problems, "stderr:", *outcome.stderr_lines[:10]])
+
+
+# A base_dir a shell would read as code, were the profile's lines not quoted.
+PBS_HOSTILE_BASE_DIR = "@D@/b'a$(touch pwned)`touch pwned2`\"x y;*"
+
+
+@pytest.mark.parametrize("name", ["pbs-launch", "pbs-profile"])
+def test_pbs_printed_with_a_hostile_base_dir(sandbox, name):
+    """What launch and profile print names base_dir as it is: each line one variable, and
+    the profile's export lines, evaluated by sh (as /etc/profile.d/mjf.sh does), give the
+    paths back and run nothing."""
+    entry = ENTRIES[name]
+    box = sandbox()
+    config = PBS_CONFIG.replace("base_dir = @D@/base", f"base_dir = {PBS_HOSTILE_BASE_DIR}")
+    case = Case(name, "hostile-base-dir", (), config=config.encode())
+    lay_out(box, entry)
+    box.write_files({"mjf.conf": case.config})
+    entry.prepare(box)
+    outcome = entry.call(box, case, environ_for(box, entry, case))
+    base = box.expand(PBS_HOSTILE_BASE_DIR)
+    job = f"{base}/jobs/{job_dir_name(PBS_JOB)}/jobfeatures"
+    problems = [f"logged {line!r}" for line in outcome.stderr_lines]
+    if name == "pbs-launch":
+        wanted = [f"MACHINEFEATURES={base}/machinefeatures", f"JOBFEATURES={job}"]
+        if outcome.stdout.splitlines() != wanted:
+            problems.append(f"printed {outcome.stdout!r}")
+    else:
+        result = subprocess.run(["/bin/sh", "-c", 'eval "$1"; printf "%s\\n" '
+                                 '"$MACHINEFEATURES" "$JOBFEATURES"', "sh", outcome.stdout],
+                                capture_output=True, cwd=box.d, timeout=10, text=True)
+        if result.stdout.splitlines() != [f"{base}/machinefeatures", job] or result.stderr:
+            problems.append(f"sh read {result.stdout!r} {result.stderr!r} from "
+                            f"{outcome.stdout!r}")
+    problems += [f"{path} made" for path in ("pwned", "pwned2")
+                 if os.path.lexists(box.path(path))]
+    assert not problems, "\n".join(problems)
 
 
 # -- the installed commands, as real processes -------------------------------------------------
@@ -1532,6 +1826,8 @@ def _real_argv(sandbox, entry: Entry, case: Case, job=None) -> list[str]:
     argv += [*head, "--config", sandbox.path("mjf.conf")]
     if case.via_env_file:
         argv += ["--env-file", sandbox.path("job.env")]
+    if program == "mjf-pbs":  # the role, then the case's words (PBS_WORDS) or the entry's
+        return argv + role[:1] + _pbs_words(case, role[1:])
     argv += list(case.argv)  # the case's own options (mjf run's), as in-process (_options)
     if program == "mjf-lsf" and role == ["starter"]:
         return argv + role + (job[2:3] if job[:2] == ["/bin/sh", "-c"] else job)
@@ -1550,8 +1846,9 @@ def _runs_for_real(case: Case) -> bool:
 
 
 def _fits_execve(case: Case) -> bool:
-    """A real environment holds no string over 128 KiB (MAX_ARG_STRLEN)."""
-    return all(len(value or "") < 100000 for value in case.env.values())
+    """A real environment or argv holds no string over 128 KiB (MAX_ARG_STRLEN), no NUL."""
+    return all(len(value or "") < 100000 for value in case.env.values()) and all(
+        len(word) < 100000 and "\0" not in word for word in case.argv)
 
 
 REAL_SAMPLE = [case for name in ENTRIES if ENTRIES[name].real_proc

@@ -318,3 +318,43 @@ def test_classic_prologue_and_profile_d_without_the_hook(complex_):
         assert result.returncode == 0, result.stderr
 
 
+
+
+def test_the_pbs_cgroups_memory_limit_is_the_jobs_when_lower(complex_):
+    """PBS's bundled pbs_cgroups hook (order 100, ours 200) limits a job that asked for no
+    memory to its default, 256 MB: that is the job's max_rss_bytes."""
+    before = json.loads(pbs_command("pbsnodes", "-v", complex_.node, "-F", "json").stdout)
+    qmgr("set hook pbs_cgroups enabled = true")
+    try:
+        # The server hands the mom the enabled hook at its own pace (seconds here, its copy
+        # of the hook's settings up to two minutes later): jobs until one is in a cgroup.
+        deadline = time.monotonic() + 120
+        for attempt in range(1000):
+            qsub(complex_, "mjfuser1", f"cgroup{attempt}", "-l", "select=1:ncpus=1")
+            job = seen(complex_, f"cgroup{attempt}")["JOBFEATURES"]
+            if "max_rss_bytes" in job or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        qsub(complex_, "mjfuser1", "cgroup-mem", "-l", "select=1:ncpus=1:mem=100mb")
+    finally:
+        qmgr("set hook pbs_cgroups enabled = false")
+        mom_copy = PBS_MOM_PRIV / "hooks" / "pbs_cgroups.HK"
+        deadline = time.monotonic() + 30
+        while "enabled=true" in mom_copy.read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        # What pbs_cgroups leaves once disabled: its empty job hierarchy.
+        for top in Path("/sys/fs/cgroup").glob("*/pbs_jobs.service"):
+            for directory in sorted(top.rglob("*"), key=lambda path: -len(path.parts)):
+                if directory.is_dir():
+                    with contextlib.suppress(OSError):
+                        directory.rmdir()
+            with contextlib.suppress(OSError):
+                top.rmdir()
+    assert job.get("max_rss_bytes") == str(256 * MIB), job
+    assert seen(complex_, "cgroup-mem")["JOBFEATURES"]["max_rss_bytes"] == str(100 * MIB)
+    after = json.loads(pbs_command("pbsnodes", "-v", complex_.node, "-F", "json").stdout)
+    node = complex_.node
+    assert after["nodes"][node]["resources_available"]["mem"] == \
+        before["nodes"][node]["resources_available"]["mem"]
+    assert complex_.node_state() == "free"
+    assert_no_job_directories_left(complex_)

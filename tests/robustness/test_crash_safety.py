@@ -2,7 +2,8 @@
 
 Each scenario runs a real entry point (Slurm Prolog, Epilog, TaskProlog
 completion; Grid Engine prolog, epilog, and starter - completing a prolog's job,
-or writing one itself; ``mjf drain``, ``mjf machine``) in a child process whose
+or writing one itself; PBS execjob_begin and execjob_end, a classic (Torque)
+prologue and epilogue; ``mjf drain``, ``mjf machine``) in a child process whose
 ``os`` calls that change the filesystem (mkdir, open for writing, write, rename,
 unlink, rmdir, chmod, chown) are counted; the child SIGKILLs itself just
 before the N-th one, for N = 1, 2, ... until a run gets through. After every
@@ -13,6 +14,7 @@ uninterrupted run, and no hidden leftovers.
 
 from __future__ import annotations
 
+import grp
 import os
 import pwd
 import signal
@@ -54,6 +56,9 @@ def open_(path, flags, *args, **kwargs):
     return real_open(path, flags, *args, **kwargs)
 
 os.open = open_
+# The job's attributes on stdin (what PBS's hook adapter hands mjf-pbs): --stdin-file=PATH.
+if argv and argv[0].startswith("--stdin-file="):
+    sys.stdin = open(argv.pop(0).split("=", 1)[1])
 module, function = entry.split(":")
 main = getattr(__import__(module, fromlist=[function]), function)
 sys.exit(main(argv))
@@ -71,6 +76,9 @@ HOST = os.uname().nodename
 # A root prolog gives the job's directory to the job's user, who must exist here.
 USER = pwd.getpwuid(os.getuid()).pw_name
 # What `mjf sync` asks Grid Engine (qstat -u '*' -q '*@host*' -xml): jobs 1 and 2 run.
+PBS = "mjf_hooks.cli.pbs:main"
+# The job's user and group in the PBS attributes (pbsuser1 where they were recorded).
+GROUP = grp.getgrgid(pwd.getpwnam(USER).pw_gid).gr_name
 QSTAT_XML = "<?xml version='1.0'?>\n<job_info><queue_info>{}</queue_info></job_info>\n".format(
     "".join(f'<job_list state="running"><JB_job_number>{job}</JB_job_number></job_list>'
             for job in (1, 2)))
@@ -118,6 +126,19 @@ class Node:
         qstat.chmod(0o755)
         with self.config.open("a") as handle:
             handle.write(f"[gridengine]\nqstat = {qstat}\n")
+        # PBS: PBS_EXEC here (never the host's /etc/pbs.conf), its pbsnodes saying jobs 1.vm
+        # and 2.vm run on this host (what `mjf sync` asks), a pbs_cgroups prefix no host has.
+        (root / "pbs/bin").mkdir(parents=True)
+        pbsnodes = root / "pbs/bin/pbsnodes"
+        short = HOST.split(".")[0]
+        pbsnodes.write_text(
+            "#!/bin/sh\ncat <<'EOF'\n"
+            f'{{"nodes": {{"{short}": {{"state": "job-busy", '
+            '"jobs": ["1.vm/0", "1.vm/1", "2.vm/0", "2.vm/1"]}}}\nEOF\n')
+        pbsnodes.chmod(0o755)
+        with self.config.open("a") as handle:
+            handle.write(f"[pbs]\npbs_exec = {root / 'pbs'}\ntmpdir = {root / 'scratch'}\n"
+                         "cgroup_prefix = /mjf-crash-no-such-cgroup\nquery_qstat = no\n")
         (root / "scratch").mkdir()
         (root / "runtime").mkdir(mode=0o700)
         self.job_script = root / "job"  # as execd spools it: run by the queue's shell
@@ -155,6 +176,27 @@ class Node:
         path.write_text("".join(f"{name}={value}\n" for name, value in environ.items()))
         return [GRIDENGINE, "--env-file", str(path), role] + (
             [str(self.job_script), "a"] if role == "starter" else [])
+
+    def pbs(self, role: str, job_id: str) -> list[str]:
+        """``mjf-pbs begin|end`` for job ``job_id``.vm, its attributes on stdin as the hook
+        adapter recorded them (job a's), its user ours."""
+        fixture = {"begin": "begin-a", "end": "end-a"}[role]
+        text = fixture_text(f"pbs-23.06/hook-input/{fixture}.txt").replace(
+            "id=20.vm\n", f"id={job_id}.vm\n").replace(
+            "euser=pbsuser1\n", f"euser={USER}\n").replace("egroup=pbsuser1\n", f"egroup={GROUP}\n")
+        path = self.root / f"pbs-{role}.{job_id}"
+        path.write_text(text)
+        return [PBS, f"--stdin-file={path}", role]
+
+    def pbs_classic(self, role: str, job_id: str) -> list[str]:
+        """A Torque ``mom_priv/prologue`` or ``epilogue`` of job ``job_id``.vm (its argv)."""
+        words = [f"{job_id}.vm", USER, GROUP, "jobp"]
+        if role == "prologue":
+            words += ["mem=300mb,nodes=1:ppn=2,walltime=00:10:00", "workq", "null"]
+        else:
+            words += ["556441", "mem=300mb,ncpus=2,walltime=00:10:00",
+                      "cput=00:00:02,mem=1024kb,walltime=00:00:05", "workq", "null", "0"]
+        return [PBS, role, *words]
 
     def pending(self, job_id: str) -> bool:
         return (self.base / "jobs" / job_id / "state/pending").exists()
@@ -482,3 +524,86 @@ def test_a_gridengine_starter_without_a_prolog_killed_anywhere_leaves_whole_jobs
         # The job, rescheduled, starts again; the timer runs `mjf sync` (job 2 still runs).
         lambda node: [node.gridengine("starter", "2"), SYNC], check_repaired)
     assert points >= 10
+
+
+# -- PBS: execjob_begin (root, before the job: writes its directory from the attributes the
+# hook adapter hands over on stdin), execjob_end (removes it); a classic Torque prologue and
+# epilogue (the job in argv) do the same.
+
+PBS_TIMED = ("jobstart_secs",)  # the time the hook ran
+
+
+@pytest.fixture
+def pbs_reference(nodes):
+    """Jobs 1.vm and 2.vm as uninterrupted execjob_begin hooks write them, and as
+    uninterrupted Torque prologues do."""
+    reference = {}
+    for name, role in (("begin", "pbs"), ("prologue", "pbs_classic")):
+        node = nodes()
+        for job in ("1", "2"):
+            result = node.run(getattr(node, role)(("begin" if role == "pbs" else "prologue"),
+                                                  job))
+            assert result.returncode == 0 and not result.stderr, result.stderr
+        reference[name] = stable(node.jobs(), PBS_TIMED)
+        assert set(reference[name]) == {"1.vm", "2.vm"}
+    return reference
+
+
+@pytest.mark.parametrize("kind", ["begin", "prologue"])
+def test_a_pbs_begin_killed_anywhere_leaves_whole_jobs_and_the_next_hooks_repair(
+        nodes, pbs_reference, kind):
+    reference = pbs_reference[kind]
+
+    def start(node, job):
+        return node.pbs("begin", job) if kind == "begin" else node.pbs_classic("prologue", job)
+
+    def finish(node, job):
+        return node.pbs("end", job) if kind == "begin" else node.pbs_classic("epilogue", job)
+
+    def prepare(node):
+        node.run(start(node, "1"))
+
+    def check_crashed(node, kill_at):
+        seen = stable(node.jobs(), PBS_TIMED)
+        assert seen.get("1.vm") == reference["1.vm"], f"job 1 touched (kill at {kill_at})"
+        assert seen.get("2.vm") in (None, reference["2.vm"]), f"job 2 partial ({kill_at})"
+
+    def check_repaired(node, kill_at):
+        assert stable(node.jobs(), PBS_TIMED) == {"1.vm": reference["1.vm"]}, kill_at
+        assert node.hidden_leftovers() == [], kill_at
+        assert node.machine().keys() >= {"total_cpu", "hs06"}
+
+    points = crash_everywhere(
+        nodes, prepare, lambda node: start(node, "2"), check_crashed,
+        # PBS requeues a job whose execjob_begin failed and runs it again, later its end;
+        # the timer runs `mjf sync` (pbsnodes: both jobs still run).
+        lambda node: [start(node, "2"), finish(node, "2"), SYNC], check_repaired)
+    assert points >= 10
+
+
+@pytest.mark.parametrize("kind", ["end", "epilogue"])
+def test_a_pbs_end_killed_anywhere_is_finished_by_the_next(nodes, pbs_reference, kind):
+    reference = pbs_reference["begin" if kind == "end" else "prologue"]
+
+    def start(node, job):
+        return node.pbs("begin", job) if kind == "end" else node.pbs_classic("prologue", job)
+
+    def finish(node):
+        return node.pbs("end", "2") if kind == "end" else node.pbs_classic("epilogue", "2")
+
+    def prepare(node):
+        node.run(start(node, "1"))
+        node.run(start(node, "2"))
+
+    def check_crashed(node, kill_at):
+        seen = stable(node.jobs(), PBS_TIMED)
+        assert seen.get("1.vm") == reference["1.vm"], kill_at
+        assert seen.get("2.vm") in (None, reference["2.vm"]), kill_at
+
+    def check_repaired(node, kill_at):
+        assert stable(node.jobs(), PBS_TIMED) == {"1.vm": reference["1.vm"]}, kill_at
+        assert node.hidden_leftovers() == [], kill_at
+
+    points = crash_everywhere(nodes, prepare, finish, check_crashed,
+                              lambda node: [finish(node), SYNC], check_repaired)
+    assert points >= 2
