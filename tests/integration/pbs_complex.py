@@ -29,6 +29,7 @@ VENDOR = REPO.parent / "shared" / "vendor" / "openpbs"
 PBS_EXEC = Path("/opt/pbs")
 PBS_HOME = Path("/var/spool/pbs")
 HOOK = "mjf"
+PBS_CONF = Path("/etc/pbs.conf")
 MOM_HOOK = PBS_HOME / "mom_priv" / "hooks" / f"{HOOK}.PY"
 ENV = {"PATH": f"{PBS_EXEC}/bin:/usr/bin:/bin:/usr/sbin:/sbin", "PBS_CONF_FILE": "/etc/pbs.conf"}
 
@@ -57,9 +58,12 @@ class PBSComplex:
     def __init__(self) -> None:
         self.node = socket.gethostname().split(".")[0]
         self.started_here = False
+        self.made_conf = False
 
     def start(self) -> None:
         if not server_running():
+            # /etc/pbs.conf makes `mjf sync` ask PBS on this host: it goes with the daemons.
+            self.made_conf = not PBS_CONF.exists()
             run(["bash", str(VENDOR / "pbs-up.sh"), "start"], timeout=300,
                 env={**os.environ, "W": "/srv/openpbs-build"})
             self.started_here = True
@@ -132,6 +136,8 @@ class PBSComplex:
         self.delete_hook()
         if self.started_here:
             run(["bash", str(VENDOR / "pbs-down.sh")], check=False, timeout=120)
+            if self.made_conf:
+                PBS_CONF.unlink()
 
 
 # Runs inside the job as its user: records what the job sees.
