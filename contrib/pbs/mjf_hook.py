@@ -2,8 +2,9 @@
 
 PBS runs this file as root in its own embedded Python (pbs_python), which does not
 see the install of mjf-hooks, so the hook is only an adapter: it hands the job's
-attributes, as ``name=value`` lines on stdin, to ``mjf-pbs begin|launch|end`` and, for
-execjob_launch, puts the variables that command prints into the job's environment.
+attributes, as ``name=value`` lines on stdin, to ``mjf-pbs begin|launch|end``, and puts
+the variables begin prints into the job's Variable_List (its environment to be). A
+launch runs mjf-pbs only where they are not there.
 ``contrib/pbs/install-hook BINDIR`` fills in MJF_PBS and imports this file.
 
 Whatever goes wrong here (a missing or hung command, an exception of ours) is one line
@@ -106,27 +107,40 @@ def _wait(pid, deadline):
             return os.waitstatus_to_exitcode(status)
         if time.monotonic() >= deadline:
             return None
-        time.sleep(0.01)
+        time.sleep(0.001)  # its pipes are closed: it is exiting
 
 
 def main(event):
     """Run the event's role; return a reason to reject the launch, or None."""
     role = ROLES.get(event.type)
-    if role is None:
+    if role is None or (role == "launch" and set_at_begin(event)):
         return None
     status, out, err = run(role, attribute_lines(event))
     for line in err.splitlines()[:20]:
         pbs.logmsg(pbs.LOG_WARNING, "mjf: " + line)
-    if role != "launch":
-        return None
-    if status == ON_ERROR_FAIL:
+    if role == "launch" and status == ON_ERROR_FAIL:
         return "mjf-pbs launch failed and [mjf] on_error = fail: the job does not run"
-    if status == 0:
-        for line in out.splitlines():
-            name, equals, value = line.partition("=")
-            if equals and name in EXPORTED:
-                event.env[name] = value
+    if role == "end" or status != 0:
+        return None
+    # begin: into the job's Variable_List, which PBS makes its environment (so a launch
+    # need not run mjf-pbs again); launch: into the environment itself.
+    variables = event.job.Variable_List if role == "begin" else event.env
+    for line in out.splitlines():
+        name, equals, value = line.partition("=")
+        if equals and name in EXPORTED:
+            variables[name] = value
     return None
+
+
+def set_at_begin(event):
+    """Whether execjob_begin set this job's variables: JOBFEATURES is there and names this
+    job's directory. A value the job brought along (qsub -V inside another job) names
+    another job's: then mjf-pbs launch decides."""
+    names = set(event.env.keys())  # PBS's own mapping type: keys() is what it has
+    if not {"MACHINEFEATURES", "JOBFEATURES"} <= names:
+        return False
+    path = str(event.env["JOBFEATURES"])
+    return path.endswith(f"/jobs/{event.job.id}/jobfeatures") and os.path.isdir(path)
 
 
 event = pbs.event()

@@ -7,10 +7,11 @@ install: the hook file (``contrib/pbs/mjf_hook.py``, imported by
 
 * ``begin`` (execjob_begin: root, before the job, on each of its hosts): writes the
   job's directory from its attributes (``exec_vnode`` for this host's share) and
-  the memory limit of its pbs_cgroups cgroup where there is one.
-* ``launch`` (execjob_launch: root, just before the job's shell starts): prints
-  ``NAME=value`` lines, the variables the adapter puts into the job's environment.
-  A job without a directory gets none; with ``on_error = fail`` that is a failure
+  the memory limit of its pbs_cgroups cgroup where there is one; prints the job's
+  variables as ``NAME=value`` lines, which the adapter puts into its Variable_List.
+* ``launch`` (execjob_launch: root, just before the job's shell starts), which the
+  adapter runs only where begin set no variables: prints them if the job's directory
+  exists. A job without one gets none; with ``on_error = fail`` that is a failure
   (exit 1), and the adapter then rejects the launch: the job ends without running,
   is neither requeued nor held, and the node stays up.
 * ``end`` (execjob_end: root): writes the job's record (where the site keeps
@@ -90,8 +91,16 @@ def _name_job(context: HookContext, attributes: dict[str, str]) -> str:
 
 
 def begin(context: HookContext, args: list[str]) -> int:
-    set_up(context, _attributes(context))
+    """Write the job's directory; print its variables (the adapter puts them into the
+    job's Variable_List, so its launch need not run this command again)."""
+    _print_variables(context, set_up(context, _attributes(context)))
     return 0
+
+
+def _print_variables(context: HookContext, job_dir: str) -> None:
+    store = lifecycle.store_for(context.config)
+    variables = lifecycle.exports(context.config, store.machine_dir, job_dir)
+    sys.stdout.write("".join(f"{name}={value}\n" for name, value in variables.items()))
 
 
 def launch(context: HookContext, args: list[str]) -> int:
@@ -103,8 +112,7 @@ def launch(context: HookContext, args: list[str]) -> int:
     if not os.path.isdir(job_dir):
         raise SiteInputError(f"{job_dir} does not exist (did execjob_begin run?): "
                              "the job gets no MJF variables")
-    variables = lifecycle.exports(config, store.machine_dir, job_dir)
-    sys.stdout.write("".join(f"{name}={value}\n" for name, value in variables.items()))
+    _print_variables(context, job_dir)
     return 0
 
 
@@ -152,8 +160,9 @@ def _shell_quoted(value: str) -> str:
     return "'" + value.replace("'", "'\\''") + "'"
 
 
-def set_up(context: HookContext, attributes: dict[str, str]) -> None:
-    """Write the job's directory from its attributes (root, before the job)."""
+def set_up(context: HookContext, attributes: dict[str, str]) -> str:
+    """Write the job's directory from its attributes (root, before the job); return its
+    jobfeatures path."""
     config, log = context.config, context.log
     options = config.backend[pbs.NAME]
     job = pbs.checked_job_id(attributes.get("id", ""))
@@ -172,7 +181,7 @@ def set_up(context: HookContext, attributes: dict[str, str]) -> None:
                                scratch_dir=tmpdir if os.path.isdir(tmpdir)
                                else os.path.dirname(tmpdir),
                                gid=gid, user=uid)
-    lifecycle.start_job(config, store, log, machine, start, context.dry_run)
+    return lifecycle.start_job(config, store, log, machine, start, context.dry_run)
 
 
 def finish(context: HookContext, attributes: dict[str, str]) -> None:

@@ -186,7 +186,10 @@ def _without_start_and_scratch(job):
 ])
 def test_begin_writes_the_recorded_jobs_values(site, name, job_id, expected):
     result = site.role("begin", f"begin-{name}")
-    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+    # the variables, for the adapter to put into the job's Variable_List
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == (f"MACHINEFEATURES={site.base}/machinefeatures\n"
+                             f"JOBFEATURES={site.base}/jobs/{job_id}/jobfeatures\n")
     assert site.jobs() == [job_id]  # a bracketed id is its own directory name
     assert _without_start_and_scratch(site.job(job_id)) == {"job_id": job_id, **expected}
     assert (site.base / "machinefeatures/total_cpu").read_text() == str(os.cpu_count())
@@ -830,7 +833,7 @@ class _Job:
 class _Event:
     def __init__(self):
         self.type = globals()[_spec["type"]]
-        self.env = {"PBS_JOBID": _spec["attributes"].get("id", "")}
+        self.env = {"PBS_JOBID": _spec["attributes"].get("id", ""), **_spec.get("env", {})}
         self.vnode_list = {name: object() for name in _spec["vnodes"]}
         job = _Job()
         resources = {"Resource_List": {}, "resources_used": {}}
@@ -843,6 +846,7 @@ class _Event:
             elif name not in ("vnodes", "node"):
                 setattr(job, name, value)
         job.Account_Name = None  # an attribute PBS has, unset
+        job.Variable_List = {}  # the job's environment to be
         for prefix, values in resources.items():
             setattr(job, prefix, _Resources(values, prefix in _spec.get("broken", [])))
         self.job = job
@@ -859,7 +863,7 @@ class _Event:
 def _finish(outcome, message):
     with open(os.environ["FAKE_PBS_OUT"], "w") as out:
         json.dump({"outcome": outcome, "message": message, "env": _event.env,
-                   "log": _messages}, out)
+                   "variable_list": _event.job.Variable_List, "log": _messages}, out)
 
 
 def logmsg(level, text):
@@ -901,14 +905,14 @@ class Adapter:
                                 f"cat > {self.seen}/stdin\nenv > {self.seen}/env\n{body}\n")
         self.command.chmod(0o755)
 
-    def run(self, event_type, name, broken=(), inputs=HOOK_INPUT):
+    def run(self, event_type, name, broken=(), inputs=HOOK_INPUT, env=None):
         """The hook for an event of a recorded job (its hook input in ``inputs``): (exit
         status, what the fake pbs saw: outcome, message, env, log)."""
         attributes = dict(line.split("=", 1) for line in
                           (inputs / f"{name}.txt").read_text().splitlines())
         spec = {"type": event_type, "attributes": attributes,
                 "vnodes": attributes["vnodes"].split(","), "node": attributes["node"],
-                "broken": list(broken)}
+                "broken": list(broken), "env": env or {}}
         (self.tmp_path / "event.json").write_text(json.dumps(spec))
         out = self.tmp_path / "out.json"
         if out.exists():
@@ -1079,3 +1083,34 @@ def test_the_adapter_against_the_real_command(tmp_path, write_config):
     status, seen = adapter.run("EXECJOB_LAUNCH", "launch", inputs=inputs)
     assert (status, seen["outcome"]) == (1, "reject")
     assert "on_error = fail" in seen["message"]
+
+
+def test_begin_puts_the_variables_into_the_jobs_variable_list(adapter):
+    adapter.set_command("printf '%s\\n' MACHINEFEATURES=/b/machinefeatures "
+                        "JOBFEATURES=/b/jobs/20.vm/jobfeatures LD_PRELOAD=/evil.so")
+    status, seen = adapter.run("EXECJOB_BEGIN", "begin-a")
+    assert (status, seen["outcome"]) == (0, "accept")
+    assert seen["variable_list"] == {"MACHINEFEATURES": "/b/machinefeatures",
+                                     "JOBFEATURES": "/b/jobs/20.vm/jobfeatures"}
+
+
+def test_a_launch_after_begin_set_the_variables_runs_nothing(adapter, tmp_path):
+    job_dir = tmp_path / "b" / "jobs" / "20.vm" / "jobfeatures"
+    job_dir.mkdir(parents=True)
+    env = {"MACHINEFEATURES": str(tmp_path / "b" / "machinefeatures"),
+           "JOBFEATURES": str(job_dir)}
+    status, seen = adapter.run("EXECJOB_LAUNCH", "launch-a", env=env)
+    assert (status, seen["outcome"], seen["log"]) == (0, "accept", [])
+    assert not (adapter.seen / "argv").exists()  # mjf-pbs not started
+    assert seen["env"]["JOBFEATURES"] == str(job_dir)
+
+
+@pytest.mark.parametrize("stale", ["/b/jobs/19.vm/jobfeatures", "/b/jobs/20.vm/jobfeatures"])
+def test_variables_naming_another_or_no_directory_are_asked_again(adapter, stale):
+    """A job submitted with qsub -V from inside another job brings that job's values; a
+    begin that failed set none: mjf-pbs launch says what the job gets."""
+    adapter.set_command("exit 0")
+    env = {"MACHINEFEATURES": "/b/machinefeatures", "JOBFEATURES": stale}
+    status, seen = adapter.run("EXECJOB_LAUNCH", "launch-a", env=env)
+    assert (status, seen["outcome"]) == (0, "accept")
+    assert adapter.argv() == ["launch"]

@@ -1588,9 +1588,11 @@ CRON_ATTRIBUTES = ["MJF_MACHINE_TOTAL_CPU", "MJF_MACHINE_HS06", "MJF_MACHINE_SHU
                    "MJF_MACHINE_GRACE_SECS"]
 
 
-# What the PBS launch and profile roles print for job a (what the adapter puts into the job's
-# environment; the export lines of /etc/profile.d/mjf.sh, shell-quoted).
-PBS_PRINTS = {"pbs-launch": "{name}={value}", "pbs-profile": "export {name}='{value}'"}
+# What the PBS begin, launch and profile roles print for job a (what the adapter puts into
+# the job's Variable_List or environment; the export lines of /etc/profile.d/mjf.sh,
+# shell-quoted).
+PBS_PRINTS = {"pbs-begin": "{name}={value}", "pbs-launch": "{name}={value}",
+              "pbs-profile": "export {name}='{value}'"}
 
 
 def pbs_printed(box, name: str, jobstatus: bool) -> list[str]:
@@ -1603,9 +1605,9 @@ def pbs_printed(box, name: str, jobstatus: bool) -> list[str]:
 
 
 def check_pbs_printed(entry: Entry, case: Case, outcome) -> list[str]:
-    """A PBS launch prints the job's variables where set-up goes on, nothing where it fails
-    (the adapter then sets none); the profile the export lines, or nothing (the job has no
-    directory here); the other roles print nothing."""
+    """A PBS begin or launch prints the job's variables where set-up goes on, nothing where
+    it fails (the adapter then sets none); the profile the export lines, or nothing (the
+    job has no directory here); the other roles print nothing."""
     lines = outcome.stdout.splitlines()
     if entry.name not in PBS_PRINTS or case.effect != DROPS or (
             entry.name == "pbs-profile" and not lines):

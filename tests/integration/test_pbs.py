@@ -190,6 +190,21 @@ def test_a_hung_command_is_killed_and_the_job_runs(complex_):
     assert not Path(f"/proc/{pid}").exists()  # killed with its process group
 
 
+def test_begin_gives_the_variables_and_launch_runs_nothing(complex_):
+    """execjob_begin puts the variables into the job's Variable_List (over any the job
+    brought along), so execjob_launch starts no mjf-pbs."""
+    roles = complex_.job_root / "roles"
+    script = f'#!/bin/sh\necho "$1" >> {roles}\nexec {HOOKS_BIN}/mjf-pbs "$@"\n'
+    with hook_commands(complex_, script):
+        job_id = qsub(complex_, "mjfuser1", "roles", *REQUEST, "-v",
+                      "JOBFEATURES=/stale/jobs/1.vm/jobfeatures,MACHINEFEATURES=/stale")
+    view = seen(complex_, "roles")
+    assert view["env"]["JOBFEATURES"] == f"{complex_.mjf_base}/jobs/{job_id}/jobfeatures"
+    assert view["JOBFEATURES"]["job_id"] == job_id
+    assert roles.read_text().split() == ["begin", "end"]
+    assert_ran_once_and_node_free(complex_, job_id)
+
+
 def test_sync_removes_only_what_pbs_no_longer_runs(complex_):
     job_id = qsub(complex_, "mjfuser1", "long", wait=False, command=["/bin/sleep", "30"])
     jobs = complex_.mjf_base / "jobs"
