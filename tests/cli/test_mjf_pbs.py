@@ -291,10 +291,16 @@ def _record(records):
     return json.loads(path.read_text())
 
 
-def test_end_records_what_pbs_measured(site):
+def _keeping_records(site):
+    """The site with [records] dir set (records are root's); the records directory."""
     require(os.geteuid() == 0, "needs root: records are root's")
     records = site.tmp_path / "records"
     site.configure(f"[records]\ndir = {records}\n")
+    return records
+
+
+def test_end_records_what_pbs_measured(site):
+    records = _keeping_records(site)
     assert site.role("begin", "begin-a").returncode == 0
     started = int(site.job("20.vm")["jobstart_secs"])
     result = site.role("end", "end-a", resources_used__cput="00:00:03",
@@ -318,9 +324,7 @@ def test_end_records_what_pbs_measured(site):
 
 
 def test_end_without_a_memory_sample_records_no_peak(site):
-    require(os.geteuid() == 0, "needs root: records are root's")
-    records = site.tmp_path / "records"
-    site.configure(f"[records]\ndir = {records}\n")
+    records = _keeping_records(site)
     assert site.role("begin", "begin-a").returncode == 0
     # PBS had no sample yet: resources_used.mem=0kb is no peak.
     result = site.role("end", "end-a", resources_used__cput="00:00:01",
@@ -332,9 +336,7 @@ def test_end_without_a_memory_sample_records_no_peak(site):
 
 
 def test_end_with_unreadable_usage_warns_and_still_records(site):
-    require(os.geteuid() == 0, "needs root: records are root's")
-    records = site.tmp_path / "records"
-    site.configure(f"[records]\ndir = {records}\n")
+    records = _keeping_records(site)
     assert site.role("begin", "begin-a").returncode == 0
     result = site.role("end", "end-a", resources_used__walltime="long",
                        resources_used__mem="lots")
@@ -565,9 +567,7 @@ def test_the_ten_word_epilogue_removes_the_job(site, status):
 
 
 def test_an_epilogue_records_the_used_resources_of_its_argv(site):
-    require(os.geteuid() == 0, "needs root: records are root's")
-    records = site.tmp_path / "records"
-    site.configure(f"[records]\ndir = {records}\n")
+    records = _keeping_records(site)
     assert site.prologue("8.vm", USER, USER).returncode == 0
     argv = recorded_argv("epilogue-argv-env-job8.txt")
     result = site.epilogue("8.vm", USER, USER, *argv[3:])
