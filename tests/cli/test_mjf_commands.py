@@ -147,6 +147,10 @@ _COMPUTING = {"mjf_hooks.features", "mjf_hooks.probe.cgroup", "mjf_hooks.probe.c
     ("mjf_hooks.cli.gridengine", "main", ["--dry-run", "prolog"], _COMPUTING | {"pwd"}),
     ("mjf_hooks.cli.gridengine", "main", ["--dry-run", "starter", "true"], _COMPUTING),
     ("mjf_hooks.cli.gridengine", "main", ["--dry-run", "epilog"], set()),
+    # PBS: the job's attributes on stdin (_PBS_STDIN); pwd: root writes for the job's user
+    ("mjf_hooks.cli.pbs", "main", ["--dry-run", "begin"], _COMPUTING | {"pwd"}),
+    ("mjf_hooks.cli.pbs", "main", ["--dry-run", "launch"], set()),
+    ("mjf_hooks.cli.pbs", "main", ["--dry-run", "end"], set()),
 ])
 def test_hook_paths_import_neither_click_nor_heavy_modules(module, function, argv, needs,
                                                            tmp_path):
@@ -162,8 +166,12 @@ def test_hook_paths_import_neither_click_nor_heavy_modules(module, function, arg
     env = {**os.environ, "MJF_CONFIG": str(conf), "SLURM_JOB_ID": "5",
            "SLURM_JOB_START_TIME": "1", "SLURM_JOB_END_TIME": "61", "LSB_JOBID": "5",
            "JOB_ID": "5", "USER": pwd.getpwuid(os.getuid()).pw_name}
+    stdin = None
+    if module == "mjf_hooks.cli.pbs":  # the recorded hook input, for this machine's user
+        stdin = (FIXTURES / f"pbs-23.06/hook-input/{argv[-1]}-a.txt").read_text().replace(
+            "pbsuser1", env["USER"])
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True, env=env)
+                            check=True, env=env, input=stdin)
     bare = subprocess.run([sys.executable, "-c", "import sys; print(sorted(sys.modules))"],
                           capture_output=True, text=True, check=True, env=env)
     # Compared with what this interpreter loads anyway (an editable install's finder, say).
