@@ -175,6 +175,16 @@ def test_a_missing_command_runs_the_job(complex_):
     assert_ran_once_and_node_free(complex_, job_id)
 
 
+def test_a_command_that_crashes_runs_the_job(complex_):
+    """mjf-pbs killed by a signal in every event, after printing garbage: the job runs."""
+    script = "#!/bin/sh\nprintf 'JOBFEATURES\\377\\nLD_PRELOAD=/x\\n'\nkill -9 $$\n"
+    with hook_commands(complex_, script):
+        job_id = qsub(complex_, "mjfuser1", "crash")
+        view = seen(complex_, "crash")
+    assert view["env"]["JOBFEATURES"] is None
+    assert_ran_once_and_node_free(complex_, job_id)
+
+
 def test_a_hung_command_is_killed_and_the_job_runs(complex_):
     pids = complex_.job_root / "hung.pids"
     script = (f'#!/bin/sh\nif [ "$1" = begin ]; then echo $$ >> {pids}; exec sleep 100; fi\n'
