@@ -30,6 +30,7 @@ NAME = "pbs"
 TITLE = "PBS"
 
 DEFAULT_PBS_EXEC = "/opt/pbs"
+PBS_CONF = "/etc/pbs.conf"  # PBS_EXEC, PBS_MOM_NODE_NAME: the host's PBS settings
 DEFAULT_TMPDIR = "/var/tmp"  # the mom's $tmpdir; a job's TMPDIR is <it>/pbs.<job id>
 # Where the bundled pbs_cgroups hook puts a job, in each cgroup hierarchy.
 DEFAULT_CGROUP_PREFIX = "/pbs_jobs.service/jobid"
@@ -47,15 +48,28 @@ def job_store_dirs(options: dict[str, str]) -> list[tuple[str, str]]:
     return []
 
 
+def pbs_conf_value(pbs_conf: str | None, name: str) -> str | None:
+    """A ``NAME=value`` setting of ``/etc/pbs.conf``'s text (its first); None where unset
+    or empty."""
+    for line in (pbs_conf or "").splitlines():
+        key, equals, value = line.partition("=")
+        if equals and key.strip() == name and value.strip():
+            return value.strip()
+    return None
+
+
 def pbs_exec(options: dict[str, str], pbs_conf: str | None = None) -> str:
     """Where PBS is installed: ``[pbs] pbs_exec``, else ``/etc/pbs.conf``'s PBS_EXEC."""
-    if options.get("pbs_exec"):
-        return options["pbs_exec"]
-    for line in (pbs_conf or "").splitlines():
-        name, equals, value = line.partition("=")
-        if equals and name.strip() == "PBS_EXEC" and value.strip().startswith("/"):
-            return value.strip()
-    return DEFAULT_PBS_EXEC
+    configured = pbs_conf_value(pbs_conf, "PBS_EXEC")
+    return options.get("pbs_exec") or (
+        configured if configured and configured.startswith("/") else DEFAULT_PBS_EXEC)
+
+
+def command_path(options: dict[str, str], command: str) -> str:
+    """A PBS command of this host's install (``<pbs_exec>/bin/<command>``)."""
+    from ..probe import read_text
+
+    return f"{pbs_exec(options, read_text(PBS_CONF))}/bin/{command}"
 
 
 def command_env() -> dict[str, str]:
@@ -66,7 +80,7 @@ def installed(options: dict[str, str]) -> bool:
     """``/etc/pbs.conf`` (OpenPBS, PBS Professional) says this host belongs to a complex."""
     import os
 
-    return bool(options.get("pbs_exec")) or os.path.exists("/etc/pbs.conf")
+    return bool(options.get("pbs_exec")) or os.path.exists(PBS_CONF)
 
 
 def node_name(options: dict[str, str]) -> str:
@@ -76,17 +90,7 @@ def node_name(options: dict[str, str]) -> str:
 
     from ..probe import read_text
 
-    for line in (read_text("/etc/pbs.conf") or "").splitlines():
-        name, equals, value = line.partition("=")
-        if equals and name.strip() == "PBS_MOM_NODE_NAME" and value.strip():
-            return value.strip()
-    return os.uname().nodename
-
-
-def _pbsnodes(options: dict[str, str]) -> str:
-    from ..probe import read_text
-
-    return f"{pbs_exec(options, read_text('/etc/pbs.conf'))}/bin/pbsnodes"
+    return pbs_conf_value(read_text(PBS_CONF), "PBS_MOM_NODE_NAME") or os.uname().nodename
 
 
 def drain_query(options: dict[str, str], environ: dict[str, str],
@@ -94,10 +98,7 @@ def drain_query(options: dict[str, str], environ: dict[str, str],
     """Every reservation (``pbs_rstat -f``): a maintenance reservation of this host
     (``pbs_rsub --hosts``) says when it must be empty. An offline node
     (``pbsnodes -o``) says no time, only a comment."""
-    from ..probe import read_text
-
-    return [f"{pbs_exec(options, read_text('/etc/pbs.conf'))}/bin/pbs_rstat", "-f"], \
-        command_env()
+    return [command_path(options, "pbs_rstat"), "-f"], command_env()
 
 
 # Reservation states that no longer (or not yet) hold the host.
@@ -159,7 +160,7 @@ def jobs_query(options: dict[str, str], environ: dict[str, str],
     short = nodename.split(".")[0]
     if not short or not all(char.isalnum() or char in "-_" for char in short):
         return None
-    return [_pbsnodes(options), "-H", "-F", "json", short], command_env()
+    return [command_path(options, "pbsnodes"), "-H", "-F", "json", short], command_env()
 
 
 def running_jobs(output: str) -> set[str]:

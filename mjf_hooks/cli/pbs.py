@@ -74,7 +74,8 @@ def _dispatch(context: HookContext) -> int:
 
 
 def _attributes(context: HookContext) -> dict[str, str]:
-    """The job's attributes from stdin, as the hook adapter writes them."""
+    """The job's attributes from stdin, as the hook adapter writes them; their ``id``
+    checked to be a PBS job id."""
     data = sys.stdin.buffer.read(MAX_ATTRIBUTE_BYTES + 1)
     if len(data) > MAX_ATTRIBUTE_BYTES:
         raise SiteInputError(f"the job's attributes on stdin are larger than "
@@ -106,7 +107,7 @@ def _print_variables(context: HookContext, job_dir: str) -> None:
 def launch(context: HookContext, args: list[str]) -> int:
     """Print the variables for the job's environment, if its directory exists."""
     config = context.config
-    job = pbs.checked_job_id(_attributes(context).get("id", ""))
+    job = _attributes(context)["id"]
     store = lifecycle.store_for(config)
     job_dir = store.job_features_dir(job)
     if not os.path.isdir(job_dir):
@@ -161,11 +162,11 @@ def _shell_quoted(value: str) -> str:
 
 
 def set_up(context: HookContext, attributes: dict[str, str]) -> str:
-    """Write the job's directory from its attributes (root, before the job); return its
-    jobfeatures path."""
+    """Write the job's directory from its attributes, their ``id`` checked (root, before
+    the job); return its jobfeatures path."""
     config, log = context.config, context.log
     options = config.backend[pbs.NAME]
-    job = pbs.checked_job_id(attributes.get("id", ""))
+    job = attributes["id"]
     own = [name for name in attributes.get("vnodes", "").split(",") if name]
     own += [name for name in (attributes.get("node", ""), pbs.node_name(options),
                               os.uname().nodename) if name]
@@ -225,8 +226,7 @@ def _qstat(context: HookContext, job: str) -> dict[str, str]:
         return {}
     from ..command import ask  # only here: the execjob hooks run no command
 
-    qstat = options.get("qstat") or os.path.join(
-        pbs.pbs_exec(options, read_text("/etc/pbs.conf")), "bin", "qstat")
+    qstat = options.get("qstat") or pbs.command_path(options, "qstat")
     output = ask([qstat, "-f", job], context.config.command_timeout_secs, pbs.command_env(),
                  context.log, "only what the prologue's argv says is written")
     if output is None:
