@@ -1,6 +1,6 @@
 """The per-host and per-job directories: created, written and removed safely.
 
-Layout (the contract in DESIGN.md)::
+Layout (README, "The contract")::
 
     <base_dir>/machinefeatures/<key>
     <base_dir>/jobs/<job dir name>/jobfeatures/<key>

@@ -1,1 +1,1 @@
-"""Entry points. Hook entry points stay click-free (start-up budget, DESIGN.md)."""
+"""Entry points. Hook entry points stay click-free (the start-up budget, README "The contract")."""

@@ -154,7 +154,7 @@ _COMPUTING = {"mjf_hooks.features", "mjf_hooks.probe.cgroup", "mjf_hooks.probe.c
 ])
 def test_hook_paths_import_neither_click_nor_heavy_modules(module, function, argv, needs,
                                                            tmp_path):
-    # The start-up budget (DESIGN.md): hooks must not import what they do not use.
+    # The start-up budget (README "The contract"): hooks must not import what they do not use.
     code = (f"import sys\nfrom {module} import {function}\n"
             f"try:\n    {function}({argv!r})\nexcept SystemExit:\n    pass\n"
             "print(sorted(sys.modules))")

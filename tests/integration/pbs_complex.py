@@ -1,6 +1,6 @@
 """A one-node OpenPBS complex with our hook installed, for the integration tests.
 
-OpenPBS 23.06 is built from ``../shared/vendor/openpbs/`` into ``/opt/pbs`` by
+OpenPBS 23.06 is built from ``tests/vendor/openpbs/`` into ``/opt/pbs`` by
 tests/setup-system (once: the build is cached there). A running complex is used as it
 is; otherwise the vendor recipe's ``pbs-up.sh start`` starts one (its daemons in a
 private mount namespace, where the host name maps to a non-loopback address) and
@@ -25,7 +25,7 @@ from tests.integration.site import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-VENDOR = REPO.parent / "shared" / "vendor" / "openpbs"
+VENDOR = REPO / "tests" / "vendor" / "openpbs"
 PBS_EXEC = Path("/opt/pbs")
 PBS_HOME = Path("/var/spool/pbs")
 HOOK = "mjf"
@@ -172,7 +172,7 @@ def mjf_complex():
     require(os.geteuid() == 0, "needs root to run the OpenPBS daemons")
     require((PBS_EXEC / "bin" / "qsub").exists() and (PBS_EXEC / "sbin" / "pbs_mom").exists(),
             "needs OpenPBS built into /opt/pbs (tests/setup-system builds it from "
-            "../shared/vendor/openpbs)")
+            "tests/vendor/openpbs)")
     require((HOOKS_BIN / "mjf-pbs").exists(),
             f"needs the hooks installed in {HOOKS_BIN} (tests/run does it)")
     with mjf_site("mjf-pbs-", DUMP) as site:

@@ -1,0 +1,37 @@
+"""A clone of the repository is enough: nothing in it reaches outside it for what
+the code, the docs or the tests need (the OpenPBS the tests build lies in
+tests/vendor/openpbs, checked against its sha256)."""
+
+import hashlib
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+OUTSIDE = "../" + "shared"  # spelled in pieces so that this file does not match itself
+
+
+def tracked_files() -> list[Path]:
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True,
+                                check=True).stdout.split(b"\0")
+    except (OSError, subprocess.CalledProcessError):  # an unpacked sdist: walk it
+        return [path for path in REPO.rglob("*") if path.is_file() and ".git" not in path.parts]
+    return [REPO / name.decode() for name in listed if name]
+
+
+def test_nothing_in_the_repository_refers_to_the_directory_beside_it():
+    offenders = []
+    for path in tracked_files():
+        if path.suffix in {".gz", ".png"} or not path.is_file():
+            continue
+        text = path.read_bytes()
+        if OUTSIDE.encode() in text or b"DESIGN" + b".md" in text:
+            offenders.append(str(path.relative_to(REPO)))
+    assert offenders == []
+
+
+def test_the_vendored_openpbs_source_is_the_one_its_checksum_names():
+    vendor = REPO / "tests/vendor/openpbs"
+    expected, name = (vendor / "SHA256SUMS").read_text().split()
+    assert hashlib.sha256((vendor / name).read_bytes()).hexdigest() == expected
+    assert (vendor / "LICENSE").read_text().startswith("---")
