@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import require
+from tests.integration.boot_dirs import make_boot_dirs
 from tests.integration.site import HOOKS_BIN, admin_mjf, mjf_site, run, seen_in
 from tests.integration.site import (
     assert_no_job_directories_left as site_assert_no_job_directories_left,
@@ -247,6 +248,7 @@ def mjf_cell():
             "(tests/setup-system)")
     require((HOOKS_BIN / "mjf-gridengine-starter").exists(),
             f"needs the hooks installed in {HOOKS_BIN} (tests/run does it)")
+    make_boot_dirs(Path("/"), ("gridengine-master", "gridengine-exec"))
     with mjf_site("mjf-gridengine-", DUMP) as site:
         (site.root / "conf").mkdir()
         cell = GridEngineCell(site.root / "conf", HOOKS_BIN)

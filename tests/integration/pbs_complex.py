@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import require
+from tests.integration.boot_dirs import make_boot_dirs
 from tests.integration.site import HOOKS_BIN, admin_mjf, mjf_site, run, seen_in
 from tests.integration.site import (
     assert_no_job_directories_left as site_assert_no_job_directories_left,
@@ -61,6 +62,8 @@ class PBSComplex:
         self.made_conf = False
 
     def start(self) -> None:
+        # PBS is no Debian package, but its datastore runs Debian's PostgreSQL.
+        make_boot_dirs(Path("/"), ("postgresql-common",))
         if not server_running():
             # /etc/pbs.conf makes `mjf sync` ask PBS on this host: it goes with the daemons.
             self.made_conf = not PBS_CONF.exists()

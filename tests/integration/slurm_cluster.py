@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import require
+from tests.integration.boot_dirs import make_boot_dirs
 from tests.integration.job_side import MEMORY_LIMITS
 from tests.integration.site import HOOKS_BIN, SITE_CONFIG, mjf_site, run, seen_in
 from tests.integration.site import (
@@ -298,6 +299,7 @@ def mjf_cluster(cgroups: bool, version: str = "22.05", run_in_job: bool = False,
     if version == "22.05":
         require(shutil.which("slurmctld") is not None and Path("/usr/sbin/slurmd").exists(),
                 "needs Debian's slurmctld, slurmd, slurm-client and munge (tests/setup-system)")
+        make_boot_dirs(Path("/"), ("slurmctld", "slurmd", "munge"))
     else:
         require(shutil.which("debootstrap") is not None,
                 "needs debootstrap for the Slurm 24.11 chroot (tests/setup-system)")

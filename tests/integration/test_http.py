@@ -21,6 +21,7 @@ import pytest
 from mjf_hooks.reader import Features, JobView, ReadError
 from mjf_hooks.store import Store
 from tests.conftest import CHECKOUT_ROOT, installed_command, require
+from tests.integration.boot_dirs import make_boot_dirs
 
 pytestmark = pytest.mark.integration
 
@@ -92,6 +93,7 @@ http {{
 def server(tmp_path_factory):
     require(os.geteuid() == 0 and Path(NGINX).exists(),
             "needs root and Debian's nginx (tests/setup-system)")
+    make_boot_dirs(Path("/"), ("nginx", "nginx-common"))
     root = Path(tmp_path_factory.mktemp("nginx"))
     os.chmod(root, 0o755)
     for parent in root.parents:  # nginx's workers (nobody) must reach base_dir

@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.integration.boot_dirs import make_boot_dirs
+
 CHECKOUT = Path(__file__).resolve().parents[2]
 VENV = "/opt/mjf/venv"
 # The extra installed with the hooks: `mjf match` needs HTCondor's ClassAd library.
@@ -58,6 +60,7 @@ class TrixieRoot:
             return
         run([str(CHECKOUT / "tests/integration/build-trixie-root"), str(self.root),
              *self.packages], timeout=900)
+        make_boot_dirs(self.root, self.packages)
         wheels = self.root / "opt/mjf/wheels"
         shutil.rmtree(wheels, ignore_errors=True)
         wheels.mkdir(parents=True)
