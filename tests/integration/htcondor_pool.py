@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import require
+from tests.integration.boot_dirs import BootDir, make
 from tests.integration.site import ensure_user
 from tests.integration.trixie_root import CHECKOUT, TrixieRoot
 
@@ -24,6 +25,8 @@ COMMANDS = ("mjf", "mjf-htcondor-wrapper", "mjf-htcondor-cron", "mjf-htcondor-jo
 USER = "mjfuser1"
 ROOT = Path(os.environ.get("MJF_CONDOR_ROOT", "/srv/mjf-condor-root"))
 GOOD_CONFIG = "[machinefeatures]\nhs06 = 123.5\ngrace_secs = 900\n"
+# The directories condor's daemons need before they start (the rest they make).
+CONFIG_DIRS = ("LOG", "LOCK", "RUN", "SPOOL", "EXECUTE")
 
 POOL_CONFIG = """\
 CONDOR_HOST = 127.0.0.1
@@ -79,6 +82,16 @@ class CondorPool(TrixieRoot):
         for path in self.config_files:
             shutil.copy(path, config_d / (EXTRA_PREFIX + path.name))
         (config_d / "90-mjf-ci.config").write_text(POOL_CONFIG + self.pool_config)
+        self.make_config_dirs()
+
+    def make_config_dirs(self) -> None:
+        """The directories the pool's config names, as condor's postinst makes its LOG on a
+        booted system: there ``condor_config_val LOG`` answers ``/var/log/condor``, in a
+        fresh chroot it answered another path, and condor_master exits 4 ("cannot chdir
+        to dir </var/log/condor>"). The package's tmpfiles.d names only RUN and LOCK."""
+        for name in CONFIG_DIRS:
+            path = self.chroot(["condor_config_val", name]).stdout.strip()
+            make(self.root, BootDir(path, 0o755, "condor", "condor", f"condor_config_val {name}"))
 
     # Running.
     def start(self) -> None:
