@@ -35,6 +35,38 @@ _IDENTITY = ("user", "queue", "node", "backend")
 _CONSUMPTION_SOURCE = "derived: cpu_secs / (wall_secs * allocated_cpu)"
 
 
+# The largest number a record holds: a time up to the end of year 9999 (what a UTC date of
+# four digits names: beyond it a record's day directory could not be named), anything else
+# up to 2**63 - 1 (a key file's largest integer). Within these every figure derived from a
+# record - a product, a ratio, a float of an integer, a date - is a finite float, so no
+# conversion of a record's number can raise, whoever wrote the record.
+MAX_TIME = 253402300799
+MAX_NUMBER = 2**63 - 1
+_TIMES = ("start_time", "end_time")
+
+
+def out_of_bounds(name: str, value) -> str | None:
+    """Why ``value`` cannot be a record's ``name`` (a Requested or Delivered value): not a
+    number, negative, not finite, or beyond what any job reaches; None if it can."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"must be a number, not {_shown(value)}"
+    limit = MAX_TIME if name in _TIMES else MAX_NUMBER
+    # A comparison of an int with a float is exact in Python: no conversion that raises.
+    if not 0 <= value <= limit:  # NaN fails this too
+        return f"must be a number from 0 to {limit}, not {_shown(value)}"
+    return None
+
+
+def _shown(value) -> str:
+    """A short, safe text of a value someone else wrote (a 400-digit number included:
+    repr of an int of more than 4300 digits raises on Python >= 3.11)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"a number of about {int(value.bit_length() * 0.30103)} digits"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return f"a {type(value).__name__}"
+
+
 class Record:
     """One job's record. Every value but ``job_id`` may be None (unknown).
 
@@ -79,10 +111,9 @@ class Record:
             value = getattr(self, name)
             if value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"{name} must be a number, not {value!r}")
-            if not 0 <= value < float("inf"):
-                raise ValueError(f"{name} must be a finite number >= 0, not {value!r}")
+            problem = out_of_bounds(name, value)
+            if problem:
+                raise ValueError(f"{name} {problem}")
         sources = dict(sources or {})
         for name in sources:
             if name not in DELIVERED:
@@ -94,9 +125,10 @@ class Record:
                 raise ValueError(f"{name} is given without the source it came from")
         self.sources = sources
         if benchmark is not None:
-            key = _BENCHMARKS.get(str(benchmark).lower())
+            key = _BENCHMARKS.get(benchmark.lower()) if isinstance(benchmark, str) else None
             if key is None:
-                raise ValueError(f"benchmark must be HEPSPEC or HEPscore23, not {benchmark!r}")
+                shown = benchmark[:40] if isinstance(benchmark, str) else _shown(benchmark)
+                raise ValueError(f"benchmark must be HEPSPEC or HEPscore23, not {shown!r}")
             benchmark = _BENCHMARK_NAMES[key]
         self.benchmark = benchmark
 

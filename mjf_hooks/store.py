@@ -68,6 +68,8 @@ _MAX_NAME_BYTES = 240
 _SAFE_NAME_CHARS = frozenset(
     "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-+=@#,:[]"
 )
+# Every character a job directory name may hold (its percent-encoding's ``%`` too).
+JOB_DIR_NAME_CHARS = _SAFE_NAME_CHARS | frozenset("%")
 
 
 def job_dir_name(job_id: str) -> str:
@@ -327,6 +329,22 @@ class Store:
             return []
         with jobs:
             return sorted(name for name in os.listdir(jobs.fd) if not name.startswith("."))
+
+    def root_entries(self) -> list[str]:
+        """The names in ``jobs/`` of what root made there - a root hook's job directories,
+        and (hidden) those being removed - unsorted; none without jobs/."""
+        jobs = self._open_jobs()
+        if jobs is None:
+            return []
+        names = []
+        with jobs, os.scandir(jobs.fd) as entries:
+            for entry in entries:
+                try:
+                    if entry.stat(follow_symlinks=False).st_uid == 0:
+                        names.append(entry.name)
+                except OSError:
+                    continue  # gone meanwhile
+        return names
 
     def open_job_dir(self, dir_name: str) -> Dir:
         """A job's directory as listed in ``jobs/``, opened without following a symlink

@@ -17,6 +17,9 @@
 
 Each batch system this node runs is asked through its batch module's queries
 (:mod:`mjf_hooks.batch`); this module knows none of them by name.
+
+The phases are independent: one that fails (whatever it raises) is logged in one line
+naming it and the error, and the others still run; the pass then says it failed.
 """
 
 from __future__ import annotations
@@ -32,42 +35,77 @@ from .probe import process
 from .store import BACKEND_MARKER, JOBS_DIR, RUNNER_MARKER, Store
 
 
-def sync(config: Config, log: Log, environ: dict[str, str], now: float | None = None) -> list[str]:
-    """One pass; returns what it did, a line each."""
+class Pass:
+    """What one pass did (``done``, a line each) and the phases that failed."""
+
+    __slots__ = ("done", "failed")
+
+    def __init__(self) -> None:
+        self.done: list[str] = []
+        self.failed: list[str] = []
+
+    def run(self, log: Log, phase: str, step, *args) -> None:
+        """``step(*args)`` (a list of what it did), whatever another phase did before."""
+        try:
+            self.done += step(*args) or []
+        except Exception as error:  # noqa: BLE001 - one phase must not stop the others
+            self.failed.append(phase)
+            log.error(f"sync: {phase} failed: {_error_text(error)}")
+
+
+def _error_text(error: BaseException) -> str:
+    from .errors import MJFError
+
+    text = str(error) if isinstance(error, (MJFError, OSError)) \
+        else f"{type(error).__name__}: {error}"
+    return " ".join(text.split())[:300]  # one line, whatever it quotes
+
+
+def sync(config: Config, log: Log, environ: dict[str, str], now: float | None = None) -> Pass:
+    """One pass; what it did and which phases failed (each logged)."""
     now = time.time() if now is None else now
     store = lifecycle.store_for(config)
-    lifecycle.machine_features(config, store, log)
-    done = _batch_drains(config, store, log, environ, now)
-    done += _remove_stale_jobs(config, store, log, environ)
-    done += _file_and_expire_records(config, log, now)
+    done = Pass()
+    done.run(log, "machine features", _machine_features, config, store, log)
+    done.run(log, "drains", _batch_drains, config, store, log, environ, now)
+    done.run(log, "stale jobs", _remove_stale_jobs, config, store, log, environ)
+    if config.records_dir:
+        done.run(log, "job records handed in", _file_records, config, log)
+        done.run(log, "old job records", _expire_records, config, log, now)
     # Last, for up to TRASH_BUDGET_SECS: what job ends had no time to remove (a job's
     # user may have filled its directory) blocks no job here.
-    if not store.empty_trash():
-        log.warning(f"{store.base_dir}/jobs: what job ends left to remove is not all "
-                    "removed yet (the next sync goes on)")
+    done.run(log, "the trash of removed job directories", _empty_trash, store, log)
     return done
 
 
-def _file_and_expire_records(config: Config, log: Log, now: float) -> list[str]:
-    if not config.records_dir:
-        return []
-    from . import record_files
-    from .errors import StoreError
+def _machine_features(config: Config, store: Store, log: Log) -> list[str]:
+    lifecycle.machine_features(config, store, log)
+    return []
 
-    done = []
-    try:
-        filed = record_files.ingest(config, log)
-        if filed:
-            done.append(f"filed {filed} job record(s) handed in by jobs' users")
-    except (StoreError, OSError) as error:
-        log.error(f"job records handed in by users not filed: {error}")
-    try:
-        removed = record_files.expire(config, now)
-        if removed:
-            done.append(f"removed {removed} job record(s) older than "
-                        f"{config.records_keep_days} days from {config.records_dir}")
-    except (StoreError, OSError) as error:
-        log.error(f"old job records not removed: {error}")
+
+def _empty_trash(store: Store, log: Log) -> list[str]:
+    if not store.empty_trash():
+        log.warning(f"{store.base_dir}/jobs: what job ends left to remove is not all "
+                    "removed yet (the next sync goes on)")
+    return []
+
+
+def _file_records(config: Config, log: Log) -> list[str]:
+    from . import record_files
+
+    filed = record_files.ingest(config, log)
+    done = [f"filed {filed} job record(s) handed in by jobs' users"] if filed else []
+    for line in done:
+        log.info(line)
+    return done
+
+
+def _expire_records(config: Config, log: Log, now: float) -> list[str]:
+    from . import record_files
+
+    removed = record_files.expire(config, now)
+    done = [f"removed {removed} job record(s) older than {config.records_keep_days} days "
+            f"from {config.records_dir}"] if removed else []
     for line in done:
         log.info(line)
     return done

@@ -56,7 +56,9 @@ usage: mjf sync [options]
 Bring this node's MJF state up to date (run it every minute from a systemd timer
 or cron, as root): machine features; a Slurm maintenance reservation or an
 HTCondor graceful drain becomes shutdowntime (and is withdrawn with it); job
-directories whose jobs are proven gone are removed.
+directories whose jobs are proven gone are removed; job records handed in by
+jobs' users are filed, and old ones removed. Each of these runs whatever another
+did; the exit status is 1 if one failed (each says why in one line).
 
 """ + COMMON_HELP
 
@@ -65,9 +67,10 @@ def sync_command(argv: list[str]) -> int:
     from ..sync import sync
 
     def body(context):
-        for line in sync(context.config, context.log, dict(context.environ)):
+        done = sync(context.config, context.log, dict(context.environ))
+        for line in done.done:
             sys.stdout.write(line + "\n")
-        return 0
+        return 1 if done.failed else 0  # each failed phase logged its line
 
     return run_hook("mjf sync", argv, body, SYNC_USAGE, usage_exit=2)
 

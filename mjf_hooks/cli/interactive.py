@@ -364,8 +364,10 @@ def records_command(since: str | None, as_json: bool, summary: bool) -> None:
     for data in listing.records:
         try:
             found.append(records.record_from_json(data))
-        except (ValueError, TypeError):
-            listing.unreadable.append(f"the record of job {_shown(str(data.get('job_id')))}")
+        except (ValueError, TypeError, RecursionError):
+            job = data.get("job_id")
+            listing.unreadable.append(
+                f"the record of job {_shown(job) if isinstance(job, str) else '?'}")
     for what in listing.unreadable:
         click.echo(f"mjf records: {what} is not a record: skipped", err=True)
     if summary:

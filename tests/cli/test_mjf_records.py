@@ -303,7 +303,11 @@ def test_mjf_run_records_what_its_command_used(tmp_path, write_config):
     after = time.time()
     assert result.returncode == 0, result.stderr
     assert os.listdir(base / "jobs") == []  # the job's directory went after the record
-    (day,) = os.listdir(records)
+    # Beside the day: root's note that the record of job burn.1 is root's (no hand-in for
+    # it is ever filed).
+    day, ended = sorted(os.listdir(records))
+    assert ended == "ended" and [path.name for path in (records / ended).glob("*/*")] == \
+        ["burn.1"]
     names = sorted(os.listdir(records / day))
     assert len(names) == 2 and names[0].endswith("-burn.1.json") and names[1].endswith(".xml")
     data = json.loads((records / day / names[0]).read_text())
@@ -330,3 +334,35 @@ def test_mjf_run_records_what_its_command_used(tmp_path, write_config):
     shown = mjf("records", "--json", config=conf)
     assert ids(shown) == ["burn.1"]
     assert json.loads(shown.stdout)[0]["figures"]["over"] == []
+
+
+@pytest.mark.parametrize("args", [(), ("--summary",), ("--json",), ("--summary", "--json")])
+def test_records_beyond_any_job_are_skipped_never_a_traceback(site, args):
+    """Stored records (another version's, a hand edit) with a number no job reaches - 400
+    digits, 1e20 as an end, NaN - or nested too deep: each is skipped with one line, and
+    the others are listed and totalled (issue 27: every conversion of a number someone
+    else wrote)."""
+    conf, records = site
+    paths = write_records(records)
+    day = os.path.dirname(paths["101"])
+    broken = {
+        "digits": json.dumps({"job_id": "digits", "requested": {"allocated_cpu": 4},
+                              "delivered": delivered(wall_secs=10, cpu_secs=10)}).replace(
+            '"cpu_secs": {"value": 10', '"cpu_secs": {"value": ' + "9" * 400),
+        "end": json.dumps({"job_id": "end", "delivered": delivered(end_time=1e20)}),
+        "nan": json.dumps({"job_id": "nan", "requested": {"allocated_cpu": float("nan")}}),
+        "deep": '{"job_id": "deep", "requested": ' + "[" * 20000 + "]" * 20000 + "}",
+    }
+    for name, text in broken.items():
+        with open(os.path.join(day, f"1700000001-{name}.json"), "w") as handle:
+            handle.write(text)
+    result = mjf("records", *args, config=conf)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.splitlines()) == 4, result.stderr
+    for line in result.stderr.splitlines():
+        assert line.endswith("is not a record: skipped"), line
+    if args == ("--json",):
+        assert ids(result) == ["101", "102", "103"]
+    elif "--summary" in args and "--json" in args:
+        assert json.loads(result.stdout)["jobs"] == 3

@@ -1,5 +1,6 @@
 """`mjf sync` with fake scontrol/squeue: reservations become drains, stale jobs go."""
 
+import json
 import os
 import signal
 import subprocess
@@ -9,7 +10,7 @@ import pytest
 
 from mjf_hooks.probe import process
 from mjf_hooks.store import BACKEND_MARKER, RUNNER_MARKER, Store
-from tests.conftest import installed_command
+from tests.conftest import installed_command, require
 
 NODE = os.uname().nodename.split(".")[0]
 
@@ -293,3 +294,91 @@ def test_a_failing_query_withdraws_no_drain(node):
     assert node.machine("shutdowntime") == str(start)  # not known is not gone
     node.reservations("")
     assert "withdrawn" in node.sync().stdout
+
+
+# --- issue 27: a phase that fails stops no other -------------------------------------------
+
+DEAD_PID = 2**22 + 123  # above the largest pid_max Linux allows
+
+
+def records_node(tmp_path, write_config, records):
+    """A node keeping records in ``records``, with what a killed job end left in the trash
+    of jobs/ (for the last phase to remove)."""
+    conf, base = write_config(f"[records]\ndir = {records}\nformat = sss\n")
+    trash = base / f"jobs/.old-9.{DEAD_PID}.0123abcd"
+    trash.mkdir(parents=True)
+    (trash / "jobfeatures").mkdir()
+    return conf, base, trash
+
+
+def test_a_failing_phase_is_one_line_the_others_still_run_and_sync_exits_1(
+        tmp_path, write_config):
+    """The records directory refused (another user's): filing and expiring fail, each in
+    one line naming its phase; the machine features and the trash are still done; the
+    exit status says something failed."""
+    require(os.geteuid() == 0, "needs root to give the records directory to another user")
+    records = tmp_path / "records"
+    records.mkdir()
+    os.chown(records, 54321, 54321)
+    conf, base, trash = records_node(tmp_path, write_config, records)
+    result = subprocess.run([installed_command("mjf"), "sync"], capture_output=True,
+                            text=True, timeout=60, env={"MJF_CONFIG": str(conf)})
+    assert result.returncode == 1, result.stderr
+    errors = [line for line in result.stderr.splitlines() if ": error: " in line]
+    assert len(errors) == 2, result.stderr
+    assert "sync: job records handed in failed: " in errors[0] and str(records) in errors[0]
+    assert "sync: old job records failed: " in errors[1]
+    assert (base / "machinefeatures/total_cpu").exists()
+    assert not trash.exists()
+
+
+def test_an_unexpected_error_in_one_phase_stops_no_other(tmp_path, write_config, monkeypatch):
+    """Whatever a phase raises (here: a bug in the removal of stale jobs), the records are
+    still filed and expired and the trash emptied; the pass says which phase failed."""
+    from mjf_hooks import config as config_module
+    from mjf_hooks import sync
+    from mjf_hooks.log import Log
+
+    conf, _, trash = records_node(tmp_path, write_config, tmp_path / "records")
+
+    def broken(*args):
+        raise RuntimeError("a bug\nin two lines")
+
+    monkeypatch.setattr(sync, "_remove_stale_jobs", broken)
+    lines = []
+    log = Log("mjf sync", ())
+    monkeypatch.setattr(log, "_emit", lambda level, message: lines.append((level, message)))
+    done = sync.sync(config_module.load(str(conf)), log, {})
+    assert done.failed == ["stale jobs"]
+    assert ("error", "sync: stale jobs failed: RuntimeError: a bug in two lines") in lines
+    assert os.path.isdir(tmp_path / "records/incoming")  # the records phase ran
+    assert not trash.exists()  # and the last one
+
+
+def test_a_poisoned_hand_in_stops_no_later_sync(tmp_path, write_config):
+    """A hand-in whose end_time is 1e20 (OverflowError before: it stayed, and every later
+    sync stopped at it): removed with one line; a good one is filed in the same run."""
+    require(os.geteuid() == 0, "needs root: hand-ins are a user's files in root's drop box")
+    records = tmp_path / "records"
+    conf, _, _ = records_node(tmp_path, write_config, records)
+
+    def sync():
+        return subprocess.run([installed_command("mjf"), "sync"], capture_output=True,
+                              text=True, timeout=60, env={"MJF_CONFIG": str(conf)})
+
+    assert sync().returncode == 0  # makes the drop box
+    incoming = records / "incoming"
+    end = int(time.time()) - 60  # within keep_days: the same sync expires no record of it
+    good = {"job_id": "good", "delivered": {"end_time": {"value": end, "source": "x"}}}
+    poisoned = {"job_id": "bad", "delivered": {"end_time": {"value": 1e20, "source": "x"}}}
+    for name, data in (("1000000000-bad.1.json", poisoned), (f"{end}-good.2.json", good)):
+        (incoming / name).write_text(json.dumps(data))
+        os.chown(incoming / name, 54321, 54321)
+    result = sync()
+    assert result.returncode == 0, result.stderr
+    assert os.listdir(incoming) == []
+    (warning,) = [line for line in result.stderr.splitlines()
+                  if ": warning: " in line and "/incoming" in line]
+    assert "removed the hand-in '1000000000-bad.1.json' of uid 54321: not a record: " \
+           "ValueError: end_time must be a number from 0 to 253402300799, not 1e+20" in warning
+    assert [path.name for path in records.glob("[0-9]*/*.json")] == [f"{end}-good~54321.json"]

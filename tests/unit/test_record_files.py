@@ -70,7 +70,14 @@ def east_of_utc(monkeypatch):
 
 
 def everything_under(path: Path) -> list[str]:
-    return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
+    """What is below a records directory, but root's notes of the jobs it recorded."""
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*")
+                  if p.relative_to(path).parts[0] != record_files.ENDED)
+
+
+def days(records_dir: Path) -> list[str]:
+    """The names in a records directory but root's notes (ended/)."""
+    return sorted(name for name in os.listdir(records_dir) if name != record_files.ENDED)
 
 
 # --- write ------------------------------------------------------------------------
@@ -80,7 +87,7 @@ def test_a_record_is_three_files_in_its_utc_day(config, records_dir, east_of_utc
     path = record_files.write(config, one)
     day = records_dir / "2023-11-14"
     assert path == f"{day}/1700006399-1234.0.json"
-    assert sorted(os.listdir(records_dir)) == ["2023-11-14"]
+    assert days(records_dir) == ["2023-11-14"]
     assert sorted(os.listdir(day)) == ["1700006399-1234.0.apel", "1700006399-1234.0.json",
                                        "1700006399-1234.0.xml"]
     assert (day / "1700006399-1234.0.xml").read_text() == sss_xml(one)
@@ -306,7 +313,7 @@ def write_several(config) -> list[Record]:
 
 def test_records_are_read_oldest_first(config, records_dir):
     write_several(config)
-    assert sorted(os.listdir(records_dir)) == ["2023-11-14", "2023-11-15", "2023-11-16"]
+    assert days(records_dir) == ["2023-11-14", "2023-11-15", "2023-11-16"]
     listing = record_files.read_all(str(records_dir))
     assert [data["job_id"] for data in listing.records] == ["a", "b", "c", "d"]
     assert listing.records[0] == record_json(record("a", end=1699999000))
@@ -420,7 +427,7 @@ def test_expire_removes_old_records_and_keeps_newer_ones(records_dir):
     for one in [*old, edge_old, edge_new, *new]:
         record_files.write(config, one)
     assert record_files.expire(config, now=NOW) == 4
-    assert sorted(os.listdir(records_dir)) == ["2023-11-22", "2023-11-24", "2023-11-25"]
+    assert days(records_dir) == ["2023-11-22", "2023-11-24", "2023-11-25"]
     kept = record_files.read_all(str(records_dir)).records
     assert [data["job_id"] for data in kept] == ["edge-new", "new", "today"]
     # The .xml and .apel files went with their JSON.
@@ -459,7 +466,7 @@ def test_expire_removes_a_day_emptied_of_dead_writers_temporaries(records_dir):
     (records_dir / "2023-11-20").mkdir(parents=True)
     (records_dir / "2023-11-20" / f".new-json.{DEAD_PID}.0123abcd").write_text("{")
     record_files.expire(config, now=NOW)
-    assert os.listdir(records_dir) == []
+    assert days(records_dir) == []
 
 
 def test_expire_ignores_directories_that_are_not_days(records_dir, tmp_path):
@@ -719,6 +726,10 @@ def drop_box(as_root, config, records_dir):
     return incoming
 
 
+NOT_A_USERS_FILE = ("not a regular file of one link of a user other than root, of at most "
+                    "65536 bytes")
+
+
 def handed_in_by(uid: int, config, one: Record) -> Path:
     path = Path(record_files.hand_in(config, one))
     os.chown(path, uid, uid)
@@ -746,13 +757,15 @@ def test_a_handed_in_record_is_filed_with_the_uid_that_handed_it_in(config, reco
                                                                    drop_box):
     path = handed_in_by(OTHER_UID, config, record())
     assert path.parent == drop_box
-    assert path.name == f"1700006399-1234.0.{os.getpid()}.json"
+    assert path.name.startswith(f"1700006399-1234.0.{os.getpid()}.")
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
     log = Recorded()
     assert record_files.ingest(config, log) == 1
     assert os.listdir(drop_box) == []
+    # Root names it: its end, its job, and the uid that handed it in.
+    stem = f"1700006399-1234.0~{OTHER_UID}"
     assert sorted(os.listdir(records_dir / "2023-11-14")) == [
-        "1700006399-1234.0.apel", "1700006399-1234.0.json", "1700006399-1234.0.xml"]
+        f"{stem}.apel", f"{stem}.json", f"{stem}.xml"]
     (filed,) = record_files.read_all(str(records_dir)).records
     assert filed["delivered"]["cpu_secs"]["source"] == \
         f"wait4 rusage; handed in by uid {OTHER_UID}"
@@ -775,17 +788,28 @@ def test_what_is_not_a_users_record_is_removed_from_the_drop_box(config, records
     alive = drop_box / f".new-json.{os.getpid()}.0123abcd"
     for temp in (dead, alive):
         temp.write_text("{")
+    planted = drop_box / "planted"  # not named as a hand-in
+    planted.write_text("{}")
     log = Recorded()
     assert record_files.ingest(config, log) == 1
     assert os.listdir(drop_box) == [alive.name]
     assert [data["job_id"] for data in record_files.read_all(str(records_dir)).records] == \
         ["good"]
-    (warning,) = log.at("warning")
-    # The first three by name, and that there are more (the root-owned one).
-    assert warning.endswith(": '1700000000-junk.json', '1700000001-nosource.json', "
-                            "'1700000002-fifo.json' ...")
+    # One line for each hand-in removed, naming it and why; one for all that are not.
+    warnings = sorted(log.at("warning"), key=lambda line: ("file(s)" in line, line))
+    assert len(warnings) == 5, warnings
+    prefix = f"{records_dir}/incoming: removed the hand-in "
+    assert warnings[0].startswith(f"{prefix}'1700000000-junk.json' of uid {OTHER_UID}: "
+                                  "not a record: JSONDecodeError: ")
+    assert warnings[1] == (f"{prefix}'1700000001-nosource.json' of uid {OTHER_UID}: not a "
+                           "record: ValueError: delivered cpu_secs must be {value, source}")
+    assert warnings[2] == f"{prefix}'1700000002-fifo.json': " + NOT_A_USERS_FILE
+    assert warnings[3] == f"{prefix}{root_owned.name!r}: " + NOT_A_USERS_FILE
+    assert warnings[4] == (f"{records_dir}/incoming: removed 2 file(s) that are not records "
+                           f"handed in by a user: {dead.name!r}, 'planted'") or \
+        warnings[4] == (f"{records_dir}/incoming: removed 2 file(s) that are not records "
+                        f"handed in by a user: 'planted', {dead.name!r}")
     assert not root_owned.exists()
-    assert "removed 4 file(s) that are not records handed in by a user" in warning
 
 
 def test_a_handed_in_record_with_an_impossible_job_id_does_not_block_the_others(
@@ -829,3 +853,346 @@ def test_a_real_user_can_hand_in_through_a_drop_box_it_cannot_read(config, recor
     assert record_files.ingest(config, Recorded()) == 1
     assert [data["job_id"] for data in record_files.read_all(str(records_dir)).records] == \
         ["users"]
+
+
+# --- issue 27: the drop box cannot be used against root or other users ------------------
+
+ATTACKER_UID, VICTIM_UID = 54322, 54323
+
+
+def planted(drop_box: Path, name: str, text: str | bytes, uid: int) -> Path:
+    """A file a user of ``uid`` put in the drop box."""
+    path = drop_box / name
+    path.write_bytes(text.encode() if isinstance(text, str) else text)
+    os.chown(path, uid, uid)
+    return path
+
+
+def forged(data: dict, **changes) -> str:
+    """A record's JSON, changed as a user would: delivered values given as plain numbers
+    become ``{"value": ..., "source": ...}``."""
+    out = json.loads(json.dumps(data))
+    for name, value in changes.items():
+        out.setdefault("delivered", {})[name] = {"value": value, "source": "forged"}
+    return json.dumps(out)
+
+
+def test_a_hand_in_never_replaces_a_record_root_wrote(config, records_dir, drop_box):
+    """A user copies root's world-readable record, changes the figures and hands it in
+    with the same job id and end second: root's record stays as it is."""
+    path = Path(record_files.write(config, record("4242")))
+    day = path.parent
+    before = {name: (day / name).read_bytes() for name in os.listdir(day)}
+    original = json.loads(path.read_text())
+    planted(drop_box, path.name.replace(".json", ".999.json"),
+            forged(original, cpu_secs=1.0, wall_secs=1), ATTACKER_UID)
+    log = Recorded()
+    assert record_files.ingest(config, log) == 0
+    assert {name: (day / name).read_bytes() for name in os.listdir(day)} == before
+    assert os.listdir(drop_box) == []
+    (warning,) = log.at("warning")
+    assert f"of uid {ATTACKER_UID}: job '4242' ended here under root's hooks: its record " \
+           f"is root's, not uid {ATTACKER_UID}'s" in warning
+    assert [data["job_id"] for data in record_files.read_all(str(records_dir)).records] == \
+        ["4242"]
+
+
+def test_a_hand_in_never_replaces_another_users_record(config, records_dir, drop_box):
+    """A user's record (handed in, filed) is not replaced by another user's copy of it,
+    nor by a second hand-in of its own: each is filed under a name of its own uid, never
+    over one that is there."""
+    handed_in_by(VICTIM_UID, config, record("vm#1.0#1795319385"))
+    assert record_files.ingest(config, Recorded()) == 1
+    day = records_dir / "2023-11-14"
+    stem = f"1700006399-vm#1.0#1795319385~{VICTIM_UID}"
+    victims = {name: (day / name).read_bytes() for name in os.listdir(day)}
+    assert sorted(victims) == [f"{stem}.apel", f"{stem}.json", f"{stem}.xml"]
+    copied = json.loads((day / f"{stem}.json").read_text())
+    for uid in (ATTACKER_UID, VICTIM_UID):
+        planted(drop_box, f"1700006399-vm#1.0#1795319385.{uid}.json",
+                forged(copied, cpu_secs=1.0), uid)
+    log = Recorded()
+    assert record_files.ingest(config, log) == 1  # the attacker's, under its own name
+    assert os.listdir(drop_box) == []
+    for name, data in victims.items():
+        assert (day / name).read_bytes() == data, name
+    attackers = json.loads((day / f"1700006399-vm#1.0#1795319385~{ATTACKER_UID}.json")
+                           .read_text())
+    assert attackers["delivered"]["cpu_secs"]["source"] == \
+        f"forged; handed in by uid {ATTACKER_UID}"
+    (warning,) = log.at("warning")  # the victim's second one: filed already
+    assert f"of uid {VICTIM_UID}: job 'vm#1.0#1795319385' handed in by uid {VICTIM_UID} " \
+           f"with that end is filed already ({stem}.json)" in warning
+
+
+def test_a_filing_killed_before_its_json_is_completed_by_the_next(config, records_dir,
+                                                                   drop_box):
+    """What a filing killed after its .xml left is no record: the next filing of that
+    hand-in replaces it (only the JSON, linked last, makes a record)."""
+    handed_in_by(VICTIM_UID, config, record("7"))
+    day = records_dir / "2023-11-14"
+    day.mkdir()
+    (day / f"1700006399-7~{VICTIM_UID}.xml").write_text("<half")
+    assert record_files.ingest(config, Recorded()) == 1
+    assert (day / f"1700006399-7~{VICTIM_UID}.xml").read_text().startswith("<?xml")
+
+
+@pytest.fixture
+def site_with_records(tmp_path, records_dir):
+    config = parse(f"[mjf]\nbase_dir = {tmp_path}/base\n[records]\ndir = {records_dir}\n"
+                   "format = sss\n")
+    (tmp_path / "base/jobs").mkdir(parents=True)
+    assert record_files.ingest(config, Recorded()) == 0  # makes the drop box
+    return config, tmp_path / "base/jobs", records_dir / "incoming"
+
+
+@pytest.mark.parametrize("entry", ["1234", f".old-1234.{DEAD_PID}.0123abcd"])
+def test_a_hand_in_for_a_job_roots_hooks_run_here_is_refused(as_root, site_with_records,
+                                                              entry):
+    """While a root hook's job directory for the job is there (or in the trash of its
+    end), a user's hand-in for it is refused: its record will be root's."""
+    config, jobs, drop_box = site_with_records
+    (jobs / entry).mkdir()
+    planted(drop_box, "1700006399-1234.1.json", json.dumps(record_json(record("1234"))),
+            ATTACKER_UID)
+    handed_in_by(VICTIM_UID, config, record("1235"))
+    log = Recorded()
+    assert record_files.ingest(config, log) == 1
+    assert [data["job_id"] for data in record_files.read_all(config.records_dir).records] == \
+        ["1235"]
+    (warning,) = log.at("warning")
+    assert "job '1234' " in warning and "under root's hooks" in warning
+
+
+def test_a_hand_in_for_a_job_of_a_users_directory_is_filed(as_root, site_with_records):
+    """A job directory its user made (a user's `mjf run` in a base_dir it may write) is no
+    root hook's: its hand-in is filed."""
+    config, jobs, _ = site_with_records
+    (jobs / "1234").mkdir()
+    os.chown(jobs / "1234", VICTIM_UID, VICTIM_UID)
+    handed_in_by(VICTIM_UID, config, record("1234"))
+    assert record_files.ingest(config, Recorded()) == 1
+
+
+def test_roots_notes_of_the_jobs_it_recorded_go_with_keep_days(records_dir):
+    config = config_for(records_dir, keep_days=3)
+    record_files.write(config, record("a"))
+    (note,) = (records_dir / "ended").glob("*/a")
+    assert stat.S_IMODE(os.stat(records_dir / "ended").st_mode) == 0o700
+    today = time.time()
+    record_files.expire(config, now=today + 3 * DAY)  # the record (of 2023) goes
+    assert note.exists()  # its day is not wholly before the cutoff yet
+    record_files.expire(config, now=today + 4 * DAY + 1)
+    assert os.listdir(records_dir / "ended") == []
+
+
+# Hand-ins that make a conversion raise, or are no record: (label, the JSON text).
+GOOD = record_json(record("poison"))
+
+
+def _with(path: tuple[str, ...], value_text: str) -> str:
+    """GOOD's JSON with the value at ``path`` replaced by ``value_text`` (raw JSON)."""
+    marker = "\"@@MARK@@\""
+    data = json.loads(json.dumps(GOOD))
+    target = data
+    for key in path[:-1]:
+        target = target.setdefault(key, {})
+    target[path[-1]] = "@@MARK@@"
+    return json.dumps(data).replace(marker, value_text)
+
+
+END = ("delivered", "end_time", "value")
+POISONED = [
+    ("end-1e20", _with(END, "1e20")),
+    ("end-400-digits", _with(END, "9" * 400)),
+    ("end-5000-digits", _with(END, "9" * 5000)),
+    ("end-nan", _with(END, "NaN")),
+    ("end-infinity", _with(END, "Infinity")),
+    ("end-negative", _with(END, "-1")),
+    ("end-1e308", _with(END, "1e308")),
+    ("end-year-10000", _with(END, "253402300800")),
+    ("end-text", _with(END, '"1700006399"')),
+    ("end-true", _with(END, "true")),
+    ("end-list", _with(END, "[1700006399]")),
+    ("end-missing", json.dumps({**GOOD, "delivered": {
+        k: v for k, v in GOOD["delivered"].items() if k != "end_time"}})),
+    ("cpu-400-digits", _with(("delivered", "cpu_secs", "value"), "9" * 400)),
+    ("memory-1e300", _with(("delivered", "peak_memory_bytes", "value"), "1e300")),
+    ("cores-400-digits", _with(("requested", "allocated_cpu"), "9" * 400)),
+    ("cores-2**64", _with(("requested", "allocated_cpu"), str(2**64))),
+    ("wall-limit-nan", _with(("requested", "wall_limit_secs"), "NaN")),
+    ("start-1e20", _with(("requested", "start_time"), "1e20")),
+    ("source-number", _with(("delivered", "cpu_secs", "source"), "5")),
+    ("delivered-list", _with(("delivered",), "[1]")),
+    ("requested-deep", _with(("requested",), "[" * 30000 + "]" * 30000)),
+    ("benchmark-deep", _with(("benchmark",), "[" * 900 + "]" * 900)),
+    ("benchmark-number", _with(("benchmark",), "1")),
+    ("user-object", _with(("user",), "{}")),
+    ("job-id-number", _with(("job_id",), "42")),
+    ("job-id-path", _with(("job_id",), '"../../etc"')),
+    ("job-id-long", _with(("job_id",), json.dumps("x" * 201))),
+    ("job-id-control", _with(("job_id",), '"a\\u001b[31mb"')),
+    ("not-an-object", "[1, 2]"),
+    ("deep", "[" * 30000 + "]" * 30000),  # within a record's 64 KiB: json's RecursionError
+    ("not-json", "{"),
+    ("empty", ""),
+]
+
+
+@pytest.mark.parametrize("label, text", POISONED, ids=[label for label, _ in POISONED])
+def test_a_poisoned_hand_in_is_removed_with_one_line_and_filing_goes_on(
+        config, records_dir, drop_box, label, text):
+    # Named to sort (and so be looked at) first.
+    name = "1000000000-poison.1.json"
+    planted(drop_box, name, text, ATTACKER_UID)
+    handed_in_by(VICTIM_UID, config, record("good"))
+    log = Recorded()
+    assert record_files.ingest(config, log) == 1
+    assert os.listdir(drop_box) == []
+    (warning,) = log.at("warning")
+    assert warning.startswith(f"{records_dir}/incoming: removed the hand-in {name!r} of uid "
+                              f"{ATTACKER_UID}: "), warning
+    assert "\n" not in warning and "\x1b" not in warning and len(warning) < 600
+    assert log.at("error") == []
+    assert [data["job_id"] for data in record_files.read_all(str(records_dir)).records] == \
+        ["good"]
+    # And the next run has nothing left to stumble on.
+    assert record_files.ingest(config, Recorded()) == 0
+
+
+def test_planted_hidden_names_keep_no_record_out(config, records_dir, drop_box):
+    """10,000 hidden files ``.aN`` (they sort before every hand-in) no longer stop filing:
+    they are removed, and the victim's record is filed in the same run."""
+    for number in range(10000):
+        planted(drop_box, f".a{number}", b"", ATTACKER_UID)
+    handed_in_by(VICTIM_UID, config, record("victim"))
+    log = Recorded()
+    assert record_files.ingest(config, log) == 1
+    assert os.listdir(drop_box) == []
+    (warning,) = log.at("warning")
+    assert "removed 10000 file(s) that are not records handed in by a user" in warning
+
+
+def test_one_users_flood_of_hand_ins_keeps_no_other_users_record_out(config, records_dir,
+                                                                     drop_box):
+    """An attacker hands in 10,000 (more than one run looks at of a uid) named to sort
+    before the victim's: the victim's is filed in the first run; of the attacker's, PER_UID
+    are looked at a run and the rest wait, each run."""
+    for number in range(10000):
+        planted(drop_box, f"1000000000-flood{number}.1.json", b"{", ATTACKER_UID)
+    handed_in_by(VICTIM_UID, config, record("victim"))
+    log = Recorded()
+    assert record_files.ingest(config, log) == 1
+    assert [data["job_id"] for data in record_files.read_all(str(records_dir)).records] == \
+        ["victim"]
+    assert len(os.listdir(drop_box)) == 10000 - record_files.PER_UID
+    # One line for each of the first few, then their count: no flood of lines either.
+    warnings = log.at("warning")
+    assert len(warnings) == 11
+    assert warnings[-1].endswith(f"and {record_files.PER_UID - 10} more hand-in(s) removed")
+
+
+def test_a_hand_in_that_cannot_be_written_stays_and_the_others_are_filed(
+        config, records_dir, drop_box, monkeypatch):
+    """A write that fails (a full disk) is not the hand-in's fault: it stays for the next
+    run, the others are still filed, and the run says what was left."""
+    handed_in_by(VICTIM_UID, config, record("first", end=1700006399))
+    handed_in_by(VICTIM_UID, config, record("second", end=1600000000))
+    real = record_files._link_whole
+    calls = []
+
+    def full_once(directory, stem, files):
+        calls.append(stem)
+        if len(calls) == 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(directory, stem, files)
+
+    monkeypatch.setattr(record_files, "_link_whole", full_once)
+    with pytest.raises(StoreError, match=r"1 handed-in record\(s\) not filed, left for the "
+                                         r"next run: .*No space left on device"):
+        record_files.ingest(config, Recorded())
+    assert len(os.listdir(drop_box)) == 1
+    monkeypatch.undo()
+    assert record_files.ingest(config, Recorded()) == 1
+    assert sorted(data["job_id"] for data in
+                  record_files.read_all(str(records_dir)).records) == ["first", "second"]
+
+
+def test_a_real_user_cannot_replace_roots_record_through_the_drop_box(config, records_dir,
+                                                                      drop_box):
+    """As a real other uid (a child process): read root's record, change it, hand it in
+    with hand_in itself. Root's record stays; the hand-in is removed."""
+    records_dir.chmod(0o755)
+    for parent in records_dir.parents:
+        if parent == Path("/tmp"):
+            break
+        parent.chmod(parent.stat().st_mode | 0o005)
+    path = Path(record_files.write(config, record("4243")))
+    before = path.read_bytes()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgid(OTHER_UID)
+            os.setuid(OTHER_UID)
+            from mjf_hooks.records import record_from_json
+
+            stolen = record_from_json(json.loads(path.read_text()))
+            stolen.cpu_secs = 1.0
+            record_files.hand_in(config, stolen)
+            os._exit(0)
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert len(os.listdir(drop_box)) == 1
+    log = Recorded()
+    assert record_files.ingest(config, log) == 0
+    assert path.read_bytes() == before
+    assert os.listdir(drop_box) == []
+    assert "its record is root's" in log.at("warning")[0]
+
+
+# --- the bounds of a record: no conversion of its numbers can raise -------------------
+
+def test_a_stored_record_beyond_the_bounds_is_skipped_not_fatal(records_dir):
+    """`mjf records` (read_all, then record_from_json, figures, summary) over records
+    another version or a hand edit left: none of them raises."""
+    from mjf_hooks.records import figures, record_from_json, summary
+
+    day = records_dir / "2023-11-14"
+    day.mkdir(parents=True)
+    for label, text in POISONED:
+        (day / f"1700000000-{label}.json").write_text(text)
+    (day / "1700000001-good.json").write_text(json.dumps({**GOOD, "job_id": "good"}))
+    found = []
+    for data in record_files.read_all(str(records_dir)).records:
+        try:
+            found.append(record_from_json(data))
+        except (ValueError, TypeError, RecursionError):
+            continue
+    for one in found:
+        figures(one)
+        sss_xml(one)
+    summary(found)
+    assert "good" in {one.job_id for one in found}
+
+
+def test_a_value_no_job_reaches_is_left_out_of_a_record_not_the_record(as_root, site):
+    config, store = site
+    log = Recorded()
+    ending = lifecycle.JobEnd("htcondor", {"end_time": (1e20, "a broken clock"),
+                                           "peak_memory_bytes": (2**70, "a broken ad"),
+                                           "cpu_secs": (100.0, "cgroup")})
+    path = lifecycle.record_job(config, store, log, "job.1", ending, now=1700003600)
+    data = read_record(path)
+    assert data["delivered"]["end_time"] == {"value": 1700003600,
+                                             "source": "the clock as the job's end ran"}
+    assert "peak_memory_bytes" not in data["delivered"]
+    assert data["delivered"]["cpu_secs"]["value"] == 100.0
+    warnings = log.at("warning")
+    assert len(warnings) == 2
+    assert any("Delivered end_time must be a number from 0 to 253402300799, not 1e+20"
+               in line for line in warnings)

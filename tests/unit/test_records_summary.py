@@ -86,7 +86,7 @@ def test_the_derived_consumption_rate_is_not_read_back_as_a_value():
     ({"job_id": "1", "delivered": {"end_time": {"value": "soon", "source": "x"}}},
      "end_time must be a number"),
     ({"job_id": "1", "requested": {"allocated_cpu": "8"}}, "allocated_cpu must be a number"),
-    ({"job_id": "1", "requested": {"allocated_cpu": -1}}, "allocated_cpu must be a finite"),
+    ({"job_id": "1", "requested": {"allocated_cpu": -1}}, "allocated_cpu must be a number from 0"),
     ({"job_id": "1", "requested": {"allocated_cpu": True}}, "allocated_cpu must be a number"),
     ({}, "a record needs a non-empty job_id"),
     ({"job_id": ""}, "a record needs a non-empty job_id"),
