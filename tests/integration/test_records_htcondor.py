@@ -216,3 +216,92 @@ def test_a_directory_planted_in_the_drop_box_is_removed_by_sync(pool):
         assert os.listdir(incoming) == []
     finally:
         shutil.rmtree(incoming / "dir.json", ignore_errors=True)
+
+
+ATTACKER = "mjfuser2"  # another real user of the node, with no job here
+
+
+def run_short_job(pool, name: str) -> None:
+    """A job of USER's that sleeps a second; its job-exit hook hands its record in."""
+    log = pool.work / f"{name}.log"
+    submit = pool.work / f"{name}.sub"
+    submit.write_text("\n".join([
+        "universe = vanilla", "executable = /bin/sleep", "arguments = 1",
+        "transfer_executable = false", "should_transfer_files = YES", f"log = {log}",
+        f"output = {pool.work}/out/{name}.out", f"error = {pool.work}/out/{name}.err",
+        "request_cpus = 1", "request_memory = 100", "request_disk = 10240", "queue"]) + "\n")
+    pool.submit(USER, submit)
+    assert "return value 0" in pool.wait(USER, log)
+
+
+def as_attacker(script: str) -> None:
+    result = subprocess.run(["runuser", "-u", ATTACKER, "--", "sh", "-c", script],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+
+
+def test_another_user_cannot_replace_a_record_nor_keep_the_next_one_out(pool):
+    """Issue 27: mjfuser2 reads mjfuser1's filed record (records are world-readable),
+    changes its figures and hands it in with the same job and end; plants 10,000 hidden
+    files (they sorted before every hand-in: only the first 10,000 names were looked at),
+    a hand-in whose end_time is 1e20 (it raised OverflowError and stopped every later
+    sync) and one nested too deep. mjfuser1's record stays as it was, its next job's
+    record is filed by the next sync, the poisoned ones go with a line each, and the
+    copy is filed, if at all, as mjfuser2's own."""
+    from tests.integration.site import ensure_user
+
+    attacker_uid, _ = ensure_user(ATTACKER)
+    victim_uid = pwd.getpwnam(USER).pw_uid
+    sync(pool)
+    incoming = pool.records / "incoming"
+    before = set(records_in(pool.records))
+    run_short_job(pool, "victim-1")
+    deadline = time.monotonic() + 30
+    while not os.listdir(incoming) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    sync(pool)
+    (filed,) = set(records_in(pool.records)) - before
+    assert filed.name.endswith(f"~{victim_uid}.json"), filed.name
+    victims = {path: path.read_bytes() for path in filed.parent.glob(filed.stem + ".*")}
+    copy = json.loads(filed.read_text())
+    copy["delivered"]["cpu_secs"] = {"value": 1.0, "source": "forged"}
+    handed_name = filed.name.replace(f"~{victim_uid}.json", ".1.json")
+    poisoned = json.dumps({"job_id": "poison", "delivered": {
+        "end_time": {"value": 1e20, "source": "forged"}}})
+    deep = "[" * 30000 + "]" * 30000
+    work = pool.work / "attack"
+    work.mkdir()
+    for name, text in (("copy.json", json.dumps(copy)), ("poison.json", poisoned),
+                       ("deep.json", deep)):
+        (work / name).write_text(text)
+        (work / name).chmod(0o644)
+    as_attacker(f"cd {incoming} && cp {work}/copy.json '{handed_name}' && "
+                f"cp {work}/poison.json 1000000000-poison.1.json && "
+                f"cp {work}/deep.json 1000000001-deep.1.json && "
+                "i=0; while [ $i -lt 10000 ]; do : > .a$i; i=$((i+1)); done")
+    run_short_job(pool, "victim-2")
+    deadline = time.monotonic() + 30
+    while len(os.listdir(incoming)) < 10004 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    result = sync(pool)
+    output = result.stdout + result.stderr
+    assert os.listdir(incoming) == [], len(os.listdir(incoming))
+    for path, data in victims.items():
+        assert path.read_bytes() == data, path
+    new = set(records_in(pool.records)) - before - {filed}
+    owners = sorted(path.name.rsplit("~", 1)[1] for path in new)
+    # mjfuser1's second job; mjfuser2's copy, under its own uid and marked so.
+    assert owners == sorted([f"{victim_uid}.json", f"{attacker_uid}.json"]), new
+    (theirs,) = [path for path in new if path.name.endswith(f"~{attacker_uid}.json")]
+    assert json.loads(theirs.read_text())["delivered"]["cpu_secs"]["source"] == \
+        f"forged; handed in by uid {attacker_uid}"
+    lines = [line for line in output.splitlines() if "/incoming: removed" in line]
+    assert any("'1000000000-poison.1.json' of uid" in line and "end_time" in line
+               for line in lines), output
+    assert any("'1000000001-deep.1.json' of uid" in line and "RecursionError" in line
+               for line in lines), output
+    assert any("removed 10000 file(s) that are not records handed in by a user" in line
+               for line in lines), output
+    assert "Traceback" not in output
+    result = sync(pool)
+    assert "/incoming: removed" not in result.stdout + result.stderr
