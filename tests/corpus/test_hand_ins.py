@@ -44,11 +44,9 @@ from mjf_hooks.records import (
     summary,
 )
 from mjf_hooks.store import job_dir_name
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, require
 from tests.corpus.mutations import DIRECTORY, file_mutations
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a hand-in is another "
-                                "user's file in root's drop box")
 
 ATTACKER, VICTIM = 4711, 4712
 DAY = "2026-11-25"  # of the recorded job's end, 1795630299, in UTC
@@ -216,6 +214,7 @@ class Lines(Log):
 
 @pytest.fixture
 def site(tmp_path):
+    require(os.geteuid() == 0, "needs root: a hand-in is another user's file in root's drop box")
     (tmp_path / "secret").write_text(f"cpu_secs {SECRET}\n")
     (tmp_path / "secret").chmod(0o600)
     records = tmp_path / "records"
