@@ -437,15 +437,20 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
             delivered.update(parse_usage_report(report, ending.usage_source))
     delivered.update((name, fact) for name, fact in ending.delivered.items()
                      if fact[0] is not None)
-    # What no job reaches (a batch system's or a job's user's garbage) is left out: the
-    # rest of the record stands.
-    for values, what in ((requested, "Requested"), (delivered, "Delivered")):
-        for name in list(values):
-            value = values[name][0] if values is delivered else values[name]
-            problem = out_of_bounds(name, value)
-            if problem:
-                del values[name]
-                log.warning(f"job {job_id}: {what} {name} {problem}: left out of its record")
+    # What no job reaches (a batch system's or a job's user's garbage) is left out, with
+    # one line naming where it came from: the rest of the record stands.
+    keys = dict(_REQUESTED_KEYS)
+    for name, value in list(requested.items()):
+        problem = out_of_bounds(name, value)
+        if problem:
+            del requested[name]
+            log.warning(f"job {job_id}: its {keys[name]} {problem}: left out of its record")
+    for name, (value, source) in list(delivered.items()):
+        problem = out_of_bounds(name, value)
+        if problem:
+            del delivered[name]
+            log.warning(f"job {job_id}: {name} from {source} {problem}: left out of its "
+                        "record")
     if "end_time" not in delivered:
         delivered["end_time"] = (time.time() if now is None else now,
                                  "the clock as the job's end ran")

@@ -21,7 +21,7 @@ from mjf_hooks import config as config_module
 from mjf_hooks.batch import htcondor as htcondor_batch
 from mjf_hooks.command import CommandError
 from mjf_hooks.probe import cgroup, cpu
-from mjf_hooks.store import job_dir_name
+from mjf_hooks.store import JOB_DIR_NAME_CHARS, job_dir_name
 from tests.corpus.mutations import (
     CGROUP_TREE,
     DIRECTORY,
@@ -397,7 +397,8 @@ RECORD_SUFFIXES = (".json", ".xml", ".apel")
 
 
 def records_in(directory: str) -> tuple[dict[str, set[str]], list[str]]:
-    """The records below a records directory (its day directories and incoming/): {path
+    """The records below a records directory (its day directories and incoming/; root's
+    notes in ended/ are checked for their form, and are no records): {path
     without suffix: its suffixes}, and what is wrong there - a file of a record without
     its .json (the JSON, renamed last, commits a record), a hidden (temporary) file, a
     .json that is no JSON object, a file that is no record's."""
@@ -407,9 +408,18 @@ def records_in(directory: str) -> tuple[dict[str, set[str]], list[str]]:
     problems = []
     if not os.path.isdir(directory):
         return records, problems
+    notes = os.path.join(directory, "ended")
     for top, _, files in os.walk(directory):
         for name in files:
             full = os.path.join(top, name)
+            if os.path.dirname(top) == notes:
+                # Root's note that it wrote this job's record (no hand-in for the job is
+                # filed): an empty file of root's alone, named as the job's directory.
+                info = os.lstat(full)
+                if not stat.S_ISREG(info.st_mode) or info.st_size or info.st_mode & 0o077 \
+                        or not set(name) <= JOB_DIR_NAME_CHARS or name.startswith("."):
+                    problems.append(f"{full}: not a note of root's")
+                continue
             if name.startswith("."):
                 problems.append(f"{full}: a hidden (temporary) file was left behind")
                 continue

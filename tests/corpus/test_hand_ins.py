@@ -47,7 +47,6 @@ from mjf_hooks.store import job_dir_name
 from tests.conftest import FIXTURES, require
 from tests.corpus.mutations import DIRECTORY, file_mutations
 
-
 ATTACKER, VICTIM = 4711, 4712
 DAY = "2026-11-25"  # of the recorded job's end, 1795630299, in UTC
 SECRET = "31337424242"
