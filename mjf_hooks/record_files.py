@@ -410,8 +410,9 @@ class _Survey:
                 if name.startswith("."):
                     # A hand-in still being written (or a killed writer's): left to its
                     # writer, unless that process is gone or it is older than any write.
+                    # (Its change time: a user can set a file's mtime, not that.)
                     if _is_temp(name) and not owner_is_gone(name) \
-                            and now - info.st_mtime < _STALE_TEMP_SECS:
+                            and now - info.st_ctime < _STALE_TEMP_SECS:
                         continue
                 elif _well_formed(name):
                     queue = self.queues.setdefault(info.st_uid, [])
