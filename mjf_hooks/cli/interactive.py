@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -580,12 +581,15 @@ def match_command(explain: bool, jdls: tuple[str, ...], locations: tuple[str, ..
             verdicts = [("", classad_slot.requirements(expression, explain))]
         else:
             resource = match.DiracResource(describe.dirac(slot, options))
-            verdicts = [(path, match.jdl_requirements(text, classad_slot, resource, explain))
-                        for path, text in _jdl_texts(jdls, fail)]
+            verdicts = [(path, match.Verdict(False, unreadable=why) if text is None else
+                         match.jdl_requirements(text, classad_slot, resource, explain))
+                        for path, text, why in _jdl_texts(jdls)]
     except MJFError as error:  # the library is missing
         fail(str(error))
     for path, verdict in verdicts:
-        where = f"{path}: " if path else ""
+        where = f"{_shown(path)}: " if path else ""
+        for warning in verdict.warnings:
+            click.echo(f"mjf match: {where}warning: {_shown(warning)}", err=True)
         if verdict.unreadable:
             click.echo(f"mjf match: {where}{_shown(verdict.unreadable)}", err=True)
             continue
@@ -595,25 +599,48 @@ def match_command(explain: bool, jdls: tuple[str, ...], locations: tuple[str, ..
     sys.exit(max(verdict.exit_code for _, verdict in verdicts))
 
 
-def _jdl_texts(paths: tuple[str, ...], fail) -> list[tuple[str, str]]:
-    """(path, text) of each JDL given: a file, or every file of a directory (sorted)."""
-    files = []
+# A JDL is a few kilobytes; a file larger than this is no JDL, and is not read whole.
+_JDL_MAX_BYTES = 1 << 20
+
+
+def _jdl_texts(paths: tuple[str, ...]) -> list[tuple[str, str | None, str | None]]:
+    """``(path, text, None)`` of each JDL given (a file, or every regular file of a
+    directory, in name order), or ``(path, None, why)`` for one that cannot be read: one
+    file never keeps the others from being judged."""
+    found: list[tuple[str, str | None, str | None]] = []
     for path in paths:
-        if os.path.isdir(path):
-            files += sorted(os.path.join(path, name) for name in os.listdir(path)
-                            if os.path.isfile(os.path.join(path, name)))
-        else:
-            files.append(path)
-    texts = []
-    for path in files:
+        if not os.path.isdir(path):
+            found.append(_jdl_text(path))
+            continue
         try:
-            with open(path, encoding="utf-8") as handle:
-                texts.append((path, handle.read(1 << 20)))
-        except (OSError, UnicodeDecodeError) as error:
-            fail(f"{path}: {getattr(error, 'strerror', None) or error}")
-    if not texts:
-        fail(f"no JDL file in {', '.join(paths)}")
-    return texts
+            names = sorted(os.listdir(path))
+        except OSError as error:
+            found.append((path, None, error.strerror or str(error)))
+            continue
+        found += [_jdl_text(os.path.join(path, name)) for name in names
+                  if os.path.isfile(os.path.join(path, name))]
+    if not found:
+        found.append((", ".join(paths), None, "no JDL file there"))
+    return found
+
+
+def _jdl_text(path: str) -> tuple[str, str | None, str | None]:
+    """One JDL file's text, or why it cannot be read. Opened without waiting (a FIFO
+    returns at once) and read to at most _JDL_MAX_BYTES."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return path, None, "not a regular file"
+            data = handle.read(_JDL_MAX_BYTES + 1)
+    except OSError as error:
+        return path, None, error.strerror or str(error)
+    if len(data) > _JDL_MAX_BYTES:
+        return path, None, f"larger than {_JDL_MAX_BYTES >> 20} MiB: not read as a JDL"
+    try:
+        return path, data.decode("utf-8"), None
+    except UnicodeDecodeError as error:
+        return path, None, f"not UTF-8 text (byte {error.start + 1}): not read as a JDL"
 
 
 @cli.command("container-args")
