@@ -252,19 +252,26 @@ def _drain_plan(config, store, log, within: int, apply_: bool, as_json: bool,
         raise click.ClickException(
             f"the window ends in {within} s, before the earliest shutdown allowed "
             f"({promise} = {grace} s from now): give a longer --within")
-    reports = status.collect(config)  # may wait for pilots' locks: now is taken after
+    # May wait for pilots' locks: now is taken after.
+    reports = status.collect(config, log=log)
     now = int(time.time())
     earliest, latest = now + grace, now + within
     candidates = drainplan.plan(reports, now, earliest, latest)
     chosen = drainplan.best(candidates)
+    unverified = [report for report in reports if report.unverified is not None]
     if as_json:
         click.echo(json.dumps({"now": now, "earliest": earliest, "latest": latest,
                                "best": chosen.time, "applied": apply_,
-                               "candidates": [candidate.as_dict() for candidate in candidates]},
+                               "candidates": [candidate.as_dict() for candidate in candidates],
+                               "unverified": [{"job_id": report.job_id,
+                                               "jobstatus": report.location,
+                                               "why": report.unverified}
+                                              for report in unverified]},
                               indent=2))
     else:
-        click.echo(f"{len(reports)} job(s); window {_when(earliest)} (the earliest allowed) to "
-                   f"{_when(latest)}")
+        click.echo(f"{len(reports) - len(unverified)} job(s) counted"
+                   f"{f', {len(unverified)} unverified' if unverified else ''}; window "
+                   f"{_when(earliest)} (the earliest allowed) to {_when(latest)}")
         click.echo(f"  {'SHUTDOWN':<21} {'UNIX':>10} {'WASTE core-s':>14} {'core-h':>9}  WHY")
         for candidate in candidates:
             mark = "*" if candidate is chosen else " "
@@ -274,6 +281,11 @@ def _drain_plan(config, store, log, within: int, apply_: bool, as_json: bool,
         click.echo(f"Least waste: {_when(chosen.time)} ({chosen.time}); per job:")
         for report, waste, why in sorted(chosen.jobs, key=lambda job: -job[1]):
             click.echo(f"  {_shown(report.job_id):<20} {waste:>12}  {_shown(why)}")
+        if unverified:
+            click.echo("Unverified, not counted (nothing but their user vouches for them):")
+        for report in unverified:
+            click.echo(f"  {_shown(report.job_id):<20} {_shown(report.location)}: "
+                       f"{_shown(report.unverified)}")
     if apply_:
         summary = drain.drain(config, store, log, chosen.time, force, now=now)
         click.echo(summary, err=as_json)
@@ -300,10 +312,11 @@ def status_command(as_json: bool, timeout: float, jobs: tuple[str, ...]) -> None
     """
     from .. import config as config_module
     from .. import status
+    from ..log import Log
 
     try:
         config = config_module.load()
-        reports = status.collect(config, jobs, timeout)
+        reports = status.collect(config, jobs, timeout, Log("mjf status", config.log))
     except MJFError as error:
         raise click.ClickException(str(error)) from None
     now = int(time.time())
@@ -317,6 +330,9 @@ def status_command(as_json: bool, timeout: float, jobs: tuple[str, ...]) -> None
             cores = report.allocated_cpu if report.allocated_cpu is not None else "?"
             click.echo(f"job {_shown(report.job_id)}  allocated_cpu {cores}  "
                        f"{_shown(report.describe())}")
+            if report.unverified is not None:
+                click.echo(f"  unverified (a drain plan does not count it): "
+                           f"{_shown(report.unverified)}")
             values = report.status.raw if report.status else {}
             if values:
                 click.echo("  " + "  ".join(f"{key}={_shown(value.rstrip())}"

@@ -351,9 +351,8 @@ def _expressions():
 def test_judging_in_parts_gives_the_library_s_own_value():
     """The fold over a chain's terms is the library's logic, value for value, on every
     expression short enough for the library to evaluate whole."""
+    import classad2  # the autouse fixture requires it
     from hypothesis import given, settings
-
-    classad2 = pytest.importorskip("classad2")
     slot = match.ClassAdSlot(SLOT)
 
     def deep(text):  # every chain in parts, at every level, not only where the library fails
