@@ -161,6 +161,12 @@ _TOKEN = re.compile(r"""
 """, re.VERBOSE | re.DOTALL)
 
 _OPEN = {"(": ")", "[": "]", "{": "}"}
+# HTCondor's ClassAd library parses and prints an expression recursively: a chain of
+# ~50,000 operators crashes printing it, ~200,000 parsing it (the process dies, SIGSEGV).
+# No text with more than this is handed to it; real requirements have tens.
+MAX_OPERATORS = 10000
+# Tokens that make no expression deeper: brackets, list and ad separators, scopes.
+_NOT_OPERATORS = frozenset("()[]{},;.=")
 _COMPARISONS = {"==", "!=", "<", "<=", ">", ">=", "=?=", "=!=", "is", "isnt"}
 _KEYWORDS = {"true", "false", "undefined", "error", "is", "isnt", "parent"}
 _SCOPES = {"my", "target", "other", "parent"}
@@ -203,6 +209,10 @@ def _tokens(text: str) -> list[_Token]:
         if hit.lastgroup != "space":
             found.append(_Token(hit.lastgroup, hit.group(), hit.start(), hit.end()))
         position = hit.end()
+    operators = sum(1 for token in found if token.kind == "op" and token.text not in _NOT_OPERATORS)
+    if operators > MAX_OPERATORS:
+        raise _SyntaxProblem(f"has {operators} operators, more than the {MAX_OPERATORS} "
+                             "HTCondor's ClassAd library is given (it crashes on deeper ones)")
     depth: list[_Token] = []
     for token in found:
         if token.text in _OPEN and token.kind == "op":

@@ -135,6 +135,9 @@ def test_every_file_of_a_directory_is_judged_whatever_the_others_are(tmp_path):
     (jdls / "f-deep-value.jdl").write_text(f"[ CPUTime = {' + '.join(['1'] * 600)}; ]\n")
     (jdls / "g-no-match.jdl").write_text("[ NumberOfProcessors = 8; ]\n")
     os.mkfifo(jdls / "h-fifo.jdl")
+    # 300,000 operators: the library's parser dies of it (SIGSEGV), taking the run along.
+    (jdls / "j-crasher.jdl").write_text(f"[ Requirements = {'1&&' * 300_000}1; ]")
+    (jdls / "k-printer.jdl").write_text(f"[ Requirements = {'1&&' * 60_000}1; ]")
     if os.geteuid() != 0:  # root reads it all the same
         (jdls / "i-unreadable.jdl").write_text("[ ]")
         (jdls / "i-unreadable.jdl").chmod(0)
@@ -149,7 +152,9 @@ def test_every_file_of_a_directory_is_judged_whatever_the_others_are(tmp_path):
     for name, why in [("a-binary.jdl", "not UTF-8 text"), ("c-huge.jdl", "larger than"),
                       ("d-nested.jdl", "does not parse"),
                       ("f-deep-value.jdl", "CPUTime cannot be evaluated"),
-                      ("h-fifo.jdl", "not a regular file"), ("gone.jdl", "No such file")] + (
+                      ("h-fifo.jdl", "not a regular file"), ("gone.jdl", "No such file"),
+                      ("j-crasher.jdl", "has 300000 operators"),
+                      ("k-printer.jdl", "has 60000 operators")] + (
                           [] if os.geteuid() == 0 else [("i-unreadable.jdl", "denied")]):
         hits = [line for line in errors if f"/{name}: " in line]
         assert len(hits) == 1 and why in hits[0], (name, errors)

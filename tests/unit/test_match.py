@@ -439,6 +439,25 @@ def test_hostile_jdl_is_unreadable_or_judged_never_an_exception(jdl):
         assert "\n" not in verdict.unreadable and len(verdict.unreadable) < 1000
 
 
+def test_what_would_crash_the_library_is_never_handed_to_it():
+    """HTCondor's ClassAd library dies (SIGSEGV) printing ~50,000 chained operators and
+    parsing ~200,000: in a child process, so that a crash fails this test alone."""
+    import subprocess
+
+    code = ("from mjf_hooks import match\n"
+            "slot, resource = match.ClassAdSlot({}), match.DiracResource({'CPUTime': 1})\n"
+            "for n in (60_000, 300_000):\n"
+            "    for text in (f'[ Requirements = {\"1&&\" * n}1; ]', f'[ X = {\"1+\" * n}1; ]'):\n"
+            "        print(match.jdl_requirements(text, slot, resource).unreadable)\n"
+            "    print(slot.requirements('1&&' * n + '1').unreadable)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert len(lines) == 6 and all(f"more than the {match.MAX_OPERATORS}" in line
+                                   for line in lines), lines
+
+
 def test_a_glite_jdl_with_500_terms_is_judged():
     slot, resource = match.ClassAdSlot(SLOT), match.DiracResource(RESOURCE)
     jdl = f'[ Executable = "x"; Requirements = {chain("&&", [MEMORY_TERM] * 500)}; ]'
