@@ -332,11 +332,12 @@ def least_critical_first(reports: list[JobReport], now: int) -> list[JobReport]:
     """Use case 12: the job whose loss costs least first - by kill_waste (assumed for a
     job that reports nothing); of equal cost, one user's jobs by their priority_factor
     (the draft: it compares only one user's jobs), then by job id; a job whose cost is
-    unknown last."""
+    unknown last; an unverified job (nothing but its user vouches for it) after all
+    counted ones, whatever it claims."""
     def key(report: JobReport) -> tuple:
         figures = report.figures(now)
         kill = figures["kill_waste"]
         owner = -1 if report.owner is None else report.owner
-        return (kill is None, kill or 0, owner, figures["priority_factor"] or 0,
-                report.job_id)
+        return (report.unverified is not None, kill is None, kill or 0, owner,
+                figures["priority_factor"] or 0, report.job_id)
     return sorted(reports, key=key)

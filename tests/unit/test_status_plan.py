@@ -416,3 +416,11 @@ def test_an_unverified_job_weighs_nothing_and_adds_no_candidate():
     planted.unverified = None  # what the plan did before: the planted job decides
     assert drainplan.best(drainplan.plan([real, planted], NOW, NOW + 600,
                                          NOW + 10800)).time == NOW + 9000
+
+
+def test_an_unverified_job_is_never_the_least_critical():
+    cheap = report("cheap", features={"allocated_cpu": 1, "jobstart_secs": NOW - 10})
+    dear = report("dear", features={"allocated_cpu": 8, "jobstart_secs": NOW - 10000})
+    cheap.unverified = "its runner process 4242 has ended"
+    assert [job.job_id for job in status.least_critical_first([cheap, dear], NOW)] == [
+        "dear", "cheap"]
