@@ -17,6 +17,10 @@ cores only wastes less). For a shutdown at T, each job's waste:
   - T at or after that end: its cores idle from then to T;
   - T before (or no wall limit known): killed - all its work since it started is lost.
 
+Only counted jobs weigh (:mod:`mjf_hooks.status`: something other than a job's user
+vouches for it); an unverified one - a directory any local user can make - weighs
+nothing, whatever it claims.
+
 Each job's waste only grows between its end times, so the best T is the earliest
 allowed one or a job's expected end within the window: those, and the end of the
 window, are the candidates. Ties go to the earlier time (the node is back sooner).
@@ -97,9 +101,15 @@ def _assumed(report: JobReport) -> str:
         "assumed (reports too little): "
 
 
+def counted(reports: list[JobReport]) -> list[JobReport]:
+    """The jobs the plan weighs: all but the unverified."""
+    return [report for report in reports if report.unverified is None]
+
+
 def plan(reports: list[JobReport], now: int, earliest: int, latest: int) -> list[Candidate]:
     """Every candidate shutdown in [``earliest``, ``latest``], in time order, each with
-    every job's waste. The best is :func:`best`."""
+    every counted job's waste. The best is :func:`best`."""
+    reports = counted(reports)
     moments = {earliest: "the earliest allowed (grace_secs)", latest: "the end of the window"}
     for report in reports:
         end, whose = expected_end(report, now)

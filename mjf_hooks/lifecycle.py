@@ -140,25 +140,39 @@ def job_stores_elsewhere(config: Config) -> list[Store]:
     private directory (``/tmp/mjf-<uid>``, ``/run/user/<uid>/mjf``: an LSF job or ``mjf
     run`` of a user who cannot write base_dir). Each belongs to its user and is opened
     as such: only a real directory of that user is taken, never through a symlink."""
+    return [store for store, _ in kept_job_stores(config)]
+
+
+# Who made a store found by kept_job_stores: a user's private directory, or the batch
+# module's name (the scratch that batch system gave a job).
+PRIVATE = "private"
+
+
+def kept_job_stores(config: Config) -> list[tuple[Store, str]]:
+    """:func:`job_stores_elsewhere`, each with who made it: :data:`PRIVATE` (its user,
+    who can make as many job directories there as it likes) or the batch module that
+    names it (a scratch directory the batch system made for one job)."""
     from . import batch
 
-    candidates: list[tuple[str, str | None]] = []
+    candidates: list[tuple[str, str | None, str]] = []
     for name in batch.NAMES:
         for parent, subpath in batch.backend(name).job_store_dirs(config.backend[name]):
-            candidates += [(os.path.join(parent, entry, subpath), None)
+            candidates += [(os.path.join(parent, entry, subpath), None, name)
                            for entry in _listing(parent)]
     tmp, runtime = PRIVATE_PARENTS
-    candidates += [(os.path.join(tmp, entry), entry[len("mjf-"):])
+    candidates += [(os.path.join(tmp, entry), entry[len("mjf-"):], PRIVATE)
                    for entry in _listing(tmp) if entry.startswith("mjf-")]
-    candidates += [(os.path.join(runtime, entry, "mjf"), entry) for entry in _listing(runtime)]
+    candidates += [(os.path.join(runtime, entry, "mjf"), entry, PRIVATE)
+                   for entry in _listing(runtime)]
     stores = []
-    for path, uid in candidates:
+    for path, uid, maker in candidates:
         try:
             info = os.lstat(path)
         except OSError:
             continue
         if stat.S_ISDIR(info.st_mode) and (uid is None or uid == str(info.st_uid)):
-            stores.append(Store(path, config.dir_mode, config.file_mode, owner=info.st_uid))
+            stores.append((Store(path, config.dir_mode, config.file_mode, owner=info.st_uid),
+                           maker))
     return stores
 
 

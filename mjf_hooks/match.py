@@ -92,16 +92,18 @@ def _library():
 class Verdict:
     """The answer for one requirement: ``matched``; ``unreadable`` (None, or a one-line
     message saying where the requirement cannot be read); ``reasons`` (why it did not
-    match, filled when asked to explain)."""
+    match, filled when asked to explain); ``warnings`` (one line each: what the reader
+    should know about how it was judged)."""
 
-    __slots__ = ("matched", "reasons", "unreadable")
+    __slots__ = ("matched", "reasons", "unreadable", "warnings")
 
     def __init__(self, matched: bool, unreadable: str | None = None,
-                 reasons: list[str] | None = None):
+                 reasons: list[str] | None = None, warnings: list[str] | None = None):
         self.matched = matched
         # One line each, whatever line breaks the requirement's text had.
         self.unreadable = None if unreadable is None else " ".join(unreadable.split())
         self.reasons = [" ".join(reason.split()) for reason in reasons or []]
+        self.warnings = [" ".join(warning.split()) for warning in warnings or []]
 
     @property
     def exit_code(self) -> int:
@@ -123,10 +125,34 @@ def _unreadable(message: str) -> Verdict:
     return Verdict(False, unreadable=message)
 
 
+# How much of a requirement's text a message quotes: a requirement may be a megabyte.
+_EXCERPT_CHARS = 120
+
+
+def _excerpt(text: str) -> str:
+    """``text`` on one line, cut to a length a message can quote."""
+    line = " ".join(text.split())
+    return line if len(line) <= _EXCERPT_CHARS else line[:_EXCERPT_CHARS - 3] + "..."
+
+
+def _judged(judge, *args) -> Verdict:
+    """``judge(*args)``, or the one-line unreadable verdict of whatever it raised: a
+    requirement, however hostile, is one verdict and never stops the others."""
+    try:
+        return judge(*args)
+    except RecursionError:
+        return _unreadable("the requirement is nested too deeply to be judged")
+    except MemoryError:
+        return _unreadable("the requirement is too large to be judged")
+    except Exception as error:  # noqa: BLE001 - the library's own failures included
+        return _unreadable(f"the requirement cannot be judged: {type(error).__name__}: "
+                           f"{_excerpt(str(error))}")
+
+
 # --- a tokenizer, only to find clause boundaries and attribute references ------------
 
 _TOKEN = re.compile(r"""
-    (?P<space>\s+|/\*.*?\*/)
+    (?P<space>\s+)
   | (?P<string>"(?:[^"\\]|\\.)*")
   | (?P<quoted>'(?:[^'\\]|\\.)*')
   | (?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)
@@ -135,6 +161,12 @@ _TOKEN = re.compile(r"""
 """, re.VERBOSE | re.DOTALL)
 
 _OPEN = {"(": ")", "[": "]", "{": "}"}
+# HTCondor's ClassAd library parses and prints an expression recursively: a chain of
+# ~50,000 operators crashes printing it, ~200,000 parsing it (the process dies, SIGSEGV).
+# No text with more than this is handed to it; real requirements have tens.
+MAX_OPERATORS = 10000
+# Tokens that make no expression deeper: brackets, list and ad separators, scopes.
+_NOT_OPERATORS = frozenset("()[]{},;.=")
 _COMPARISONS = {"==", "!=", "<", "<=", ">", ">=", "=?=", "=!=", "is", "isnt"}
 _KEYWORDS = {"true", "false", "undefined", "error", "is", "isnt", "parent"}
 _SCOPES = {"my", "target", "other", "parent"}
@@ -161,6 +193,15 @@ class _SyntaxProblem(Exception):
 def _tokens(text: str) -> list[_Token]:
     found, position = [], 0
     while position < len(text):
+        if text.startswith("/*", position):
+            # Found by str.find, not by the pattern: a lazy match of every unclosed "/*"
+            # would read to the end of the text again and again (quadratic).
+            end = text.find("*/", position + 2)
+            if end < 0:
+                raise _SyntaxProblem(f"does not parse: the comment at character "
+                                     f"{position + 1} is never closed")
+            position = end + 2
+            continue
         hit = _TOKEN.match(text, position)
         if hit is None:
             raise _SyntaxProblem(f"does not parse: unexpected {text[position]!r} "
@@ -168,6 +209,10 @@ def _tokens(text: str) -> list[_Token]:
         if hit.lastgroup != "space":
             found.append(_Token(hit.lastgroup, hit.group(), hit.start(), hit.end()))
         position = hit.end()
+    operators = sum(1 for token in found if token.kind == "op" and token.text not in _NOT_OPERATORS)
+    if operators > MAX_OPERATORS:
+        raise _SyntaxProblem(f"has {operators} operators, more than the {MAX_OPERATORS} "
+                             "HTCondor's ClassAd library is given (it crashes on deeper ones)")
     depth: list[_Token] = []
     for token in found:
         if token.text in _OPEN and token.kind == "op":
@@ -258,6 +303,12 @@ def _slot_ad(slot: dict, library):
     return ad
 
 
+# Said where a requirement was judged term by term (see ClassAdSlot._in_parts).
+DEEP_WARNING = ("the requirement is nested too deeply for HTCondor's ClassAd library to "
+                "evaluate whole, so it was judged term by term; a pool whose matchmaking "
+                "uses that library may never match it")
+
+
 class ClassAdSlot:
     """One slot ad, made once, against which requirements are evaluated."""
 
@@ -266,6 +317,7 @@ class ClassAdSlot:
         # The same ad object as scope and target makes the library lose TARGET.: two copies.
         self._ad = _slot_ad(slot, self._library)
         self._target = _slot_ad(slot, self._library)
+        self._judged_in_parts = False
 
     def _evaluate(self, text: str):
         """The library's value of an expression, or raise _SyntaxProblem."""
@@ -273,8 +325,66 @@ class ClassAdSlot:
         try:
             tree = library.ExprTree(text)
         except (library.ClassAdException, ValueError):
-            raise _SyntaxProblem(f"does not parse as a ClassAd expression: {text}") from None
-        return tree.eval(scope=self._ad, target=self._target)
+            raise _SyntaxProblem(f"does not parse as a ClassAd expression: "
+                                 f"{_excerpt(text)}") from None
+        try:
+            return tree.eval(scope=self._ad, target=self._target)
+        except library.ClassAdException:
+            # The library evaluates recursively and gives up a few hundred operators deep
+            # (500 `&&` terms); a chain of terms is judged term by term with its logic.
+            value = self._in_parts(text)
+            if value is None:
+                raise _SyntaxProblem(
+                    "is nested too deeply for HTCondor's ClassAd library to evaluate, and "
+                    "is no chain of &&, || or ?: to judge term by term: "
+                    f"`{_excerpt(text)}`") from None
+            self._judged_in_parts = True
+            return value
+
+    def _in_parts(self, text: str, evaluate=None):
+        """The value of a chain of ``||`` or ``&&`` terms, or of ``c ? a : b``, by the
+        library's three-valued logic (that of HTCondor's matchmaking), each part's
+        value from ``evaluate`` (default: :meth:`_evaluate`); None if ``text`` is
+        neither. Left to right, stopping where the library's short cut stops."""
+        evaluate = evaluate or self._evaluate
+        text, tokens = self._strip_parentheses(text, _tokens(text))
+        split = self._split(text, tokens)
+        if split is None or split[0] == "cmp":
+            return None
+        kind, parts = split
+        undefined, error = self._library.Value.Undefined, self._library.Value.Error
+        if kind == "?":
+            (condition, _), (yes, _), (no, _) = parts
+            truth = self._truth(evaluate(condition))
+            if truth is undefined or truth is error:  # an IntEnum: `in` would take True for 1
+                return truth
+            return evaluate(yes if truth else no)
+        # && is true until a false term; || false until a true one. undefined stays
+        # undefined unless a term decides; error (or a term that is no truth value) wins.
+        decisive = kind == "||"
+        state = not decisive
+        for part, _ in parts:
+            term = self._truth(evaluate(part))
+            if term is error or (state is undefined and term is not decisive):
+                state = error if term is error else undefined
+            elif state is not undefined or term is decisive:
+                state = term
+            if state is error or state is decisive:
+                break
+        return state
+
+    def _truth(self, value):
+        """A value as && and || take it: True/False (a number: non-zero), undefined, or
+        error for anything else."""
+        library = self._library
+        if value is True or value is False:
+            return value
+        if isinstance(value, library.Value):  # an IntEnum: before the numbers
+            return library.Value.Undefined if value == library.Value.Undefined \
+                else library.Value.Error
+        if isinstance(value, (int, float)):
+            return value != 0
+        return library.Value.Error
 
     def _verdict_of(self, value) -> bool | None:
         """True/False, or None when the value is no truth value (error, string...)."""
@@ -288,21 +398,27 @@ class ClassAdSlot:
         return None
 
     def requirements(self, expression: str, explain: bool = False) -> Verdict:
+        """The verdict on one requirement; never raises, whatever the text."""
+        return _judged(self._requirements, expression, explain)
+
+    def _requirements(self, expression: str, explain: bool) -> Verdict:
         text = expression.strip()
         if not text:
             return _unreadable("the requirement is empty")
+        self._judged_in_parts = False
         try:
             tokens = _tokens(text)
             value = self._evaluate(text)
+            truth = self._verdict_of(value)
+            if truth is None:
+                where = (self._first_error(text, tokens)
+                         or f"`{_excerpt(text)}` is {_show(value, self._library)}")
+                return _unreadable(f"the requirement cannot be evaluated: {where}")
+            reasons = self._explain(text, tokens) if explain and not truth else []
         except _SyntaxProblem as problem:
             return _unreadable(f"the requirement {problem}")
-        truth = self._verdict_of(value)
-        if truth is None:
-            where = self._first_error(text, tokens) or f"`{text}` is {_show(value, self._library)}"
-            return _unreadable(f"the requirement cannot be evaluated: {where}")
-        if truth:
-            return Verdict(True)
-        return Verdict(False, reasons=self._explain(text, tokens) if explain else [])
+        warnings = [DEEP_WARNING] if self._judged_in_parts else []
+        return Verdict(truth, reasons=reasons, warnings=warnings)
 
     # The explanation: split on the top-level structure, evaluate each piece.
 
@@ -453,20 +569,26 @@ class _JDLProblem(Exception):
     pass
 
 
-def _is_integer_text(value: str) -> bool:
-    return re.fullmatch(r"\s*\d+\s*", value) is not None
+# A count or an amount of seconds or MB: more digits than this is no such number (and
+# int() raises on thousands of digits).
+_MAX_DIGITS = 18
 
 
 def _integer(key: str, value: Any) -> int:
+    """A whole number of 0 or more, as DIRAC reads one (a decimal string counts)."""
     if isinstance(value, bool):
         raise _JDLProblem(f"{key} = {value} is not a number")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and _is_integer_text(value):
-        return int(value)
-    raise _JDLProblem(f"{key} = {value!r} is not a whole number")
+    if isinstance(value, float) and value.is_integer() and abs(value) < 10 ** _MAX_DIGITS:
+        value = int(value)
+    elif isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        if len(value.strip()) > _MAX_DIGITS:
+            raise _JDLProblem(f"{key} = {_excerpt(value)!r} is too large")
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _JDLProblem(f"{key} = {_excerpt(repr(value))} is not a whole number")
+    if value < 0:
+        raise _JDLProblem(f"{key} = {value} is negative")
+    return value
 
 
 def _strings(key: str, value: Any) -> list[str]:
@@ -500,14 +622,28 @@ class DiracResource:
             processors = _integer("NumberOfProcessors", processors)
         except _JDLProblem:
             processors = 1
+        # 1Processors ... <N>Processors are tags of the resource too, asked by has_tag:
+        # never a set of N (a job's directory its user wrote may claim 10**18 CPUs).
+        self.processors = processors
         tags = set(_strings("Tag", resource.get("Tag", [])))
-        tags.update(f"{n}Processors" for n in range(1, processors + 1))
         if processors > 1:
             tags.add("MultiProcessor")
         if "WholeNode" in resource:
             tags.add("WholeNode")
         self.tags = tags
         self.required_tags = set(_strings("RequiredTag", resource.get("RequiredTag", [])))
+
+    def has_tag(self, tag: str) -> bool:
+        """Whether the resource has the tag, ``<n>Processors`` for n up to its own included."""
+        count = tag[:-len("Processors")] if tag.endswith("Processors") else ""
+        if count.isascii() and count.isdigit() and not count.startswith("0"):
+            return len(count) <= _MAX_DIGITS and int(count) <= self.processors
+        return tag in self.tags
+
+    def _shown_tags(self) -> str:
+        processors = ["1Processors"] if self.processors == 1 else \
+            [f"1Processors ... {self.processors}Processors"] if self.processors > 1 else []
+        return ", ".join(processors + sorted(self.tags)) or "none"
 
     def _parse(self, jdl_text: str):
         library = self._library
@@ -527,7 +663,11 @@ class DiracResource:
 
     def _value(self, ad, key: str):
         library = self._library
-        value = ad.eval(key)
+        try:
+            value = ad.eval(key)
+        except library.ClassAdException:  # nested too deeply for the library, say
+            raise _JDLProblem(f"{key} cannot be evaluated by HTCondor's ClassAd "
+                              "library") from None
         if isinstance(value, library.Value):
             if value == library.Value.Undefined:
                 return None
@@ -556,6 +696,10 @@ class DiracResource:
         return list(dict.fromkeys(tags))
 
     def requirements(self, jdl_text: str, explain: bool = False) -> Verdict:
+        """The verdict on one JDL by DIRAC's rules; never raises, whatever the text."""
+        return _judged(self._requirements, jdl_text, explain)
+
+    def _requirements(self, jdl_text: str, explain: bool) -> Verdict:
         try:
             ad = self._parse(jdl_text)
             reasons = self._check(ad)
@@ -566,10 +710,10 @@ class DiracResource:
     def _check(self, ad) -> list[str]:
         resource, reasons = self.resource, []
         tags = self._job_tags(ad)
-        missing = [tag for tag in tags if tag not in self.tags]
+        missing = [tag for tag in tags if not self.has_tag(tag)]
         if missing:
-            reasons.append(f"the job's tags {', '.join(missing)} are not among the "
-                           f"resource's ({', '.join(sorted(self.tags)) or 'none'})")
+            reasons.append(f"the job's tags {_excerpt(', '.join(missing))} are not among "
+                           f"the resource's ({self._shown_tags()})")
         unmet = sorted(tag for tag in self.required_tags if tag not in tags)
         if unmet:
             reasons.append(f"the resource requires the tags {', '.join(unmet)}, "
@@ -660,7 +804,13 @@ def jdl_requirements(jdl_text: str, slot: ClassAdSlot, resource: DiracResource,
                      explain: bool = False) -> Verdict:
     """A JDL of either kind: one whose ``Requirements`` is an expression (gLite: ``other.X``)
     is judged as ClassAd requirements against ``slot``; any other (DIRAC's keys, RFC #7's
-    ``Requirements = [ ... ]`` section) by DIRAC's rules against ``resource``."""
+    ``Requirements = [ ... ]`` section) by DIRAC's rules against ``resource``. Never
+    raises, whatever the text."""
+    return _judged(_jdl_requirements, jdl_text, slot, resource, explain)
+
+
+def _jdl_requirements(jdl_text: str, slot: ClassAdSlot, resource: DiracResource,
+                      explain: bool) -> Verdict:
     library = resource._library
     try:
         ad = resource._parse(jdl_text)

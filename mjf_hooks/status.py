@@ -18,6 +18,17 @@ without following symlinks, its files are read by :func:`jobstatus.read_at` (bou
 never waited on, only regular files of the directory's owner), a lock held too long is
 waited for once for all jobs together, and a job that fails is reported with why while
 the others are still shown. Nothing here writes.
+
+Any local user can make job directories in its own private store (``/tmp/mjf-<uid>``),
+job or not. A job is **counted** (the drain plan weighs it) only where something other
+than its user vouches for it: a root hook wrote its directory (root's, with its
+``state/backend``); or a batch system lists it on this node; or it sits alone in the
+scratch directory a batch system made for one job; or, for a standalone ``mjf run``, its
+runner process (``state/runner``: pid and start time) still runs, as the directory's
+user. Every other job is **unverified**: listed with why, weighing nothing. What a
+counted job's user wrote is bounded by what the kernel says: its ``allocated_cpu`` by
+the machine's CPUs and those its runner may run on, its ``jobstart_secs`` by when its
+runner started.
 """
 
 from __future__ import annotations
@@ -25,10 +36,23 @@ from __future__ import annotations
 import os
 import time
 
-from . import jobstatus, lifecycle, spec
+from . import batch, jobstatus, lifecycle, spec
 from .config import Config
 from .errors import StoreError
-from .store import JOB_FEATURES_DIR, JOB_STATUS_DIR, Store
+from .probe import process
+from .store import (
+    BACKEND_MARKER,
+    JOB_FEATURES_DIR,
+    JOB_STATUS_DIR,
+    RUNNER_MARKER,
+    Store,
+    read_state,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .log import Log
+    from .sync import BatchListings
 
 # The jobfeatures keys the figures and the drain planner use.
 _JOB_KEYS = ("job_id", "allocated_cpu", "jobstart_secs", "wall_limit_secs")
@@ -43,7 +67,8 @@ class JobReport:
     says why, or where the job has no ``jobstatus/``: ``offered`` is False).
     """
 
-    __slots__ = ("features", "job_id", "location", "offered", "owner", "status", "unreadable")
+    __slots__ = ("counted", "features", "job_id", "location", "offered", "owner", "status",
+                 "unreadable", "unverified")
 
     def __init__(self, job_id: str, location: str, features: dict[str, int]) -> None:
         self.job_id = job_id
@@ -54,6 +79,10 @@ class JobReport:
         self.unreadable: str | None = None
         # The uid its jobstatus/ belongs to: the job's user (None where there is none).
         self.owner: int | None = None
+        # Why the job is counted (who vouches for it, and what was bounded), or why it is
+        # not: exactly one of the two is set once collected.
+        self.counted: str | None = None
+        self.unverified: str | None = None
 
     @property
     def allocated_cpu(self) -> int | None:
@@ -116,23 +145,33 @@ class JobReport:
     def as_dict(self, now: int) -> dict:
         status = self.status or jobstatus.Status()
         return {"job_id": self.job_id, "jobstatus": self.location,
+                "counted": self.counted, "unverified": self.unverified,
                 "features": self.features, "state": self.describe(),
                 "values": status.raw, "problems": status.problems,
                 "figures": self.figures(now)}
 
 
 def collect(config: Config, job_ids: tuple[str, ...] = (),
-            timeout: float = jobstatus.DEFAULT_READ_TIMEOUT_SECS) -> list[JobReport]:
+            timeout: float = jobstatus.DEFAULT_READ_TIMEOUT_SECS,
+            log: Log | None = None) -> list[JobReport]:
     """Every job on this node (or those named) with its pilot's status, each read under
-    its lock; locks held by pilots are waited for at most ``timeout`` seconds in all."""
+    its lock; locks held by pilots are waited for at most ``timeout`` seconds in all.
+    Each is counted or unverified (see the module); ``log``: where a batch system's
+    failing query is said (asked only for a job that needs it)."""
+    from .log import Log
+    from .sync import BatchListings
+
+    verifier = _Verifier(config, BatchListings(config, log or Log("mjf status", ()),
+                                               dict(os.environ)))
     reports, waiting = [], []
-    for store in [lifecycle.store_for(config), *lifecycle.job_stores_elsewhere(config)]:
+    site = lifecycle.store_for(config)
+    for store, maker in [(site, _SITE), *lifecycle.kept_job_stores(config)]:
         try:
             names = store.job_dir_names()
         except (OSError, StoreError):
             continue  # a store refused (a planted symlink) or unreadable to this user
         for name in names:
-            report, status_dir = _open_job(store, name)
+            report, status_dir = _open_job(store, name, verifier, maker, len(names))
             if report is None or (job_ids and report.job_id not in job_ids):
                 if status_dir is not None:
                     os.close(status_dir)
@@ -149,8 +188,87 @@ def collect(config: Config, job_ids: tuple[str, ...] = (),
     return reports
 
 
-def _open_job(store: Store, name: str) -> tuple[JobReport | None, int | None]:
-    """A job's report with its features, and its ``jobstatus/`` open (or None)."""
+# The maker of base_dir's store (lifecycle.kept_job_stores names the others').
+_SITE = "site"
+
+
+class _Verifier:
+    """Decides, job by job in the order found (base_dir's first), whether a job counts."""
+
+    def __init__(self, config: Config, listings: BatchListings) -> None:
+        self.listings = listings
+        self.counted: set[str] = set()  # the directory names counted so far
+        machine = lifecycle.store_for(config).read_machine_key("total_cpu")
+        # What no job of this machine can have more of: its CPUs (as root wrote them).
+        self.total_cpu = (spec.digits_value(machine) if machine else None) or os.cpu_count()
+
+    def verify(self, report: JobReport, top, name: str, maker: str, jobs_in_store: int) -> None:
+        uid = os.fstat(top.fd).st_uid
+        backend, runner = read_state(top, BACKEND_MARKER), read_state(top, RUNNER_MARKER)
+        if name in self.counted:
+            report.unverified = f"another directory already counts for job {name}"
+            return
+        if uid in (0, os.geteuid()) and maker == _SITE and backend in batch.NAMES:
+            report.counted = f"its directory was written by a root hook of {backend}"
+        elif backend in (None, "standalone"):  # `mjf sync` reads no backend so too
+            self._standalone(report, uid, runner)
+        elif backend not in batch.NAMES:
+            report.unverified = (f"its state/{BACKEND_MARKER} {backend[:40]!r} names no "
+                                 "batch system")
+        elif maker == backend:  # the scratch directory that batch system made for one job
+            if jobs_in_store != 1:
+                report.unverified = (f"the {backend} scratch it is in holds {jobs_in_store} "
+                                     "job directories, where its job has one")
+            else:
+                report.counted = f"it is alone in the scratch {backend} made for its job"
+        else:
+            listed = self.listings.running(backend)
+            title = batch.backend(backend).TITLE
+            if listed is None:
+                report.unverified = f"{title} cannot tell whether it runs the job here"
+            elif name not in listed:
+                report.unverified = f"{title} does not list the job on this node"
+            else:
+                report.counted = f"{title} lists the job on this node"
+        if report.counted is None:
+            return
+        self.counted.add(name)
+        if uid != 0:  # its user wrote the figures: no more CPUs than the machine has
+            self._bound(report, "allocated_cpu", self.total_cpu, "the machine's total_cpu")
+
+    def _standalone(self, report: JobReport, uid: int, runner: str | None) -> None:
+        if runner is None:
+            report.unverified = (f"its directory (uid {uid}) records no runner process and "
+                                 "no batch system")
+            return
+        problem = process.runner_problem(runner, uid)
+        if problem is not None:
+            report.unverified = problem
+            return
+        pid = spec.digits_value(runner.split()[0])
+        report.counted = f"its runner process {pid} (uid {uid}) runs"
+        if uid == 0:
+            return  # root's own `mjf run`: its figures are root's
+        self._bound(report, "allocated_cpu", process.cpus_allowed(pid),
+                    f"the CPUs process {pid} may run on")
+        started = process.started_at(pid)
+        start = report.features.get("jobstart_secs")
+        if started is not None and start is not None and start < int(started):
+            report.features["jobstart_secs"] = int(started)
+            report.counted += f"; jobstart_secs {start} counted as {int(started)}, when it started"
+
+    @staticmethod
+    def _bound(report: JobReport, key: str, most: int | None, what: str) -> None:
+        value = report.features.get(key)
+        if value is not None and most is not None and value > most:
+            report.features[key] = most
+            report.counted += f"; {key} {value} counted as {most}, {what}"
+
+
+def _open_job(store: Store, name: str, verifier: _Verifier | None = None, maker: str = _SITE,
+              jobs_in_store: int = 1) -> tuple[JobReport | None, int | None]:
+    """A job's report with its features (counted or not, by ``verifier``), and its
+    ``jobstatus/`` open (or None)."""
     try:
         top = store.open_job_dir(name)
     except (FileNotFoundError, StoreError):
@@ -176,6 +294,8 @@ def _open_job(store: Store, name: str) -> tuple[JobReport | None, int | None]:
         except (FileNotFoundError, StoreError):
             return None, None  # a directory being built or removed
         report = JobReport(job_id, f"{top.path}/{JOB_STATUS_DIR}", features)
+        if verifier is not None:
+            verifier.verify(report, top, name, maker, jobs_in_store)
         try:
             status_dir = top.open_subdir(JOB_STATUS_DIR)
         except FileNotFoundError:
@@ -212,11 +332,12 @@ def least_critical_first(reports: list[JobReport], now: int) -> list[JobReport]:
     """Use case 12: the job whose loss costs least first - by kill_waste (assumed for a
     job that reports nothing); of equal cost, one user's jobs by their priority_factor
     (the draft: it compares only one user's jobs), then by job id; a job whose cost is
-    unknown last."""
+    unknown last; an unverified job (nothing but its user vouches for it) after all
+    counted ones, whatever it claims."""
     def key(report: JobReport) -> tuple:
         figures = report.figures(now)
         kill = figures["kill_waste"]
         owner = -1 if report.owner is None else report.owner
-        return (kill is None, kill or 0, owner, figures["priority_factor"] or 0,
-                report.job_id)
+        return (report.unverified is not None, kill is None, kill or 0, owner,
+                figures["priority_factor"] or 0, report.job_id)
     return sorted(reports, key=key)

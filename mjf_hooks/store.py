@@ -301,7 +301,7 @@ class Store:
                 return 0
             with features:
                 features.sweep_leftovers()
-                own_text = _read_state(top, OWN_PREFIX + key)
+                own_text = read_state(top, OWN_PREFIX + key)
                 own = None
                 if own_text is not None:
                     try:
@@ -358,7 +358,7 @@ class Store:
         planted there is neither followed nor waited on."""
         try:
             with self._open_top(JOBS_DIR) as jobs, jobs.open_subdir(dir_name) as top:
-                return _read_state(top, entry)
+                return read_state(top, entry)
         except (FileNotFoundError, StoreError):
             return None
 
@@ -371,7 +371,7 @@ class Store:
                 names = os.listdir(features.fd)
                 values = {key: features.read(key) for key in names if not key.startswith(".")}
                 return ({key: value for key, value in values.items() if value is not None},
-                        _read_state(top, PENDING_MARKER) is not None)
+                        read_state(top, PENDING_MARKER) is not None)
         except FileNotFoundError:
             raise StoreError(f"{self.job_features_dir(job_id)} does not exist") from None
 
@@ -496,8 +496,9 @@ class Store:
         return fd
 
 
-def _read_state(top: Dir, name: str) -> str | None:
-    """A bookkeeping file of a job (``state/<name>``), or None."""
+def read_state(top: Dir, name: str) -> str | None:
+    """A bookkeeping file of a job (``state/<name>``) whose directory is open as ``top``,
+    or None; neither a symlink nor a FIFO planted there is followed or waited on."""
     try:
         bookkeeping = top.open_subdir(STATE_DIR)
     except (FileNotFoundError, StoreError):

@@ -178,6 +178,33 @@ def _running(module, answer, log: Log) -> set[str] | None:
         return None
 
 
+class BatchListings:
+    """Which job directory names each batch system this node runs lists as its jobs
+    here: each asked once (its batch module's ``jobs_query``), only when first needed."""
+
+    def __init__(self, config: Config, log: Log, environ: dict[str, str]) -> None:
+        self._config, self._log, self._environ = config, log, environ
+        self._here: dict | None = None
+        self._asked: dict[str, set[str] | None] = {}
+
+    def here(self) -> dict:
+        """The batch modules of this node, by name."""
+        if self._here is None:
+            self._here = {module.NAME: module for module in _batch_systems_here(self._config)}
+        return self._here
+
+    def running(self, backend: str) -> set[str] | None:
+        """The names ``backend`` lists; None when it is not here or cannot say."""
+        module = self.here().get(backend)
+        if module is None:
+            return None
+        if backend not in self._asked:
+            answer = _ask(module, module.jobs_query, self._config, self._log, self._environ,
+                          "no job directory removed")
+            self._asked[backend] = _running(module, answer, self._log)
+        return self._asked[backend]
+
+
 def _remove_stale_jobs(config: Config, store: Store, log: Log,
                        environ: dict[str, str]) -> list[str]:
     jobs_dir = os.path.join(store.base_dir, JOBS_DIR)
@@ -185,8 +212,7 @@ def _remove_stale_jobs(config: Config, store: Store, log: Log,
         names = [name for name in os.listdir(jobs_dir) if not name.startswith(".")]
     except OSError:
         return []
-    running: dict[str, set[str] | None] = {}  # per batch system, asked only if needed
-    here = {module.NAME: module for module in _batch_systems_here(config)}
+    listings = BatchListings(config, log, environ)  # each asked only if needed
     done = []
     for name in sorted(names):
         # Each job is asked about of the batch system that made it, and no other: an LSF
@@ -197,14 +223,10 @@ def _remove_stale_jobs(config: Config, store: Store, log: Log,
         if runner is not None and backend in ("standalone", None):
             stale = process.still_running(runner) is False
             why = "its process has ended"
-        elif backend in here:
-            if backend not in running:
-                module = here[backend]
-                answer = _ask(module, module.jobs_query, config, log, environ,
-                              "no job directory removed")
-                running[backend] = _running(module, answer, log)
-            stale = running[backend] is not None and name not in running[backend]
-            why = f"{here[backend].TITLE} no longer runs it on this node"
+        elif backend in listings.here():
+            running = listings.running(backend)
+            stale = running is not None and name not in running
+            why = f"{listings.here()[backend].TITLE} no longer runs it on this node"
         else:
             continue  # nothing proves it stale (a job of an earlier version: its end does)
         if stale and store.remove_job_dir(name):

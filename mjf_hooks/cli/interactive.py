@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -251,19 +252,26 @@ def _drain_plan(config, store, log, within: int, apply_: bool, as_json: bool,
         raise click.ClickException(
             f"the window ends in {within} s, before the earliest shutdown allowed "
             f"({promise} = {grace} s from now): give a longer --within")
-    reports = status.collect(config)  # may wait for pilots' locks: now is taken after
+    # May wait for pilots' locks: now is taken after.
+    reports = status.collect(config, log=log)
     now = int(time.time())
     earliest, latest = now + grace, now + within
     candidates = drainplan.plan(reports, now, earliest, latest)
     chosen = drainplan.best(candidates)
+    unverified = [report for report in reports if report.unverified is not None]
     if as_json:
         click.echo(json.dumps({"now": now, "earliest": earliest, "latest": latest,
                                "best": chosen.time, "applied": apply_,
-                               "candidates": [candidate.as_dict() for candidate in candidates]},
+                               "candidates": [candidate.as_dict() for candidate in candidates],
+                               "unverified": [{"job_id": report.job_id,
+                                               "jobstatus": report.location,
+                                               "why": report.unverified}
+                                              for report in unverified]},
                               indent=2))
     else:
-        click.echo(f"{len(reports)} job(s); window {_when(earliest)} (the earliest allowed) to "
-                   f"{_when(latest)}")
+        click.echo(f"{len(reports) - len(unverified)} job(s) counted"
+                   f"{f', {len(unverified)} unverified' if unverified else ''}; window "
+                   f"{_when(earliest)} (the earliest allowed) to {_when(latest)}")
         click.echo(f"  {'SHUTDOWN':<21} {'UNIX':>10} {'WASTE core-s':>14} {'core-h':>9}  WHY")
         for candidate in candidates:
             mark = "*" if candidate is chosen else " "
@@ -273,6 +281,11 @@ def _drain_plan(config, store, log, within: int, apply_: bool, as_json: bool,
         click.echo(f"Least waste: {_when(chosen.time)} ({chosen.time}); per job:")
         for report, waste, why in sorted(chosen.jobs, key=lambda job: -job[1]):
             click.echo(f"  {_shown(report.job_id):<20} {waste:>12}  {_shown(why)}")
+        if unverified:
+            click.echo("Unverified, not counted (nothing but their user vouches for them):")
+        for report in unverified:
+            click.echo(f"  {_shown(report.job_id):<20} {_shown(report.location)}: "
+                       f"{_shown(report.unverified)}")
     if apply_:
         summary = drain.drain(config, store, log, chosen.time, force, now=now)
         click.echo(summary, err=as_json)
@@ -299,10 +312,11 @@ def status_command(as_json: bool, timeout: float, jobs: tuple[str, ...]) -> None
     """
     from .. import config as config_module
     from .. import status
+    from ..log import Log
 
     try:
         config = config_module.load()
-        reports = status.collect(config, jobs, timeout)
+        reports = status.collect(config, jobs, timeout, Log("mjf status", config.log))
     except MJFError as error:
         raise click.ClickException(str(error)) from None
     now = int(time.time())
@@ -316,6 +330,9 @@ def status_command(as_json: bool, timeout: float, jobs: tuple[str, ...]) -> None
             cores = report.allocated_cpu if report.allocated_cpu is not None else "?"
             click.echo(f"job {_shown(report.job_id)}  allocated_cpu {cores}  "
                        f"{_shown(report.describe())}")
+            if report.unverified is not None:
+                click.echo(f"  unverified (a drain plan does not count it): "
+                           f"{_shown(report.unverified)}")
             values = report.status.raw if report.status else {}
             if values:
                 click.echo("  " + "  ".join(f"{key}={_shown(value.rstrip())}"
@@ -582,12 +599,15 @@ def match_command(explain: bool, jdls: tuple[str, ...], locations: tuple[str, ..
             verdicts = [("", classad_slot.requirements(expression, explain))]
         else:
             resource = match.DiracResource(describe.dirac(slot, options))
-            verdicts = [(path, match.jdl_requirements(text, classad_slot, resource, explain))
-                        for path, text in _jdl_texts(jdls, fail)]
+            verdicts = [(path, match.Verdict(False, unreadable=why) if text is None else
+                         match.jdl_requirements(text, classad_slot, resource, explain))
+                        for path, text, why in _jdl_texts(jdls)]
     except MJFError as error:  # the library is missing
         fail(str(error))
     for path, verdict in verdicts:
-        where = f"{path}: " if path else ""
+        where = f"{_shown(path)}: " if path else ""
+        for warning in verdict.warnings:
+            click.echo(f"mjf match: {where}warning: {_shown(warning)}", err=True)
         if verdict.unreadable:
             click.echo(f"mjf match: {where}{_shown(verdict.unreadable)}", err=True)
             continue
@@ -597,25 +617,48 @@ def match_command(explain: bool, jdls: tuple[str, ...], locations: tuple[str, ..
     sys.exit(max(verdict.exit_code for _, verdict in verdicts))
 
 
-def _jdl_texts(paths: tuple[str, ...], fail) -> list[tuple[str, str]]:
-    """(path, text) of each JDL given: a file, or every file of a directory (sorted)."""
-    files = []
+# A JDL is a few kilobytes; a file larger than this is no JDL, and is not read whole.
+_JDL_MAX_BYTES = 1 << 20
+
+
+def _jdl_texts(paths: tuple[str, ...]) -> list[tuple[str, str | None, str | None]]:
+    """``(path, text, None)`` of each JDL given (a file, or every regular file of a
+    directory, in name order), or ``(path, None, why)`` for one that cannot be read: one
+    file never keeps the others from being judged."""
+    found: list[tuple[str, str | None, str | None]] = []
     for path in paths:
-        if os.path.isdir(path):
-            files += sorted(os.path.join(path, name) for name in os.listdir(path)
-                            if os.path.isfile(os.path.join(path, name)))
-        else:
-            files.append(path)
-    texts = []
-    for path in files:
+        if not os.path.isdir(path):
+            found.append(_jdl_text(path))
+            continue
         try:
-            with open(path, encoding="utf-8") as handle:
-                texts.append((path, handle.read(1 << 20)))
-        except (OSError, UnicodeDecodeError) as error:
-            fail(f"{path}: {getattr(error, 'strerror', None) or error}")
-    if not texts:
-        fail(f"no JDL file in {', '.join(paths)}")
-    return texts
+            names = sorted(os.listdir(path))
+        except OSError as error:
+            found.append((path, None, error.strerror or str(error)))
+            continue
+        found += [_jdl_text(os.path.join(path, name)) for name in names
+                  if os.path.isfile(os.path.join(path, name))]
+    if not found:
+        found.append((", ".join(paths), None, "no JDL file there"))
+    return found
+
+
+def _jdl_text(path: str) -> tuple[str, str | None, str | None]:
+    """One JDL file's text, or why it cannot be read. Opened without waiting (a FIFO
+    returns at once) and read to at most _JDL_MAX_BYTES."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return path, None, "not a regular file"
+            data = handle.read(_JDL_MAX_BYTES + 1)
+    except OSError as error:
+        return path, None, error.strerror or str(error)
+    if len(data) > _JDL_MAX_BYTES:
+        return path, None, f"larger than {_JDL_MAX_BYTES >> 20} MiB: not read as a JDL"
+    try:
+        return path, data.decode("utf-8"), None
+    except UnicodeDecodeError as error:
+        return path, None, f"not UTF-8 text (byte {error.start + 1}): not read as a JDL"
 
 
 @cli.command("container-args")

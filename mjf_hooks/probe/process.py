@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from ..spec import digits_value
 from . import read_text
 
@@ -28,3 +30,45 @@ def still_running(recorded: str) -> bool | None:
     if digits_value(pid) is None or digits_value(ticks) is None:
         return None
     return start_ticks(digits_value(pid)) == digits_value(ticks)
+
+
+def owner(pid: int) -> int | None:
+    """The uid a process runs as (its /proc directory's owner), or None if it is gone."""
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
+def started_at(pid: int) -> float | None:
+    """When ``pid`` started, in UNIX seconds (boot time + its start ticks), or None."""
+    ticks = start_ticks(pid)
+    boot = next((line.split()[1] for line in (read_text("/proc/stat") or "").splitlines()
+                 if line.startswith("btime ")), None)
+    if ticks is None or boot is None or digits_value(boot) is None:
+        return None
+    return digits_value(boot) + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def cpus_allowed(pid: int) -> int | None:
+    """How many CPUs ``pid`` may run on (its affinity mask), or None if it is gone."""
+    try:
+        return len(os.sched_getaffinity(pid))
+    except OSError:
+        return None
+
+
+def runner_problem(recorded: str, uid: int) -> str | None:
+    """Why the recorded identity ("<pid> <start ticks>") is no live process of ``uid``
+    (None: it is one): unreadable, ended (its pid free or reused), or another user's."""
+    if still_running(recorded) is None:
+        return f"its runner {recorded.strip()[:40]!r} is no process identity"
+    pid = digits_value(recorded.strip().partition(" ")[0])
+    # The owner first: a process still there afterwards, with the recorded start, is the
+    # one whose owner was read (its pid cannot have been reused in between).
+    runs_as = owner(pid)
+    if not still_running(recorded):
+        return f"its runner process {pid} has ended"
+    if runs_as != uid:
+        return f"its runner process {pid} is uid {runs_as}'s, not the directory's uid {uid}"
+    return None

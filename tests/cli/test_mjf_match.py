@@ -104,3 +104,72 @@ def test_what_cannot_be_read_is_one_line_and_exit_2(tmp_path, args, message):
     assert result.returncode == 2
     assert message in result.stderr and len(result.stderr.splitlines()) == 1
     assert "Traceback" not in result.stderr
+
+
+MEMORY_TERM = "other.MJF_JOB_ALLOCATED_CPU >= 4"
+
+
+def test_a_requirement_of_500_terms_is_a_match_with_one_warning(tmp_path):
+    job = slot(tmp_path, "8", 100000)
+    result = match("--location", str(job), " && ".join([MEMORY_TERM] * 500))
+    assert (result.returncode, result.stdout) == (0, "match\n"), result.stderr
+    assert len(result.stderr.splitlines()) == 1 and "warning" in result.stderr
+    assert "term by term" in result.stderr and "Traceback" not in result.stderr
+    result = match("--location", str(job), " + ".join(["1"] * 600) + " > 0")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert len(result.stderr.splitlines()) == 1 and "nested too deeply" in result.stderr
+
+
+def test_every_file_of_a_directory_is_judged_whatever_the_others_are(tmp_path):
+    """One verdict per file, the unreadable ones one line each on stderr naming the file,
+    and the exit status the worst; a FIFO neither hangs the run nor is waited on."""
+    job = slot(tmp_path / "slot", "8.04", 100000)
+    jdls = tmp_path / "jdl"
+    jdls.mkdir()
+    (jdls / "a-binary.jdl").write_bytes(b"\x7fELF\x00\x01\xff\xfe" * 1000)
+    (jdls / "b-deep.jdl").write_text(
+        f"[ Requirements = {' && '.join([MEMORY_TERM] * 500)}; ]\n")
+    (jdls / "c-huge.jdl").write_text("[ Executable = \"x\"; ]" + " " * (2 << 20))
+    (jdls / "d-nested.jdl").write_text("[ " + "a = [ " * 3000 + "b = 1" + " ]" * 3000 + " ]")
+    (jdls / "e-good.jdl").write_text("[ NumberOfProcessors = 4; CPUTime = 1000; ]\n")
+    (jdls / "f-deep-value.jdl").write_text(f"[ CPUTime = {' + '.join(['1'] * 600)}; ]\n")
+    (jdls / "g-no-match.jdl").write_text("[ NumberOfProcessors = 8; ]\n")
+    os.mkfifo(jdls / "h-fifo.jdl")
+    # 300,000 operators: the library's parser dies of it (SIGSEGV), taking the run along.
+    (jdls / "j-crasher.jdl").write_text(f"[ Requirements = {'1&&' * 300_000}1; ]")
+    (jdls / "k-printer.jdl").write_text(f"[ Requirements = {'1&&' * 60_000}1; ]")
+    if os.geteuid() != 0:  # root reads it all the same
+        (jdls / "i-unreadable.jdl").write_text("[ ]")
+        (jdls / "i-unreadable.jdl").chmod(0)
+    result = match("--location", str(job), "--jdl", str(jdls),
+                   "--jdl", str(jdls / "h-fifo.jdl"), "--jdl", str(tmp_path / "gone.jdl"))
+    assert result.returncode == 2
+    assert result.stdout.splitlines() == [f"{jdls}/b-deep.jdl: match",
+                                          f"{jdls}/e-good.jdl: match",
+                                          f"{jdls}/g-no-match.jdl: no match"]
+    errors = [line for line in result.stderr.splitlines() if "warning" not in line]
+    assert "Traceback" not in result.stderr
+    for name, why in [("a-binary.jdl", "not UTF-8 text"), ("c-huge.jdl", "larger than"),
+                      ("d-nested.jdl", "does not parse"),
+                      ("f-deep-value.jdl", "CPUTime cannot be evaluated"),
+                      ("h-fifo.jdl", "not a regular file"), ("gone.jdl", "No such file"),
+                      ("j-crasher.jdl", "has 300000 operators"),
+                      ("k-printer.jdl", "has 60000 operators")] + (
+                          [] if os.geteuid() == 0 else [("i-unreadable.jdl", "denied")]):
+        hits = [line for line in errors if f"/{name}: " in line]
+        assert len(hits) == 1 and why in hits[0], (name, errors)
+    assert [line for line in result.stderr.splitlines() if "warning" in line] == [
+        f"mjf match: {jdls}/b-deep.jdl: warning: the requirement is nested too deeply for "
+        "HTCondor's ClassAd library to evaluate whole, so it was judged term by term; a pool "
+        "whose matchmaking uses that library may never match it"]
+
+
+def test_a_directory_that_cannot_be_listed_is_one_line_and_the_rest_is_judged(tmp_path):
+    job = slot(tmp_path / "slot", "8.04", 100000)
+    good = tmp_path / "good.jdl"
+    good.write_text("[ CPUTime = 1000; ]")
+    result = match("--location", str(job), "--jdl", str(tmp_path / "no-such-dir") + "/",
+                   "--jdl", str(good))
+    assert result.returncode == 2
+    assert result.stdout == f"{good}: match\n"
+    assert len(result.stderr.splitlines()) == 1 and "no-such-dir" in result.stderr

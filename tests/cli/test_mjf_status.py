@@ -4,17 +4,21 @@ fills it with `mjf status set`, the site reads every job's with `mjf status`, an
 
 import json
 import os
+import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from mjf_hooks import jobstatus, lifecycle
+from mjf_hooks import config as config_module
+from mjf_hooks import jobstatus, lifecycle, status
 from mjf_hooks.cli.interactive import cli
-from mjf_hooks.store import Store
+from mjf_hooks.probe import process
+from mjf_hooks.store import BACKEND_MARKER, Store
 from tests import lock_holder
-from tests.conftest import installed_command
+from tests.conftest import installed_command, require
 
 CONFIG = "jobstatus = yes\n[machinefeatures]\ngrace_secs = 600\n"
 
@@ -49,12 +53,13 @@ def interactive(*args):
     return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
-def add_job(store, job_id, cpus=4, start=None, wall=7200, status=True):
+def add_job(store, job_id, cpus=4, start=None, wall=7200, status=True, backend="slurm"):
+    """A job as a root hook of ``backend`` makes it (its bookkeeping says which)."""
     features = {"job_id": job_id, "allocated_cpu": str(cpus),
                 "jobstart_secs": str(int(time.time()) - 100 if start is None else start)}
     if wall is not None:
         features["wall_limit_secs"] = str(wall)
-    store.create_job(job_id, features, status=status)
+    store.create_job(job_id, features, status=status, state={BACKEND_MARKER: backend})
     return store.job_status_dir(job_id)
 
 
@@ -355,7 +360,7 @@ def test_drain_plan_proposes_and_changes_nothing(busy):
     text = interactive("drain", "--plan", "--within", "3h")
     assert text.exit_code == 0
     lines = text.stdout.splitlines()
-    assert lines[0].startswith("3 job(s); window ") and "(the earliest allowed)" in lines[0]
+    assert lines[0].startswith("3 job(s) counted; window ") and "(the earliest allowed)" in lines[0]
     marked = [line for line in lines if line.startswith("* ")]
     assert len(marked) == 1 and f" {now + 5400} " in marked[0]
     assert "job batch is expected to end" in marked[0]
@@ -434,3 +439,145 @@ def test_the_installed_mjf_serves_status_and_drain_plan(jobs, site):
     assert result.returncode == 0, result.stderr
     assert "r1" in [job["job_id"] for job in json.loads(result.stdout)["candidates"][0]["jobs"]]
     assert mjf("status", "nope", config=conf).returncode == 1
+
+
+# --- only jobs the node runs weigh in the plan -----------------------------------------
+
+NOBODY = 65534
+
+
+def plant(parent, name, uid=NOBODY, backend=None, runner=None, cpus=1_000_000, end_in=9000,
+          report=True):
+    """A job directory a local user made in its own store below ``parent`` (its private
+    /tmp/mjf-<uid>, or an HTCondor scratch): a million cores, a pilot report, and the
+    bookkeeping it chose to write; all of it the user's."""
+    now = int(time.time())
+    top = parent / "jobs" / name
+    (top / "jobfeatures").mkdir(parents=True)
+    (top / "jobstatus").mkdir()
+    for key, value in (("job_id", name), ("allocated_cpu", str(cpus)),
+                       ("jobstart_secs", str(now - 100)), ("wall_limit_secs", str(end_in + 100))):
+        (top / "jobfeatures" / key).write_text(value)
+    state = {"backend": backend, "runner": runner}
+    if any(state.values()):
+        (top / "state").mkdir()
+        for key, value in state.items():
+            if value is not None:
+                (top / "state" / key).write_text(value)
+    if report:
+        jobstatus.update({"used_CPU": cpus, "last_job_start": now - 100,
+                          "first_exp_job_end": now + end_in, "last_exp_job_end": now + end_in},
+                         str(top / "jobstatus"), allocated_cpu=cpus)
+    for path in (parent, *parent.rglob("*")):
+        os.chown(path, uid, uid, follow_symlinks=False)
+    return top
+
+
+def private_store(tmp_path, uid=NOBODY):
+    store = tmp_path / "tmp" / f"mjf-{uid}"
+    store.mkdir(parents=True, exist_ok=True)
+    store.chmod(0o700)
+    return store
+
+
+@pytest.fixture
+def sleeper():
+    """A live process of NOBODY's, and one that has ended (its identity, pid reusable)."""
+    require(os.geteuid() == 0, "needs root: the planted directories are another user's")
+    live = subprocess.Popen(["sleep", "600"], user=NOBODY, group=NOBODY, extra_groups=[])
+    ended = subprocess.Popen(["true"], user=NOBODY, group=NOBODY, extra_groups=[])
+    for _ in range(100):
+        if process.identity(live.pid):
+            break
+        time.sleep(0.01)
+    ended_identity = process.identity(ended.pid) or f"{ended.pid} 1"
+    ended.wait()
+    try:
+        yield process.identity(live.pid), ended_identity
+    finally:
+        os.kill(live.pid, signal.SIGKILL)
+        live.wait()
+
+
+def test_planted_directories_weigh_nothing_in_the_plan(busy, tmp_path, sleeper):
+    """The issue's attack: any user, with no job, makes /tmp/mjf-<uid>/jobs/x with a
+    million cores and a pilot report; the plan (text, JSON, --apply) stays where it was
+    and lists each such directory as unverified, with why."""
+    now, base = busy
+    alive, ended = sleeper
+    before = json.loads(interactive("drain", "--plan", "--within", "3h", "--json").stdout)
+    assert before["best"] == now + 5400 and not before.get("unverified")
+    store = private_store(tmp_path)
+    init = process.identity(1)
+    planted = {
+        "no-runner": (None, None, "records no runner process and no batch system"),
+        "root-runner": ("standalone", init, "is uid 0's, not the directory's uid 65534"),
+        "ended-runner": ("standalone", ended, "has ended"),
+        "recycled-pid": ("standalone", f"{alive.split()[0]} 1", "has ended"),
+        "garbled-runner": ("standalone", "1 x\n", "is no process identity"),
+        "claims-lsf": ("lsf", None, "LSF"),
+        "claims-a-batch-job": ("slurm", None, "Slurm"),
+        "batch": ("slurm", None, "another directory already counts for job batch"),
+        "bogus-backend": ("../../etc", None, "names no batch system"),
+    }
+    for name, (backend, runner, _) in planted.items():
+        plant(store, name, backend=backend, runner=runner)
+    scratch = tmp_path / "execute" / "dir_9" / ".mjf"
+    for name in ("scratch-a", "scratch-b"):  # one HTCondor scratch holds one job
+        plant(scratch, name, backend="htcondor")
+    result = interactive("drain", "--plan", "--within", "3h", "--json")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert plan["best"] == now + 5400, plan
+    assert [c["why"] for c in plan["candidates"]] == [c["why"] for c in before["candidates"]]
+    for candidate in plan["candidates"]:
+        assert {job["job_id"] for job in candidate["jobs"]} == {"pilot", "batch", "quiet"}
+        assert str(tmp_path / "tmp") not in json.dumps(candidate)
+    unverified = {(Path(entry["jobstatus"]).parent.name): entry["why"]
+                  for entry in plan["unverified"]}
+    assert set(unverified) == {*planted, "scratch-a", "scratch-b"}, unverified
+    for name, (_, _, why) in planted.items():
+        assert why in unverified[name], (name, unverified[name])
+    assert "holds 2 job directories" in unverified["scratch-a"]
+    text = interactive("drain", "--plan", "--within", "3h", "--apply")
+    assert text.exit_code == 0, text.output
+    lines = text.stdout.splitlines()
+    assert lines[0].startswith(f"3 job(s) counted, {len(unverified)} unverified; window ")
+    assert "Unverified, not counted (nothing but their user vouches for them):" in lines
+    assert (base / "machinefeatures/shutdowntime").read_text() == str(now + 5400)
+    shown = interactive("status").stdout
+    assert shown.count("unverified (a drain plan does not count it): ") == len(unverified)
+
+
+def test_a_standalone_run_counts_while_its_runner_runs_bounded_by_the_kernel(busy, tmp_path,
+                                                                             sleeper):
+    """A user's `mjf run` counts while its process runs as that user; what it claims is
+    bounded by the CPUs that process may run on and by when it started."""
+    now, _ = busy
+    alive, _ = sleeper
+    pid = int(alive.split()[0])
+    top = plant(private_store(tmp_path), "run", backend="standalone", runner=alive,
+                end_in=9000, report=False)
+    (top / "jobfeatures" / "jobstart_secs").write_text(str(now - 86400 * 300))
+    result = interactive("drain", "--plan", "--within", "3h", "--json")
+    plan = json.loads(result.stdout)
+    assert plan["unverified"] == []
+    [job] = [job for job in plan["candidates"][0]["jobs"] if job["job_id"] == "run"]
+    cpus = len(os.sched_getaffinity(pid))
+    reports = {report.job_id: report for report in status.collect(config_module.load())}
+    counted = reports["run"].counted
+    assert counted.startswith(f"its runner process {pid} (uid {NOBODY}) runs"), counted
+    assert f"allocated_cpu 1000000 counted as {cpus}, the CPUs process {pid} may run on" \
+        in counted
+    assert reports["run"].features["allocated_cpu"] == cpus
+    assert reports["run"].features["jobstart_secs"] >= now - 60  # the sleeper's start
+    assert job["waste_core_secs"] <= cpus * (plan["candidates"][0]["time"] - now + 60)
+
+
+def test_one_job_alone_in_its_htcondor_scratch_counts(busy, tmp_path):
+    require(os.geteuid() == 0, "needs root: the scratch is another user's")
+    plant(tmp_path / "execute" / "dir_9" / ".mjf", "condor-job", backend="htcondor", cpus=2,
+          end_in=4000)
+    reports = {report.job_id: report for report in status.collect(config_module.load())}
+    assert reports["condor-job"].counted == "it is alone in the scratch htcondor made for its job"
+    assert reports["condor-job"].unverified is None

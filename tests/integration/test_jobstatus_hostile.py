@@ -37,7 +37,8 @@ import pytest
 
 from mjf_hooks import config as config_module
 from mjf_hooks import jobstatus, lifecycle
-from mjf_hooks.store import Store
+from mjf_hooks.probe import process
+from mjf_hooks.store import BACKEND_MARKER, Store
 from tests.conftest import CHECKOUT_ROOT, installed_command, require
 from tests.integration.hostile import ATTACKER
 from tests.integration.site import ensure_user
@@ -320,11 +321,11 @@ def node():
                      "add_final_exp_waste": 50, "priority_factor": 3,
                      "can_postpone_last_job": False}
         store = Store(str(site.base))
-        for job in JOBS:
+        for job in JOBS:  # as a root hook makes them: its bookkeeping names its backend
             store.create_job(job, {"job_id": job, "allocated_cpu": str(ALLOCATED_CPU),
                                    "jobstart_secs": str(now - 3600),
                                    "wall_limit_secs": "86400"},
-                             status=True, status_uid=uid)
+                             status=True, status_uid=uid, state={BACKEND_MARKER: "slurm"})
         planter = site.as_user(USER_SIDE, site.jobs, site.scratch, site.secret, pilot,
                                json.dumps(site.good))
         out, err = planter.communicate(timeout=120)
@@ -608,7 +609,8 @@ def test_a_job_claiming_another_jobs_id_does_not_replace_its_cost_in_the_plan(no
         listed, _ = node.mjf("status", "--json")
         result, _ = node.mjf("drain", "--plan", "--within", "3h", "--json")
     assert listed.returncode == 0 and result.returncode == 0, result.stderr
-    counted = len(json.loads(listed.stdout)["jobs"])
+    counted = len([job for job in json.loads(listed.stdout)["jobs"]
+                   if job["unverified"] is None])
     plan = json.loads(result.stdout)
     for candidate in plan["candidates"]:
         assert len(candidate["jobs"]) == counted, candidate  # each job counted, once
@@ -655,3 +657,91 @@ def test_what_a_user_wrote_forges_no_line_and_no_escape_in_the_text_output(node)
         assert not [line for line in lines if line.startswith("job forged  allocated_cpu 64")]
         assert sum(line.startswith("job good  allocated_cpu 8  reports") for line in lines) \
             <= 1
+
+
+# Runs as mjfuser1, who has no job at all: plants job directories in its own private
+# store (/tmp/mjf-<uid>, where a standalone `mjf run` of its own would go), each with a
+# million cores, a pilot report and whatever bookkeeping argv[4] asks for.
+PLANT = r'''
+import json, os, sys
+store, pilot, now, planted = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
+sys.path.insert(0, pilot)
+import jobstatus
+os.umask(0o077)
+os.makedirs(os.path.join(store, "jobs"), exist_ok=True)
+for name, state in planted.items():
+    top = os.path.join(store, "jobs", name)
+    os.makedirs(os.path.join(top, "jobfeatures"))
+    os.mkdir(os.path.join(top, "jobstatus"))
+    for key, value in (("job_id", name), ("allocated_cpu", "1000000"),
+                       ("jobstart_secs", str(now - 100)), ("wall_limit_secs", "9100")):
+        with open(os.path.join(top, "jobfeatures", key), "w") as file:
+            file.write(value)
+    if state:
+        os.mkdir(os.path.join(top, "state"))
+        for key, value in state.items():
+            with open(os.path.join(top, "state", key), "w") as file:
+                file.write(value)
+    jobstatus.update({"used_CPU": 1000000, "last_job_start": now - 100,
+                      "first_exp_job_end": now + 9000, "last_exp_job_end": now + 9000},
+                     directory=os.path.join(top, "jobstatus"), allocated_cpu=1000000)
+'''
+
+
+def test_a_user_without_a_job_cannot_move_the_drain_plan(node):
+    """Issue 27: mjfuser1, with no job, plants /tmp/mjf-<uid>/jobs/* (a million cores, a
+    pilot report expecting to end in 2.5 h) - with no runner, a runner that is root's
+    process, one of its own that has ended, a recycled pid, a batch system's name; root's
+    `mjf drain --plan --apply` chooses the time it chose without them, announces that,
+    and lists each as unverified with why."""
+    _require_no_other_stores(node)
+    private = Path(f"/tmp/mjf-{node.uid}")
+    require(not private.exists(), f"{private} exists: a job of {ATTACKER}'s may be there")
+    before, _ = node.mjf("drain", "--plan", "--within", "3h", "--json")
+    assert before.returncode == 0, before.stderr
+    before = json.loads(before.stdout)
+    ended = node.as_user("import os; print(os.getpid())")
+    ended_pid = int(ended.communicate(timeout=30)[0])
+    alive = node.as_user("import sys; print('up', flush=True); sys.stdin.read()",
+                         stdin=subprocess.PIPE)
+    try:
+        _started(alive, "up")
+        planted = {
+            "no-runner": ({}, "records no runner process and no batch system"),
+            "root-runner": ({"backend": "standalone", "runner": process.identity(1)},
+                            "is uid 0's, not the directory's"),
+            "ended-runner": ({"backend": "standalone", "runner": f"{ended_pid} 12345"},
+                             "has ended"),
+            "recycled-pid": ({"backend": "standalone", "runner": f"{alive.pid} 1"},
+                             "has ended"),
+            "claims-slurm": ({"backend": "slurm"}, "Slurm"),
+            "good": ({"backend": "slurm"}, "another directory already counts for job good"),
+        }
+        planter = node.as_user(PLANT, private, node.pilot, int(time.time()),
+                               json.dumps({name: state for name, (state, _) in planted.items()}))
+        assert planter.wait(timeout=60) == 0, planter.communicate()[1]
+        assert os.stat(private).st_uid == node.uid  # the user's own, as the attack has it
+        result, _ = node.mjf("drain", "--plan", "--within", "3h", "--apply", "--json")
+        assert result.returncode == 0, result.stderr
+        plan = json.loads(result.stdout)
+        assert_nothing_leaked(node, result.stdout + result.stderr)
+        # Not moved: the same candidates, and the same best (a job's end, or the earliest
+        # allowed time, which moves only with the clock).
+        assert [c["why"] for c in plan["candidates"]] == [
+            c["why"] for c in before["candidates"]], plan["candidates"]
+        assert plan["best"] - plan["now"] == before["best"] - before["now"] or \
+            plan["best"] == before["best"], (plan["best"], before["best"])
+        assert plan["best"] != plan["now"] + 9000
+        for candidate in plan["candidates"]:
+            assert str(private) not in json.dumps(candidate["jobs"]), candidate
+        unverified = {Path(entry["jobstatus"]).parent.name: entry["why"]
+                      for entry in plan["unverified"]
+                      if entry["jobstatus"].startswith(f"{private}/")}
+        assert set(unverified) == set(planted), plan["unverified"]
+        for name, (_, why) in planted.items():
+            assert why in unverified[name], (name, unverified[name])
+        assert (node.base / "machinefeatures/shutdowntime").read_text() == str(plan["best"])
+    finally:
+        alive.communicate(input="", timeout=30)
+        node.mjf("drain", "--cancel")
+        shutil.rmtree(private, ignore_errors=True)

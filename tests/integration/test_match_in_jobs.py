@@ -5,6 +5,7 @@ runs the installed `mjf` (with HTCondor's ClassAd library, the match extra) on i
 slot ($MACHINEFEATURES and $JOBFEATURES, as the hooks made them) and records every
 command's exit status and output in one JSON file, which the test then checks:
 
+- a requirement of 500 `&&` terms the slot meets exits 0 with one warning line;
 - a requirement the slot meets (2 cores, enough memory) exits 0; one it does not (more
   than 2 cores) exits 1, and --explain names the clause with the slot's value;
 - a DIRAC JDL asking for 2 processors exits 0; one asking for 4 exits 1, --explain
@@ -31,6 +32,8 @@ pytestmark = pytest.mark.integration
 CPUS = 2
 MEETS = f"TARGET.MJF_JOB_ALLOCATED_CPU >= {CPUS} && TARGET.GlueHostMainMemoryRAMSize >= 100"
 FAILS = f"TARGET.MJF_JOB_ALLOCATED_CPU > {CPUS}"
+# Deeper than HTCondor's ClassAd library evaluates whole (issue 27): judged term by term.
+DEEP = " && ".join([f"TARGET.MJF_JOB_ALLOCATED_CPU >= {CPUS}"] * 500)
 # With a CPUTime (HS06 s) the slot has left: without one DIRAC assumes 86400, more than
 # a 10-minute slot holds (and a slot with no wall limit has no CPUTime for DIRAC at all).
 JDLS = {"two.jdl": f"[ NumberOfProcessors = {CPUS}; CPUTime = 1000; ]\n",
@@ -45,6 +48,7 @@ here = os.path.dirname(os.path.abspath(__file__))
 cases = {
     "meets": ["match", "--explain", MEETS],
     "fails": ["match", "--explain", FAILS],
+    "deep": ["match", "--explain", DEEP],
     "jdl_two": ["match", "--explain", "--jdl", os.path.join(here, "two.jdl")],
     "jdl_four": ["match", "--explain", "--jdl", os.path.join(here, "four.jdl")],
     "describe": ["describe", "--format", "json"],
@@ -56,7 +60,7 @@ for name, args in cases.items():
 with open(out + ".part", "w") as handle:
     json.dump(seen, handle)
 os.rename(out + ".part", out)
-'''.replace("MEETS", repr(MEETS)).replace("FAILS", repr(FAILS))
+'''.replace("MEETS", repr(MEETS)).replace("FAILS", repr(FAILS)).replace("DEEP", repr(DEEP))
 
 
 def install_job(root: Path) -> Path:
@@ -82,6 +86,9 @@ def assert_matched_in_job(seen: dict, diagnose) -> None:
     # The clause, with the slot's side: `TARGET.MJF_JOB_ALLOCATED_CPU > 2` is false: ... = 2 > 2
     assert any(f"`{FAILS}` is false" in line and f"= {CPUS} > {CPUS}" in line
                for line in lines[1:]), context
+    deep = seen["deep"]
+    assert deep["rc"] == 0 and deep["out"] == "match\n", context
+    assert len(deep["err"].splitlines()) == 1 and "term by term" in deep["err"], context
     two, four = seen["jdl_two"], seen["jdl_four"]
     assert two["rc"] == 0 and two["out"].splitlines() == [
         f"{two['out'].split(':')[0]}: match"], context

@@ -275,3 +275,190 @@ def test_cost_per_requirement_for_ten_thousand():
     print(f"\nper requirement: ClassAd {classad_cost * 1e6:.1f} us, "
           f"DIRAC JDL {dirac_cost * 1e6:.1f} us")
     assert classad_cost < 0.002 and dirac_cost < 0.002
+
+
+# --- deep and hostile requirements: never an exception, one line each ------------------
+
+# HTCondor's ClassAd library evaluates recursively and gives up a few hundred operators
+# deep: 500 `&&` terms raise ClassAdException out of its eval().
+MEMORY_TERM = "other.GlueHostMainMemoryRAMSize >= 16000"
+
+
+def chain(operator: str, terms: list[str]) -> str:
+    return f" {operator} ".join(terms)
+
+
+def test_a_chain_of_500_ands_is_judged_term_by_term():
+    verdict = match.classad_requirements(chain("&&", [MEMORY_TERM] * 500), SLOT)
+    assert outcome(verdict) == MATCH, verdict
+    assert len(verdict.warnings) == 1
+    assert "HTCondor" in verdict.warnings[0] and "\n" not in verdict.warnings[0]
+    terms = [MEMORY_TERM] * 499 + ["other.GlueHostMainMemoryRAMSize >= 16001"]
+    verdict = match.classad_requirements(chain("&&", terms), SLOT, explain=True)
+    assert outcome(verdict) == NO
+    assert verdict.reasons == ["`other.GlueHostMainMemoryRAMSize >= 16001` is false: "
+                               "other.GlueHostMainMemoryRAMSize = 16000 >= 16001"]
+
+
+def test_a_chain_of_500_ors_and_a_deep_conditional():
+    falses = ["other.MJF_JOB_ALLOCATED_CPU > 8"] * 499
+    assert outcome(match.classad_requirements(chain("||", [*falses, MEMORY_TERM]), SLOT)) \
+        == MATCH
+    assert outcome(match.classad_requirements(chain("||", falses * 2), SLOT)) == NO
+    deep = f"other.MJF_JOB_ALLOCATED_CPU == 8 ? ({chain('&&', [MEMORY_TERM] * 600)}) : false"
+    assert outcome(match.classad_requirements(deep, SLOT)) == MATCH
+    # Mixed: && binds tighter than ||, as in the library.
+    mixed = chain("||", [chain("&&", ["true"] * 300 + ["false"])] * 3 + [
+        chain("&&", ["true"] * 300)])
+    assert outcome(match.classad_requirements(mixed, SLOT)) == MATCH
+    # An attribute the slot lacks, deep in the chain: undefined, no match, named.
+    lacks = chain("&&", [MEMORY_TERM] * 300 + ["other.MJF_JOB_GPUS >= 1"] + ["true"] * 300)
+    verdict = match.classad_requirements(lacks, SLOT, explain=True)
+    assert outcome(verdict) == NO
+    assert verdict.reasons == ["`other.MJF_JOB_GPUS >= 1` is undefined: the slot has no "
+                               "MJF_JOB_GPUS"]
+
+
+def test_what_cannot_be_judged_in_parts_is_one_unreadable_line():
+    for text in (" + ".join(["1"] * 600) + " > 0", "!" * 480 + "true",
+                 chain("&&", [MEMORY_TERM] * 400 + ['other.GlueHostOperatingSystemName > 3']),
+                 "(" * 5000 + "true" + ")" * 5000):
+        verdict = match.classad_requirements(text, SLOT, explain=True)
+        assert outcome(verdict) == UNREADABLE, text[:40]
+        assert "\n" not in verdict.unreadable and len(verdict.unreadable) < 400
+
+
+# The library's values and the fold's: every atom ClassAd distinguishes in && and ||.
+ATOMS = ["true", "false", "undefined", "error", "0", "1", "2.5", "0.0", '"s"', "{ 1 }",
+         "[ a = 1 ]", "1/0", "other.MJF_JOB_ALLOCATED_CPU == 8", "other.Nothing > 1"]
+
+
+def _expressions():
+    from hypothesis import strategies as st
+
+    atom = st.sampled_from(ATOMS)
+
+    def combine(children):
+        return st.one_of(
+            st.tuples(st.sampled_from(["&&", "||"]), st.lists(children, min_size=2,
+                                                                max_size=6)).map(
+                lambda pair: chain(pair[0], pair[1])),
+            children.map(lambda text: f"({text})"),
+            st.tuples(children, children, children).map(lambda t: f"{t[0]} ? {t[1]} : {t[2]}"))
+    return st.recursive(atom, combine, max_leaves=30)
+
+
+def test_judging_in_parts_gives_the_library_s_own_value():
+    """The fold over a chain's terms is the library's logic, value for value, on every
+    expression short enough for the library to evaluate whole."""
+    import classad2  # the autouse fixture requires it
+    from hypothesis import given, settings
+    slot = match.ClassAdSlot(SLOT)
+
+    def deep(text):  # every chain in parts, at every level, not only where the library fails
+        value = slot._in_parts(text, deep)
+        return slot._evaluate(text) if value is None else value
+
+    @settings(max_examples=400, deadline=None)
+    @given(_expressions())
+    def check(text):
+        whole = slot._evaluate(text)
+        parts = deep(text)
+        if isinstance(whole, classad2.Value) or isinstance(parts, classad2.Value):
+            assert parts == whole and type(parts) is type(whole), (text, whole, parts)
+        elif isinstance(whole, bool):
+            assert parts is whole, (text, whole, parts)
+        else:  # a branch of ?: that is no truth value: the same value
+            assert str(parts) == str(whole), (text, whole, parts)
+    check()
+
+
+def test_long_chains_have_the_verdict_of_their_short_equivalent():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    slot = match.ClassAdSlot(SLOT)
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.sampled_from(["&&", "||"]), st.lists(st.sampled_from(ATOMS), min_size=1,
+                                                   max_size=8),
+           st.integers(min_value=450, max_value=900))
+    def check(operator, atoms, length):
+        neutral = "true" if operator == "&&" else "false"
+        short = slot.requirements(chain(operator, [neutral, *atoms]))
+        long = slot.requirements(chain(operator, [neutral] * length + atoms))
+        assert (long.matched, long.unreadable is None) == (short.matched,
+                                                            short.unreadable is None)
+    check()
+
+
+def test_hostile_text_is_never_an_exception():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    slot = match.ClassAdSlot(SLOT)
+    pieces = st.sampled_from(["(", ")", "[", "]", "{", "}", "&&", "||", "?", ":", "!", "-",
+                              '"', "'", "/*", "*/", "\\", "\x00", "\ud800", "é", "1e400",
+                              "9" * 400, "other.", "TARGET", "strcat(", "regexp(", " ",
+                              "\n", ",", ";", "=", "==", "=?=", "is", "true", "x"])
+    text = st.one_of(st.text(max_size=200), st.lists(pieces, max_size=300).map("".join))
+
+    @settings(max_examples=500, deadline=None)
+    @given(text, st.booleans())
+    def check(expression, explain):
+        verdict = slot.requirements(expression, explain)
+        assert verdict.exit_code in (0, 1, 2)
+        if verdict.unreadable is not None:
+            assert "\n" not in verdict.unreadable and len(verdict.unreadable) < 1000
+        assert all("\n" not in reason for reason in verdict.reasons)
+    check()
+
+
+def test_a_megabyte_of_unclosed_comments_is_read_in_linear_time():
+    started = time.perf_counter()
+    verdict = match.classad_requirements("true && " + "/*" * 500_000, SLOT)
+    assert outcome(verdict) == UNREADABLE
+    assert time.perf_counter() - started < 5
+
+
+@pytest.mark.parametrize("jdl", [
+    "[ CPUTime = " + " + ".join(["1"] * 600) + " ]",
+    '[ CPUTime = "' + "9" * 5000 + '" ]',
+    '[ NumberOfProcessors = "' + "9" * 400 + '" ]',
+    "[ MinRAM = 1e400 ]",
+    "[ CPUTime = -5 ]",
+    "[ Requirements = [ Memory = " + " + ".join(["1"] * 600) + " ] ]",
+    "[ " + "a = [ " * 3000 + "b = 1" + " ]" * 3000 + " ]",
+    "[ Tags = {" + ", ".join(['"x"'] * 50_000) + "} ]",
+    "\x00\x01\x02 binary \xff",
+])
+def test_hostile_jdl_is_unreadable_or_judged_never_an_exception(jdl):
+    verdict = match.dirac_requirements(jdl, RESOURCE, explain=True)
+    assert verdict.exit_code in (1, 2), verdict
+    if verdict.unreadable is not None:
+        assert "\n" not in verdict.unreadable and len(verdict.unreadable) < 1000
+
+
+def test_what_would_crash_the_library_is_never_handed_to_it():
+    """HTCondor's ClassAd library dies (SIGSEGV) printing ~50,000 chained operators and
+    parsing ~200,000: in a child process, so that a crash fails this test alone."""
+    import subprocess
+
+    code = ("from mjf_hooks import match\n"
+            "slot, resource = match.ClassAdSlot({}), match.DiracResource({'CPUTime': 1})\n"
+            "for n in (60_000, 300_000):\n"
+            "    for text in (f'[ Requirements = {\"1&&\" * n}1; ]', f'[ X = {\"1+\" * n}1; ]'):\n"
+            "        print(match.jdl_requirements(text, slot, resource).unreadable)\n"
+            "    print(slot.requirements('1&&' * n + '1').unreadable)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert len(lines) == 6 and all(f"more than the {match.MAX_OPERATORS}" in line
+                                   for line in lines), lines
+
+
+def test_a_glite_jdl_with_500_terms_is_judged():
+    slot, resource = match.ClassAdSlot(SLOT), match.DiracResource(RESOURCE)
+    jdl = f'[ Executable = "x"; Requirements = {chain("&&", [MEMORY_TERM] * 500)}; ]'
+    assert outcome(match.jdl_requirements(jdl, slot, resource)) == MATCH

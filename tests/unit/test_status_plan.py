@@ -124,8 +124,9 @@ def test_describe_and_as_dict():
     job = report("7", features=EIGHT, values={"used_CPU": 1, "priority_factor": -2})
     job.status.problems = {"last_job_start": "a symlink: not followed"}
     assert job.as_dict(NOW) == {
-        "job_id": "7", "jobstatus": "/base/jobs/7/jobstatus", "features": EIGHT,
-        "state": "reports", "values": {"used_CPU": "1", "priority_factor": "-2"},
+        "job_id": "7", "jobstatus": "/base/jobs/7/jobstatus", "counted": None,
+        "unverified": None, "features": EIGHT, "state": "reports",
+        "values": {"used_CPU": "1", "priority_factor": "-2"},
         "problems": {"last_job_start": "a symlink: not followed"},
         "figures": job.figures(NOW)}
     assert report("8").as_dict(NOW)["values"] == {}
@@ -393,3 +394,33 @@ def test_collect_takes_only_the_files_of_the_jobstatus_owner(node):
     assert job.status.values == {"used_CPU": 1}
     assert job.status.problems == {
         "priority_factor": "priority_factor belongs to uid 0, not the job's user 65534"}
+
+
+def test_an_unverified_job_weighs_nothing_and_adds_no_candidate():
+    """Only counted jobs weigh: a directory nothing but its user vouches for - a million
+    cores, a pilot report - changes neither the candidates nor the best time."""
+    real = report("real", features={"allocated_cpu": 4, "jobstart_secs": NOW - 100,
+                                    "wall_limit_secs": 3600})
+    planted = report("planted", features={"allocated_cpu": 1_000_000,
+                                          "jobstart_secs": NOW - 100,
+                                          "wall_limit_secs": 9100},
+                     values={"used_CPU": 1_000_000, "last_job_start": NOW - 100,
+                             "first_exp_job_end": NOW + 9000, "last_exp_job_end": NOW + 9000})
+    alone = drainplan.plan([real], NOW, NOW + 600, NOW + 10800)
+    planted.unverified = "its directory (uid 1001) records no runner process"
+    both = drainplan.plan([real, planted], NOW, NOW + 600, NOW + 10800)
+    assert [(c.time, c.waste) for c in both] == [(c.time, c.waste) for c in alone]
+    assert drainplan.best(both).time == drainplan.best(alone).time == NOW + 3500
+    assert all([job for job, _, _ in c.jobs] == [real] for c in both)
+    assert drainplan.counted([real, planted]) == [real]
+    planted.unverified = None  # what the plan did before: the planted job decides
+    assert drainplan.best(drainplan.plan([real, planted], NOW, NOW + 600,
+                                         NOW + 10800)).time == NOW + 9000
+
+
+def test_an_unverified_job_is_never_the_least_critical():
+    cheap = report("cheap", features={"allocated_cpu": 1, "jobstart_secs": NOW - 10})
+    dear = report("dear", features={"allocated_cpu": 8, "jobstart_secs": NOW - 10000})
+    cheap.unverified = "its runner process 4242 has ended"
+    assert [job.job_id for job in status.least_critical_first([cheap, dear], NOW)] == [
+        "dear", "cheap"]
