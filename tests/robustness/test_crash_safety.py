@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from mjf_hooks import spec
-from tests.conftest import fixture_text
+from tests.conftest import ConfigPath, fixture_text
 
 # The child: counts the filesystem-changing os calls, dies at the N-th.
 INJECTOR = r'''
@@ -99,7 +99,7 @@ class Node:
         scontrol = root / "scontrol"
         scontrol.write_text(f"#!/bin/sh\ncat <<'EOF'\n{SCONTROL_OUTPUT}EOF\n")
         scontrol.chmod(0o755)
-        self.config = root / "mjf.conf"
+        self.config = ConfigPath(root / "mjf.conf")  # replaced atomically
         self.config.write_text(
             f"[mjf]\nbase_dir = {self.base}\nlog = stderr\ncommand_timeout = 2\n"
             f"[machinefeatures]\nhs06_per_cpu = 10\ngrace_secs = 600\n"
@@ -130,8 +130,7 @@ class Node:
             f"-F) cat <<'EOF'\n{fixture_text(f'{GE}/qstat-F-queue-instance.txt')}EOF\n;;\n"
             f"-u) cat <<'EOF'\n{QSTAT_XML}EOF\n;;\n*) exit 2 ;;\nesac\n")
         qstat.chmod(0o755)
-        with self.config.open("a") as handle:
-            handle.write(f"[gridengine]\nqstat = {qstat}\n")
+        self.config.write_text(self.config.read_text() + f"[gridengine]\nqstat = {qstat}\n")
         # PBS: PBS_EXEC here (never the host's /etc/pbs.conf), its pbsnodes saying jobs 1.vm
         # and 2.vm run on this host (what `mjf sync` asks), a pbs_cgroups prefix no host has.
         (root / "pbs/bin").mkdir(parents=True)
@@ -142,9 +141,9 @@ class Node:
             f'{{"nodes": {{"{short}": {{"state": "job-busy", '
             '"jobs": ["1.vm/0", "1.vm/1", "2.vm/0", "2.vm/1"]}}}\nEOF\n')
         pbsnodes.chmod(0o755)
-        with self.config.open("a") as handle:
-            handle.write(f"[pbs]\npbs_exec = {root / 'pbs'}\ntmpdir = {root / 'scratch'}\n"
-                         "cgroup_prefix = /mjf-crash-no-such-cgroup\nquery_qstat = no\n")
+        self.config.write_text(self.config.read_text()
+                               + f"[pbs]\npbs_exec = {root / 'pbs'}\ntmpdir = {root / 'scratch'}\n"
+                               "cgroup_prefix = /mjf-crash-no-such-cgroup\nquery_qstat = no\n")
         (root / "scratch").mkdir()
         (root / "runtime").mkdir(mode=0o700)
         self.job_script = root / "job"  # as execd spools it: run by the queue's shell
@@ -210,8 +209,7 @@ class Node:
     def keep_records(self) -> Node:
         """Records kept (``[records] dir``), and an squeue saying that only job 1 runs, so
         that `mjf sync` can tell a job whose end never ran."""
-        with self.config.open("a") as handle:
-            handle.write(f"[records]\ndir = {self.records}\n")
+        self.config.write_text(self.config.read_text() + f"[records]\ndir = {self.records}\n")
         squeue = self.root / "squeue"  # beside [slurm] scontrol, where sync looks
         squeue.write_text("#!/bin/sh\necho 1\n")
         squeue.chmod(0o755)
