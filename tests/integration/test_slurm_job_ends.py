@@ -5,7 +5,7 @@ leaves the queue). It once left a directory behind now and then - after a short 
 cancelled one, an array task - which a `mjf sync` in the tests removed and so hid: the
 tests rewrote the site config in place (truncate, then write) right after a job's output
 was seen, and an Epilog that read it in between took it for a config of defaults, found
-no job there and said nothing. Here 34 jobs of every kind end, two at a time, while the
+no job there and said nothing. Here 32 jobs of every kind end, two at a time, while the
 site config is rewritten (as the tests do, now by rename) the whole time; no `mjf sync`
 runs: no job's directory may be left, and each job that ran has its record (the Epilog
 wrote it, from the directory it had already taken out of sight).
