@@ -16,7 +16,14 @@ from . import spec
 from .config import Config
 from .errors import StoreError
 from .log import Log
-from .store import BACKEND_MARKER, JOB_STATUS_DIR, OWN_PREFIX, RUNNER_MARKER, Store
+from .store import (
+    BACKEND_MARKER,
+    JOB_STATUS_DIR,
+    OWN_PREFIX,
+    RUNNER_MARKER,
+    Store,
+    job_dir_name,
+)
 
 # Type names only: importing collections.abc at run time costs every job start ~2 ms.
 # The value computation and the probes load where a job starts (or machine features
@@ -394,23 +401,56 @@ def report_usage(config: Config, log: Log, job_id: str, level, dry_run: bool = F
 
 
 def end_job(store: Store, log: Log, job_id: str, dry_run: bool = False,
-            config: Config | None = None, ending: JobEnd | None = None) -> bool:
-    """Remove a job's directory (idempotent); True if there was one. With ``ending``
-    and a ``config`` that keeps records, the job's record is written first - or, if it
-    cannot be, one line says why: the directory is removed either way."""
+            config: Config | None = None, ending: JobEnd | None = None,
+            say_if_absent: bool = True) -> bool:
+    """End a job here (idempotent); True if it had a directory.
+
+    The first act is the rename of the job's directory out of sight (its hidden trash
+    name): readers no longer see the job, and a kill at any later point leaves only what
+    `mjf sync` removes. Then, with ``ending`` and a ``config`` that keeps records, the
+    job's record is written from the renamed tree - or one line says why it cannot be -
+    and last the tree is removed. A job without a directory is said in one line, naming
+    the base_dir and the config read (``say_if_absent``: a caller that looks in several
+    places says it once itself, :func:`say_nothing_to_remove`)."""
     if dry_run:
         sys.stdout.write(f"would remove {store.job_features_dir(job_id)}\n")
         return False
+    taken = store.take_job(job_id)
+    if taken is None:
+        if say_if_absent:
+            say_nothing_to_remove(log, job_id, [store], config)
+        return False
     if ending is not None and config is not None and config.records_dir:
         try:
-            record_job(config, store, log, job_id, ending)
+            record_job(config, store, log, job_id, ending, taken=taken)
         except Exception as error:  # noqa: BLE001 - a record must never keep a job's files
             log.error(f"job {job_id} not recorded: internal error "
                       f"{type(error).__name__}: {error}")
-    removed = store.remove_job(job_id)
-    if removed:
+    if store.remove_taken(taken):
         log.info(f"removed the features of job {job_id}")
-    return removed
+    else:
+        log.info(f"removed the features of job {job_id} from sight; the rest waits for "
+                 "`mjf sync`")
+    return True
+
+
+def say_nothing_to_remove(log: Log, job_id: str, stores: list[Store],
+                          config: Config | None) -> None:
+    """The one line of a job end that found no directory of the job: which job, where it
+    looked and what was missing there, and the config that named those places. A warning
+    where not even a ``jobs/`` exists: no job start wrote there, so this end probably
+    read another config than the start did (or none); else information (a second end of
+    the job, a start that made nothing)."""
+    places, misplaced = [], True
+    for store in stores:
+        jobs = f"{store.base_dir}/jobs"
+        missing = (store.base_dir if not os.path.isdir(store.base_dir) else
+                   jobs if not os.path.isdir(jobs) else f"{jobs}/{job_dir_name(job_id)}")
+        misplaced = misplaced and not missing.startswith(jobs + "/")
+        places.append(f"base_dir {store.base_dir} ({missing} does not exist)")
+    source = f"config {config.path}" if config is not None else "no config"
+    (log.warning if misplaced else log.info)(
+        f"job {job_id}: no directory to remove in {'; '.join(places)}; {source}")
 
 
 # What a record's Requested values are read from: the job's own files, as MJF wrote them.
@@ -421,16 +461,17 @@ _REQUESTED_KEYS = (("allocated_cpu", "allocated_cpu"), ("max_rss_bytes", "max_rs
 
 
 def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobEnd,
-               now: float | None = None) -> str | None:
+               now: float | None = None, taken: str | None = None) -> str | None:
     """Write the record of a job as it ends: what its directory says MJF promised,
     against what ``ending`` says it used. Returns the record's path; None (with one
     log line) if it could not be written. A job without a directory (MJF set up
-    nothing for it, or its end already ran) gets no record."""
+    nothing for it, or its end already ran) gets no record. ``taken``: where the job's
+    end moved its directory (:meth:`Store.take_job`), read there."""
     from . import record_files
     from .records import Record, out_of_bounds
 
     try:
-        written, _ = store.read_job(job_id)
+        written, _ = store.read_job(job_id, taken)
     except StoreError:
         log.debug(f"job {job_id} has no directory here: no record")
         return None
@@ -444,7 +485,7 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
                             "value: left out of its record")
     delivered = {}
     if ending.usage_source:
-        report = store.read_usage_report(job_id)
+        report = store.read_usage_report(job_id, taken)
         if report is not None:
             from .records import parse_usage_report
 

@@ -262,7 +262,12 @@ class Dir:
         entry = self.move_out_of_sight(name)
         if entry is None:
             return None
-        return _Remover(self, time.monotonic() + REMOVAL_BUDGET_SECS).remove(entry)
+        return self.remove(entry)
+
+    def remove(self, name: str) -> bool:
+        """Remove an entry already out of sight (:meth:`move_out_of_sight`), for at most
+        ``REMOVAL_BUDGET_SECS``: True if it is gone, False if the rest waits."""
+        return _Remover(self, time.monotonic() + REMOVAL_BUDGET_SECS).remove(name)
 
     def move_out_of_sight(self, name: str) -> str | None:
         """Rename an entry (never following it) to a hidden trash name carrying our pid,

@@ -77,18 +77,24 @@ def end(context: HookContext, job_id: str, owner_variables: tuple[str, ...],
     private directory, and - run as root, where neither had it - the job's user's
     (a starter without a root pre-start put it there). With ``ending``, the job's
     record is written first (where the site keeps records)."""
+    looked = job_stores(context)
     removed = [lifecycle.end_job(store, context.log, job_id, context.dry_run, context.config,
-                                 ending)
-               for store in job_stores(context)]
-    if any(removed) or context.dry_run or os.geteuid() != 0:
+                                 ending, say_if_absent=False)
+               for store in looked]
+    if any(removed) or context.dry_run:
         return
-    try:
-        uid, _ = job_user(context.environ, owner_variables)
-    except SiteInputError:
-        return  # no user known here: nothing of theirs to look in
-    for store in lifecycle.job_stores_elsewhere(context.config):
-        if store.owner == uid and uid != 0:
-            lifecycle.end_job(store, context.log, job_id, False, context.config, ending)
+    if os.geteuid() == 0:
+        try:
+            uid, _ = job_user(context.environ, owner_variables)
+        except SiteInputError:
+            uid = 0  # no user known here: nothing of theirs to look in
+        for store in lifecycle.job_stores_elsewhere(context.config):
+            if store.owner == uid and uid != 0:
+                looked.append(store)
+                if lifecycle.end_job(store, context.log, job_id, False, context.config,
+                                     ending, say_if_absent=False):
+                    return
+    lifecycle.say_nothing_to_remove(context.log, job_id, looked, context.config)
 
 
 def job_user(environ: dict[str, str], variables: tuple[str, ...]) -> tuple[int, int]:

@@ -362,9 +362,10 @@ class Store:
         except (FileNotFoundError, StoreError):
             return None
 
-    def read_job(self, job_id: str) -> tuple[dict[str, str], bool]:
-        """A job's key values and whether completion is pending (StoreError if no job)."""
-        name = job_dir_name(job_id)
+    def read_job(self, job_id: str, taken: str | None = None) -> tuple[dict[str, str], bool]:
+        """A job's key values and whether completion is pending (StoreError if no job);
+        ``taken``: read them where :meth:`take_job` moved the job's directory."""
+        name = taken or job_dir_name(job_id)
         try:
             with self._open_top(JOBS_DIR) as jobs, \
                     jobs.open_subdir(name) as top, top.open_subdir(JOB_FEATURES_DIR) as features:
@@ -389,11 +390,13 @@ class Store:
                 reports.replace(USAGE_REPORT, content, self.file_mode)
         return True
 
-    def read_usage_report(self, job_id: str) -> str | None:
-        """The job's usage report, or None. Its user wrote it: a symlink or a FIFO planted
-        there is neither followed nor waited on, and only the first 4 KiB are read."""
+    def read_usage_report(self, job_id: str, taken: str | None = None) -> str | None:
+        """The job's usage report, or None (``taken``: as for :meth:`read_job`). Its user
+        wrote it: a symlink or a FIFO planted there is neither followed nor waited on, and
+        only the first 4 KiB are read."""
         try:
-            with self._open_top(JOBS_DIR) as jobs, jobs.open_subdir(job_dir_name(job_id)) as top, \
+            with self._open_top(JOBS_DIR) as jobs, \
+                    jobs.open_subdir(taken or job_dir_name(job_id)) as top, \
                     top.open_subdir(JOB_USAGE_DIR) as reports:
                 return reports.read(USAGE_REPORT)
         except (FileNotFoundError, StoreError):
@@ -418,6 +421,29 @@ class Store:
         for :meth:`empty_trash`.
         """
         return self.remove_job_dir(job_dir_name(job_id))
+
+    def take_job(self, job_id: str) -> str | None:
+        """The first act of ending a job: its directory renamed at once to a hidden trash
+        name (readers no longer see the job; should we be killed from here on, `mjf sync`
+        removes what is left). That name - for :meth:`read_job` and
+        :meth:`read_usage_report`, then :meth:`remove_taken` - or None if the job has no
+        directory here (nor base_dir or jobs/)."""
+        jobs = self._open_jobs()
+        if jobs is None:
+            return None
+        with jobs:
+            jobs.sweep_leftovers()
+            return jobs.move_out_of_sight(job_dir_name(job_id))
+
+    def remove_taken(self, taken: str) -> bool:
+        """Remove a job's directory that :meth:`take_job` moved out of sight, within
+        ``REMOVAL_BUDGET_SECS``: True if it is gone, False if the rest waits for
+        :meth:`empty_trash`."""
+        jobs = self._open_jobs()
+        if jobs is None:
+            return False  # base_dir itself went away meanwhile: nothing of ours to remove
+        with jobs:
+            return jobs.remove(taken)
 
     def remove_job_dir(self, dir_name: str) -> bool:
         """:meth:`remove_job` for a directory as listed in ``jobs/`` (already encoded)."""

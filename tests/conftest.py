@@ -58,13 +58,40 @@ def hooks_command(name: str) -> str:
     return str(path)
 
 
+def replace_file(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Replace ``path`` with ``data`` at once: written to a temporary name beside it and
+    renamed over it. A hook reading it meanwhile (an Epilog of a job still completing)
+    sees the old content or the new, whole: never an empty or half-written file, which
+    it would take for a config of defaults."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(temp, "wb") as handle:
+        handle.write(data)
+    temp.chmod(mode)
+    os.replace(temp, path)
+
+
+class ConfigPath(type(Path())):
+    """The path of a config file the hooks may be reading: ``write_text`` and
+    ``write_bytes`` replace it atomically (:func:`replace_file`), so every test that
+    rewrites it - mid-run, with jobs still ending - does so safely without saying so."""
+
+    def write_text(self, data: str, encoding: str | None = None, errors: str | None = None,
+                   newline: str | None = None) -> int:
+        replace_file(self, data.encode(encoding or "utf-8", errors or "strict"))
+        return len(data)
+
+    def write_bytes(self, data: bytes) -> int:
+        replace_file(self, bytes(data))
+        return len(data)
+
+
 def config_writer(directory: Path):
     """Write an mjf.conf in ``directory`` whose base_dir is a fresh directory there;
     the writer returns (config path, base_dir)."""
 
     def write(body: str = "", base_dir: Path | None = None) -> tuple[Path, Path]:
         base = base_dir or directory / "base"
-        path = directory / "mjf.conf"
+        path = ConfigPath(directory / "mjf.conf")
         path.write_text(f"[mjf]\nbase_dir = {base}\nlog = stderr\n{body}")
         return path, base
 

@@ -46,7 +46,28 @@ _CONTEXT_ROLES = {"prolog_slurmd": "prolog", "epilog_slurmd": "epilog",
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if "epilog" in argv or (os.environ.get("SLURM_SCRIPT_CONTEXT") == "epilog_slurmd"
+                            and not set(argv) & {"prolog", "taskprolog", "taskepilog"}):
+        _shield_epilog()
     return run_hook("mjf-slurm", argv, _dispatch, USAGE)
+
+
+def _shield_epilog() -> None:
+    """The Epilog ignores SIGTERM, from its first statement to its exit.
+
+    With ``PrologFlags=RunInJob`` Slurm runs the Epilog in the job's extern step, and on
+    cgroup v2 in that step's cgroup: the SIGTERM Slurm sends (and sends again) to the
+    step's processes while the job ends reaches the Epilog too. Killed before its rename,
+    the Epilog would leave the job's directory in sight, and a killed Epilog fails
+    (Slurm drains the node). The Epilog is short and bounded (a rename, a record, a
+    removal within its budget), so it finishes instead. Ignored, not blocked: a blocked
+    SIGTERM would still kill it once unblocked. Nothing else is given up: Slurm's
+    PrologEpilogTimeout ends a hung Epilog with SIGKILL, and from the rename on any kill
+    leaves only hidden trash, which `mjf sync` removes (README, Slurm).
+    """
+    from ..signals import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def _dispatch(context: HookContext) -> int:

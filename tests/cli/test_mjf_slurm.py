@@ -321,3 +321,23 @@ def test_without_jobstatus_no_taskprolog_exports_it(slurm_site):
     python = slurm_site.run("taskprolog", env_file=task_env)
     assert sh.stdout == python.stdout and sh.stdout.count("export ") == 2
     assert "JOBSTATUS" not in sh.stdout
+
+
+def test_an_epilog_reading_an_emptied_config_says_it_found_nothing_in_one_line(slurm_site):
+    """What a config truncated mid-rewrite did to an Epilog: it read defaults (base_dir
+    /run/mjf, where no Prolog wrote) and removed nothing, silently. Now one warning line
+    names the job, the base_dir it looked in and the config it read; it still exits 0."""
+    assert slurm_site.run("prolog", env_file=slurm_site.env_file(SLURM_JOB_ID="9")).returncode == 0
+    written = slurm_site.conf.read_text()
+    # An emptied config's base_dir is /run/mjf; one no Prolog wrote to stands for it here.
+    elsewhere = slurm_site.tmp_path / "elsewhere"
+    slurm_site.conf.write_text(f"[mjf]\nbase_dir = {elsewhere}\n")
+    result = slurm_site.run("epilog", env_file=slurm_site.env_file("epilog.env", SLURM_JOB_ID="9"))
+    assert result.returncode == 0 and result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert "warning: job 9: no directory to remove in base_dir " in line
+    assert f"{elsewhere} ({elsewhere} does not exist); config {slurm_site.conf}" in line
+    slurm_site.conf.write_text(written)
+    assert slurm_site.job("9") is not None  # the Epilog of the right config still removes it
+    again = slurm_site.run("epilog", env_file=slurm_site.env_file("epilog.env", SLURM_JOB_ID="9"))
+    assert (again.returncode, again.stderr) == (0, "") and slurm_site.job("9") is None

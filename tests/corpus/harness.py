@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import stat
 import sys
 
@@ -260,12 +261,16 @@ class Sandbox:
         if argv0 is not None:
             self.monkeypatch.setattr(sys, "argv", argv0)
         self.capsys.readouterr()
+        # A Slurm Epilog ignores SIGTERM for the rest of its process: not this one's.
+        sigterm = signal.getsignal(signal.SIGTERM)
         try:
             status = call()
         except SystemExit as exit_:
             status = exit_.code
         except JobStarted:
             status = 0  # the job's own, which the recorder does not run: it succeeds
+        finally:
+            signal.signal(signal.SIGTERM, sigterm)
         captured = self.capsys.readouterr()
         return Outcome(status, captured.out, captured.err, self.syslog_lines, self.execs,
                        self.exec_files, self.commands)

@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.conftest import require
+from tests.conftest import ConfigPath, require
 from tests.integration.boot_dirs import BootDir, make
 from tests.integration.site import ensure_user
 from tests.integration.trixie_root import CHECKOUT, TrixieRoot
@@ -167,7 +167,7 @@ def condor_pool(config: str = GOOD_CONFIG, config_files: tuple[Path, ...] = (),
     (work / "out").chmod(0o1777)
     condor = CondorPool(ROOT, config_files, pool_config)
     condor.prepare()
-    condor.site_config = ROOT / "etc/mjf/mjf.conf"
+    condor.site_config = ConfigPath(ROOT / "etc/mjf/mjf.conf")  # replaced atomically
     condor.site_config.parent.mkdir(parents=True, exist_ok=True)
     condor.site_config.write_text(config)
     condor.good_config = config

@@ -16,8 +16,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.conftest import ConfigPath
+
 USERS = ("mjfuser1", "mjfuser2")
-SITE_CONFIG = Path("/etc/mjf/mjf.conf")
+# Rewritten by tests while jobs may still be ending: replaced atomically (ConfigPath).
+SITE_CONFIG = ConfigPath("/etc/mjf/mjf.conf")
 HOOKS_BIN = Path(os.environ.get("MJF_HOOKS_BIN", "/opt/mjf-hooks-ci/venv/bin"))
 GOOD_CONFIG = "[mjf]\nbase_dir = {base}\n[machinefeatures]\nhs06_per_cpu = 10\ngrace_secs = 600\n"
 

@@ -341,10 +341,21 @@ def sbatch(cluster, user, name, *options, wait=True):
     assert result.returncode == 0, result.stderr + cluster.log("slurmd")
     job_id = result.stdout.strip().split(";")[0]
     deadline = time.monotonic() + 120
-    while wait and cluster.command(["squeue", "-h", "-j", job_id], check=False).stdout.strip():
+    while wait and in_queue(cluster, job_id):
         assert time.monotonic() < deadline, f"job {job_id} still queued"
         time.sleep(0.1)
     return job_id
+
+
+def in_queue(cluster, job_id: str) -> bool:
+    """Whether the job is still queued (running, completing: its Epilog not done). Only
+    squeue's answer that it is not - nothing listed, or the id unknown once the job is
+    purged - counts: an squeue that failed otherwise (a busy slurmctld) says nothing,
+    and taking it for "gone" let a test rewrite the config under a running Epilog."""
+    result = cluster.command(["squeue", "-h", "-j", job_id], check=False)
+    if result.stdout.strip():
+        return True
+    return not (result.returncode == 0 or "Invalid job id" in result.stderr)
 
 
 def seen(cluster, name, task=0):

@@ -23,7 +23,7 @@ from urllib.parse import quote
 import pytest
 
 from mjf_hooks.store import Store
-from tests.conftest import require
+from tests.conftest import ConfigPath, require
 from tests.integration.site import HOOKS_BIN, ensure_user
 from tests.integration.slurm_cluster import assert_no_job_directories_left, mjf_cluster
 from tests.integration.test_http import NGINX, Server
@@ -103,7 +103,7 @@ class Node:
         self.root = root or Path(tempfile.mkdtemp(prefix="mjf-containers-", dir="/srv"))
         self.root.chmod(0o755)
         self.base = self.root / "base"
-        self.config = self.root / "mjf.conf"
+        self.config = ConfigPath(self.root / "mjf.conf")  # replaced atomically
         self.config.write_text(f"[mjf]\nbase_dir = {self.base}\nlog = stderr\njobstatus = yes\n"
                                + (f"url_base = {url_base}\n" if url_base else "")
                                + "[machinefeatures]\ngrace_secs = 600\n")

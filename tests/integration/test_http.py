@@ -20,7 +20,7 @@ import pytest
 
 from mjf_hooks.reader import Features, JobView, ReadError
 from mjf_hooks.store import Store
-from tests.conftest import CHECKOUT_ROOT, installed_command, require
+from tests.conftest import CHECKOUT_ROOT, ConfigPath, installed_command, require
 from tests.integration.boot_dirs import make_boot_dirs
 
 pytestmark = pytest.mark.integration
@@ -199,7 +199,7 @@ def test_mjf_check_show_and_remaining_over_http(server):
 
 
 def test_export_url_makes_hooks_export_working_urls(server, tmp_path):
-    conf = tmp_path / "mjf.conf"
+    conf = ConfigPath(tmp_path / "mjf.conf")
     conf.write_text(f"[mjf]\nbase_dir = {server.base}\nexport = url\nurl_base = {server.url}\n"
                     "log = stderr\n")
     bindir = os.path.dirname(installed_command("mjf"))

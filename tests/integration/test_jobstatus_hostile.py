@@ -39,7 +39,7 @@ from mjf_hooks import config as config_module
 from mjf_hooks import jobstatus, lifecycle
 from mjf_hooks.probe import process
 from mjf_hooks.store import BACKEND_MARKER, Store
-from tests.conftest import CHECKOUT_ROOT, installed_command, require
+from tests.conftest import CHECKOUT_ROOT, ConfigPath, installed_command, require
 from tests.integration.hostile import ATTACKER
 from tests.integration.site import ensure_user
 
@@ -247,7 +247,7 @@ class Node:
 
     def __init__(self, root: Path, uid: int, gid: int) -> None:
         self.root, self.uid, self.gid = root, uid, gid
-        self.config = root / "mjf.conf"
+        self.config = ConfigPath(root / "mjf.conf")  # replaced atomically
         self.base = root / "mjf"
         self.jobs = self.base / "jobs"
         self.execute = root / "execute"

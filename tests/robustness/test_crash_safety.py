@@ -25,18 +25,24 @@ from pathlib import Path
 import pytest
 
 from mjf_hooks import spec
-from tests.conftest import fixture_text
+from tests.conftest import ConfigPath, fixture_text
 
 # The child: counts the filesystem-changing os calls, dies at the N-th.
 INJECTOR = r'''
 import os, signal, sys
 limit, entry, argv = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
 state = {"count": 0}
+# SIGKILL, or (MJF_INJECT_SIGNAL) one a hook may survive: the injection is then said on
+# stderr, so that a run that got through can be told from one that saw no signal.
+injected = getattr(signal, os.environ.get("MJF_INJECT_SIGNAL", "SIGKILL"))
 
 def point():
     state["count"] += 1
     if state["count"] == limit:
-        os.kill(os.getpid(), signal.SIGKILL)
+        if injected != signal.SIGKILL:
+            sys.stderr.write(f"injected {injected} at point {limit}\n")
+            sys.stderr.flush()
+        os.kill(os.getpid(), injected)
 
 def counted(real):
     def call(*args, **kwargs):
@@ -93,7 +99,7 @@ class Node:
         scontrol = root / "scontrol"
         scontrol.write_text(f"#!/bin/sh\ncat <<'EOF'\n{SCONTROL_OUTPUT}EOF\n")
         scontrol.chmod(0o755)
-        self.config = root / "mjf.conf"
+        self.config = ConfigPath(root / "mjf.conf")  # replaced atomically
         self.config.write_text(
             f"[mjf]\nbase_dir = {self.base}\nlog = stderr\ncommand_timeout = 2\n"
             f"[machinefeatures]\nhs06_per_cpu = 10\ngrace_secs = 600\n"
@@ -124,8 +130,7 @@ class Node:
             f"-F) cat <<'EOF'\n{fixture_text(f'{GE}/qstat-F-queue-instance.txt')}EOF\n;;\n"
             f"-u) cat <<'EOF'\n{QSTAT_XML}EOF\n;;\n*) exit 2 ;;\nesac\n")
         qstat.chmod(0o755)
-        with self.config.open("a") as handle:
-            handle.write(f"[gridengine]\nqstat = {qstat}\n")
+        self.config.write_text(self.config.read_text() + f"[gridengine]\nqstat = {qstat}\n")
         # PBS: PBS_EXEC here (never the host's /etc/pbs.conf), its pbsnodes saying jobs 1.vm
         # and 2.vm run on this host (what `mjf sync` asks), a pbs_cgroups prefix no host has.
         (root / "pbs/bin").mkdir(parents=True)
@@ -136,9 +141,9 @@ class Node:
             f'{{"nodes": {{"{short}": {{"state": "job-busy", '
             '"jobs": ["1.vm/0", "1.vm/1", "2.vm/0", "2.vm/1"]}}}\nEOF\n')
         pbsnodes.chmod(0o755)
-        with self.config.open("a") as handle:
-            handle.write(f"[pbs]\npbs_exec = {root / 'pbs'}\ntmpdir = {root / 'scratch'}\n"
-                         "cgroup_prefix = /mjf-crash-no-such-cgroup\nquery_qstat = no\n")
+        self.config.write_text(self.config.read_text()
+                               + f"[pbs]\npbs_exec = {root / 'pbs'}\ntmpdir = {root / 'scratch'}\n"
+                               "cgroup_prefix = /mjf-crash-no-such-cgroup\nquery_qstat = no\n")
         (root / "scratch").mkdir()
         (root / "runtime").mkdir(mode=0o700)
         self.job_script = root / "job"  # as execd spools it: run by the queue's shell
@@ -201,8 +206,28 @@ class Node:
     def pending(self, job_id: str) -> bool:
         return (self.base / "jobs" / job_id / "state/pending").exists()
 
-    def run(self, command: list[str], kill_at: int = 0) -> subprocess.CompletedProcess:
-        environment = {"PATH": "/usr/bin:/bin", "MJF_CONFIG": str(self.config)}
+    def keep_records(self) -> Node:
+        """Records kept (``[records] dir``), and an squeue saying that only job 1 runs, so
+        that `mjf sync` can tell a job whose end never ran."""
+        self.config.write_text(self.config.read_text() + f"[records]\ndir = {self.records}\n")
+        squeue = self.root / "squeue"  # beside [slurm] scontrol, where sync looks
+        squeue.write_text("#!/bin/sh\necho 1\n")
+        squeue.chmod(0o755)
+        return self
+
+    @property
+    def records(self) -> Path:
+        return self.root / "records"
+
+    def recorded(self, job_id: str) -> list[str]:
+        """The records filed for ``job_id``."""
+        return sorted(path.name for path in self.records.glob(f"*/*-{job_id}.json")
+                      if path.parent.name != "incoming")
+
+    def run(self, command: list[str], kill_at: int = 0,
+            signal_name: str = "SIGKILL") -> subprocess.CompletedProcess:
+        environment = {"PATH": "/usr/bin:/bin", "MJF_CONFIG": str(self.config),
+                       "MJF_INJECT_SIGNAL": signal_name}
         return subprocess.run([sys.executable, "-c", INJECTOR, str(kill_at), *command],
                               capture_output=True, text=True, timeout=60, env=environment)
 
@@ -328,6 +353,54 @@ def test_an_epilog_killed_anywhere_is_finished_by_the_next(nodes, reference):
         nodes, prepare, lambda node: node.slurm("epilog", "2"), check_crashed,
         lambda node: [node.slurm("epilog", "2"), SYNC], check_repaired)
     assert points >= 2
+
+
+def test_an_epilog_keeping_records_hides_the_job_first_and_a_kill_leaves_what_sync_removes(
+        nodes, reference):
+    """The first act of a job's end is the rename of its directory out of sight; only then
+    is the record written (from the renamed tree) and the tree removed. So a kill at any
+    point leaves the job whole and in sight (killed before it did anything: as if the
+    Epilog never ran) or nothing in sight, and `mjf sync` alone - no second Epilog -
+    removes what is left."""
+    def prepare(node):
+        node.keep_records()
+        node.run(node.slurm("prolog", "1"))
+        node.run(node.slurm("prolog", "2"))
+
+    def check_crashed(node, kill_at):
+        seen = stable(node.jobs())
+        assert seen.get("1") == reference["1"], kill_at
+        if kill_at == 1:  # the rename itself: nothing done yet
+            assert seen.get("2") == reference["2"]
+        else:
+            assert "2" not in seen, f"job 2 in sight after the end's first act (kill at {kill_at})"
+
+    def check_repaired(node, kill_at):
+        assert stable(node.jobs()) == {"1": reference["1"]}, kill_at
+        assert node.hidden_leftovers() == [], kill_at
+
+    points = crash_everywhere(nodes, prepare, lambda node: node.slurm("epilog", "2"),
+                              check_crashed, lambda node: [SYNC], check_repaired)
+    assert points >= 5  # the rename, the record's files, the removal
+
+
+def test_a_sigterm_anywhere_in_an_epilog_is_ignored_and_it_finishes(nodes, reference):
+    """With PrologFlags=RunInJob on cgroup v2 the Epilog runs in the extern step's cgroup,
+    where Slurm's SIGTERM to the step (sent again while the job ends) reaches it: at any
+    point it must finish - the job out of sight, its record written, nothing hidden left,
+    exit 0 (a failed Epilog drains the node)."""
+    for point in range(1, MAX_POINTS):
+        node = nodes().keep_records()
+        for job in ("1", "2"):
+            node.run(node.slurm("prolog", job))
+        result = node.run(node.slurm("epilog", "2"), point, "SIGTERM")
+        assert result.returncode == 0, (point, result.returncode, result.stderr)
+        assert stable(node.jobs()) == {"1": reference["1"]}, point
+        assert node.hidden_leftovers() == [], point
+        assert len(node.recorded("2")) == 1, point
+        if "injected" not in result.stderr:
+            break  # the Epilog made fewer changes: every point had its signal
+    assert point > 5
 
 
 def test_a_drain_killed_anywhere_never_tears_a_value_and_running_it_again_completes(

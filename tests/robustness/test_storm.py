@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from mjf_hooks import spec
-from tests.conftest import fixture_text, installed_command
+from tests.conftest import ConfigPath, fixture_text, installed_command
 
 JOBS = 240
 WORKERS = 4
@@ -58,7 +58,7 @@ class Cluster:
         (bin_dir / "squeue").write_text(f"#!/bin/sh\ncat {self.running_file}\n")
         for command in bin_dir.iterdir():
             command.chmod(0o755)
-        self.config = root / "mjf.conf"
+        self.config = ConfigPath(root / "mjf.conf")  # replaced atomically
         self.config.write_text(
             f"[mjf]\nbase_dir = {self.base}\nlog = stderr\ncommand_timeout = 10\n"
             f"[machinefeatures]\ngrace_secs = 600\n[slurm]\nscontrol = {bin_dir}/scontrol\n")

@@ -95,3 +95,53 @@ def test_a_runner_sets_up_and_a_task_completes_what_was_pending(site, tmp_path, 
     printed = capsys.readouterr().out
     assert f"export JOBFEATURES={tmp_path}/private/jobs/10/jobfeatures" in printed
     assert not (tmp_path / "private/jobs/10").exists()
+
+
+class Leveled(Log):
+    """A log that keeps its lines with their levels."""
+
+    def __init__(self) -> None:
+        super().__init__("test", ())
+        self.lines: list[tuple[str, str]] = []
+
+    def _emit(self, level: str, message: str) -> None:
+        self.lines.append((level, message))
+
+
+def test_a_jobs_end_takes_its_directory_out_of_sight_before_it_reads_the_record(
+        tmp_path, monkeypatch):
+    config = parse(f"[mjf]\nbase_dir = {tmp_path}/base\n[records]\ndir = {tmp_path}/records\n",
+                   str(tmp_path / "mjf.conf"))
+    store = lifecycle.store_for(config)
+    store.create_job("7", {"job_id": "7", "allocated_cpu": "2"})
+    seen = []
+
+    def record(config, store, log, job_id, ending, now=None, taken=None):
+        # What a reader sees as the record is read: no job 7; the keys under the trash name.
+        seen.append((store.job_dir_names(), taken, store.read_job(job_id, taken)[0]))
+
+    monkeypatch.setattr(lifecycle, "record_job", record)
+    assert lifecycle.end_job(store, Leveled(), "7", config=config,
+                             ending=lifecycle.JobEnd("slurm"))
+    [(visible, taken, values)] = seen
+    assert visible == [] and taken.startswith(".old-7.")
+    assert values == {"job_id": "7", "allocated_cpu": "2"}
+    assert os.listdir(tmp_path / "base/jobs") == []
+
+
+def test_a_jobs_end_that_finds_nothing_says_where_it_looked_and_which_config(tmp_path):
+    config = parse(f"[mjf]\nbase_dir = {tmp_path}/base\n", str(tmp_path / "mjf.conf"))
+    store = lifecycle.store_for(config)
+    log = Leveled()
+    # No base_dir at all: this end read another config than the start did, or none.
+    assert not lifecycle.end_job(store, log, "9", config=config)
+    assert log.lines == [("warning", f"job 9: no directory to remove in base_dir {tmp_path}/base"
+                          f" ({tmp_path}/base does not exist); config {tmp_path}/mjf.conf")]
+    # A start made jobs/, not this job's: said, as information (a second end, say).
+    store.create_job("8", {"job_id": "8"})
+    assert lifecycle.end_job(store, log, "8", config=config)
+    assert not lifecycle.end_job(store, log, "8", config=config)
+    assert log.lines[-1] == ("info", f"job 8: no directory to remove in base_dir "
+                             f"{tmp_path}/base ({tmp_path}/base/jobs/8 does not exist); "
+                             f"config {tmp_path}/mjf.conf")
+    assert [level for level, _ in log.lines].count("warning") == 1

@@ -1,0 +1,107 @@
+"""Every job's end removes its directory, on Slurm 24.11 with PrologFlags=RunInJob.
+
+There the job's extern step runs our Epilog (after the Prolog, always, and before the job
+leaves the queue). It once left a directory behind now and then - after a short job, a
+cancelled one, an array task - which a `mjf sync` in the tests removed and so hid: the
+tests rewrote the site config in place (truncate, then write) right after a job's output
+was seen, and an Epilog that read it in between took it for a config of defaults, found
+no job there and said nothing. Here 32 jobs of every kind end, two at a time, while the
+site config is rewritten (as the tests do, now by rename) the whole time; no `mjf sync`
+runs: no job's directory may be left, and each job that ran has its record (the Epilog
+wrote it, from the directory it had already taken out of sight).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from tests.integration.site import SITE_CONFIG
+from tests.integration.slurm_cluster import (
+    assert_no_job_directories_left,
+    mjf_cluster,
+    sbatch,
+    seen,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with mjf_cluster(cgroups=True, version="24.11", run_in_job=True, records=True) as slurm:
+        slurm.records = slurm.job_root / "records"
+        slurm.good_config += f"[records]\ndir = {slurm.records}\n"
+        SITE_CONFIG.write_text(slurm.good_config)
+        yield slurm
+
+
+class Rewriter(threading.Thread):
+    """Rewrites the site config (the same text) every few milliseconds, as tests do
+    between jobs, until stopped."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(daemon=True)
+        self.text = text
+        self.stopping = threading.Event()
+        self.count = 0
+
+    def run(self) -> None:
+        while not self.stopping.wait(0.005):
+            SITE_CONFIG.write_text(self.text)
+            self.count += 1
+
+
+def submit(cluster, user: str, name: str, *options: str, script: str = "") -> str:
+    """``dump.py name`` (then ``script``) as a batch job of ``user``, without waiting."""
+    wrap = f"/usr/bin/python3 {cluster.job_root}/dump.py {name}" + (f"; {script}" if script else "")
+    result = cluster.as_user(user, ["sbatch", "--parsable", "-J", name, "-c", "1", "--mem=100M",
+                                    "--time=5", "-o", "/dev/null", *options, "--wrap", wrap])
+    return result.stdout.strip().split(";")[0]
+
+
+def test_no_job_leaves_its_directory_whatever_its_end(cluster):
+    ran: dict[str, str] = {}  # job id -> the name its dump was written under
+    rewriter = Rewriter(cluster.good_config)
+    rewriter.start()
+    try:
+        # Short jobs, two users, submitted at once: they run two at a time (2 CPUs).
+        for index in range(8):
+            name = f"short{index}"
+            ran[submit(cluster, ("mjfuser1", "mjfuser2")[index % 2], name)] = name
+        # Cancelled while running, two at once, as soon as each has seen its directory.
+        for pair in range(3):
+            names = [f"cancel{pair}{side}" for side in "ab"]
+            ids = [submit(cluster, user, name, script="sleep 60")
+                   for user, name in zip(("mjfuser1", "mjfuser2"), names)]
+            for job_id, name in zip(ids, names):
+                seen(cluster, name)
+                ran[job_id] = name
+            cluster.command(["scancel", *ids])
+        # Cancelled before they started: no Prolog, no Epilog, nothing to leave.
+        never = [submit(cluster, "mjfuser1", f"pending{index}", "--begin=now+600")
+                 for index in range(2)]
+        cluster.command(["scancel", *never])
+        # An array of ten tasks, each its own job.
+        array = sbatch(cluster, "mjfuser2", "array", "--array=1-10", "--time=3", "--mem=100M",
+                       wait=False)
+        # Six more, in pairs of two users.
+        for index in range(6):
+            name = f"pair{index}"
+            ran[submit(cluster, ("mjfuser1", "mjfuser2")[index % 2], name)] = name
+        cluster.wait_until_no_jobs(timeout=300)
+    finally:
+        rewriter.stopping.set()
+        rewriter.join()
+    for task in range(1, 11):
+        view = seen(cluster, "array", task)
+        ran[view["env"]["SLURM_JOB_ID"]] = f"array task {task} of {array}"
+    views = {name: seen(cluster, name) for name in ran.values() if " " not in name}
+    assert all(view["env"]["JOBFEATURES"] for view in views.values()), views
+    assert len(ran) + len(never) >= 30 and rewriter.count > 100
+    assert_no_job_directories_left(cluster)  # no `mjf sync`: each Epilog removed its own
+    unrecorded = [f"{job_id} ({name})" for job_id, name in ran.items()
+                  if len(list(cluster.records.glob(f"*/*-{job_id}.json"))) != 1]
+    assert unrecorded == [], f"jobs without exactly one record: {unrecorded}\n" \
+        + cluster.log("slurmd")
