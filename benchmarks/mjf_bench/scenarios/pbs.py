@@ -1,0 +1,89 @@
+"""PBS: ``mjf-pbs`` begin, launch and end with the job's attributes on stdin as PBS's hook
+adapter handed them over in a real job; PBS's own hook interpreter, bare; each whole
+event as PBS runs it (a fresh ``pbs_python`` running the hook file, which runs
+``mjf-pbs``), with a stand-in ``pbs`` module; and with records kept begin and the end
+writing the job's record."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+
+from .. import CHECKOUT, FIXTURES
+from ..bench import Bench
+from ..measure import NOT_INSTALLED, PYTHON_FLOOR, Command
+from ..scenario import RecordsKept, Scenario
+
+PBS_PYTHON = "/opt/pbs/bin/pbs_python"  # PBS's hook interpreter, where OpenPBS is built
+PBS_PYTHON_LABEL = "`pbs_python -c pass` (PBS's own hook interpreter, bare)"
+ROLES = ("begin", "launch", "end")
+# PBS's `pbs` module imports only inside a mom: this one plays the recorded job's events.
+STAND_IN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pbs_stand_in", "pbs.py")
+
+
+def hook_input(bench: Bench, role: str, job_id: str) -> str:
+    """The job's attributes as PBS's hook adapter handed them to ``mjf-pbs ROLE`` in a real
+    job (2 CPUs, 300 MB, 10 minutes), for job ``job_id`` of this machine's user; the path
+    of a file holding them."""
+    with open(os.path.join(FIXTURES, "pbs-23.06", "hook-input", f"{role}-a.txt")) as handle:
+        text = handle.read().replace("id=20.vm\n", f"id={job_id}\n").replace(
+            "euser=pbsuser1\n", f"euser={user()}\n")
+    return bench.file(f"pbs-{role}-{job_id}.txt", text)
+
+
+def user() -> str:
+    return pwd.getpwuid(os.getuid()).pw_name
+
+
+def mjf_pbs(bench: Bench, config: str, job_id: str, labels: dict[str, str]) -> list[Command]:
+    """``mjf-pbs ROLE`` for each role ``labels`` names a row for, on the recorded input
+    for ``job_id``."""
+    return [Command(label, [bench.bin("mjf-pbs"), role], PYTHON_FLOOR, bench.env_for(config),
+                    stdin=hook_input(bench, role, job_id)) for role, label in labels.items()]
+
+
+class Pbs(Scenario):
+    def __init__(self, bench: Bench) -> None:
+        super().__init__(bench)
+        missing = None if os.access(PBS_PYTHON, os.X_OK) else NOT_INSTALLED
+        # pbs_python will not start without a pbs.conf: one of its own, no complex needed.
+        pbs_exec = os.path.dirname(os.path.dirname(PBS_PYTHON))
+        pbs_conf = bench.file("pbs.conf", f"PBS_EXEC={pbs_exec}\nPBS_HOME=/var/spool/pbs\n"
+                              "PBS_SERVER=localhost\n")
+        pbs_python_env = {"PATH": "/usr/bin:/bin", "PBS_CONF_FILE": pbs_conf}
+        # The hook file as install-hook makes it; mjf-pbs reads the site config named here,
+        # as the hook passes no environment. The stand-in is copied beside the work, so
+        # that pbs_python caches its bytecode there.
+        with open(os.path.join(CHECKOUT, "contrib", "pbs", "mjf_hook.py")) as handle:
+            hook = bench.file("mjf_hook.py", handle.read().replace(
+                "@MJF_PBS@", bench.bin("mjf-pbs")).replace(
+                '"LC_ALL": "C"}', f'"LC_ALL": "C", "MJF_CONFIG": {bench.config!r}}}'))
+        stand_in = os.path.join(bench.work, "fake-pbs")
+        os.mkdir(stand_in)
+        shutil.copy(STAND_IN, stand_in)
+        event_env = {**pbs_python_env, "PYTHONPATH": stand_in, "MJF_BENCH_USER": user(),
+                     "MJF_BENCH_BASE": bench.base}
+        # PBS runs each hook event in a fresh pbs_python (the adapter), which runs these.
+        self.commands = [
+            Command(PBS_PYTHON_LABEL, [PBS_PYTHON, "-c", "pass"], PYTHON_FLOOR, pbs_python_env,
+                    missing=missing),
+            *mjf_pbs(bench, bench.config, "5000.vm",
+                     {role: f"`mjf-pbs {role}` (execjob_{role})" for role in ROLES}),
+            *[Command(f"whole execjob_{role} event: `pbs_python mjf_hook.py` (a stand-in "
+                      "`pbs` module)" + (" running `mjf-pbs`" if role != "launch" else
+                                        ", begin's variables there: no `mjf-pbs`"),
+                      [PBS_PYTHON, hook], PYTHON_FLOOR, {**event_env, "MJF_BENCH_EVENT": role},
+                      missing=missing)
+              for role in ROLES],
+        ]
+
+
+class PbsRecords(RecordsKept):
+    job = "5100.vm"
+
+    def __init__(self, bench: Bench) -> None:
+        super().__init__(bench)
+        self.commands = mjf_pbs(bench, bench.records_config, self.job, {
+            "begin": "`mjf-pbs begin`, records kept",
+            "end": "`mjf-pbs end`, writing the job's record"})

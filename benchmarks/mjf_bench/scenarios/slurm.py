@@ -1,0 +1,99 @@
+"""Slurm: the Prolog and Epilog with a Slurm >= 23.02 environment (start and end time
+in it: no scontrol call) and as a real 24.11 job recorded them, the sh TaskProlog in its
+steady state (the job's values already completed by its first task), and with records
+kept the Prolog, TaskEpilog and the Epilog writing the job's record."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from .. import FIXTURES
+from ..bench import Bench
+from ..measure import PYTHON_FLOOR, SH_FLOOR, Command, measure
+from ..scenario import RecordsKept, Scenario
+
+
+def job_env(config: str, job_id: str, context: str, start: int) -> dict[str, str]:
+    """A Slurm >= 23.02 hook's environment for job ``job_id`` of this machine's user, on
+    4 CPUs of node wn1, started at ``start`` for an hour, in ``SLURM_SCRIPT_CONTEXT``."""
+    return {"MJF_CONFIG": config, "SLURM_JOB_ID": job_id, "SLURMD_NODENAME": "wn1",
+            "SLURM_JOB_NODELIST": "wn1", "SLURM_JOB_CPUS_PER_NODE": "4",
+            "SLURM_JOB_UID": str(os.getuid()), "SLURM_JOB_GID": str(os.getgid()),
+            "SLURM_JOB_START_TIME": str(start), "SLURM_JOB_END_TIME": str(start + 3600),
+            "SLURM_SCRIPT_CONTEXT": context}
+
+
+def recorded_env(name: str, config: str) -> dict[str, str]:
+    """A hook's environment as Slurm 24.11 gave it in a real job (``name``: cgv1-prolog or
+    cgv1-epilog; recorded with ``env``, NAME=value lines), with ``config``."""
+    with open(os.path.join(FIXTURES, "slurm-24.11", f"{name}.env")) as handle:
+        recorded = dict(line.rstrip("\n").split("=", 1) for line in handle if "=" in line)
+    return {**recorded, "MJF_CONFIG": config}
+
+
+class Slurm(Scenario):
+    def __init__(self, bench: Bench) -> None:
+        super().__init__(bench)
+        start = int(time.time())
+        slurm = bench.bin("mjf-slurm")
+        # The TaskProlog's job: its own id, so it never meets the Prolog's and Epilog's.
+        self.task_env = {**job_env(bench.config, "2000", "prolog_task", start),
+                         "SLURM_MEM_PER_NODE": "2000"}
+        self.commands = [
+            Command("`mjf-slurm` Prolog", [slurm], PYTHON_FLOOR,
+                    job_env(bench.config, "1000", "prolog_slurmd", start)),
+            Command("`mjf-slurm` Epilog", [slurm], PYTHON_FLOOR,
+                    job_env(bench.config, "1000", "epilog_slurmd", start)),
+            Command("`mjf-slurm` Prolog, a recorded Slurm 24.11 job", [slurm], PYTHON_FLOOR,
+                    recorded_env("cgv1-prolog", bench.config)),
+            Command("`mjf-slurm` Epilog, a recorded Slurm 24.11 job", [slurm], PYTHON_FLOOR,
+                    recorded_env("cgv1-epilog", bench.config)),
+            Command("`mjf-slurm-taskprolog` (per task)", [bench.bin("mjf-slurm-taskprolog")],
+                    SH_FLOOR, self.task_env),
+        ]
+
+    def prepare(self) -> None:
+        """The TaskProlog's job exists and its first task has completed its values."""
+        self._task_job("prolog_slurmd")
+        measure([self.bench.bin("mjf-slurm-taskprolog")], self.task_env)
+
+    def finish(self) -> list[str]:
+        self._task_job("epilog_slurmd")
+        return []
+
+    def _task_job(self, context: str) -> None:
+        measure([self.bench.bin("mjf-slurm")], {**self.task_env, "SLURM_SCRIPT_CONTEXT": context})
+
+
+class SlurmRecords(RecordsKept):
+    job = "1100"
+
+    def __init__(self, bench: Bench) -> None:
+        super().__init__(bench)
+        start = int(time.time())
+        slurm = bench.bin("mjf-slurm")
+        self._epilog_env = job_env(bench.records_config, self.job, "epilog_slurmd", start)
+        self.commands = [
+            Command("`mjf-slurm` Prolog, records kept", [slurm], PYTHON_FLOOR,
+                    job_env(bench.records_config, self.job, "prolog_slurmd", start)),
+            Command("`mjf-slurm` TaskEpilog, records kept (per task)", [slurm], PYTHON_FLOOR,
+                    job_env(bench.records_config, self.job, "epilog_task", start)),
+            Command("`mjf-slurm` Epilog, writing the job's record (SSS + APEL + JSON)", [slurm],
+                    PYTHON_FLOOR, self.epilog_env),
+        ]
+
+    def epilog_env(self) -> dict[str, str]:
+        """The Epilog's environment, the job's usage report left as its TaskEpilog leaves
+        it in a Slurm job (here, outside one, the TaskEpilog finds no cgroup to read): the
+        record gets the CPU time APEL needs, as a real job's does."""
+        from mjf_hooks.records import usage_report
+        from mjf_hooks.store import Store
+
+        source = "the benchmark, as a TaskEpilog"
+        report = usage_report({"cpu_secs": (3456.5, source),
+                               "peak_memory_bytes": (1500000000, source)})
+        if not Store(self.bench.base).write_usage_report(self.job, report):
+            sys.exit(f"job {self.job} has no usage/: its Prolog kept no records?")
+        return self._epilog_env
