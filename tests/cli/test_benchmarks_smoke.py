@@ -1,0 +1,136 @@
+"""`benchmarks/run --smoke`: every scenario of the README's performance tables run once, on
+tiny stores, against the installed commands, so that none can rot unnoticed. The figures
+themselves mean nothing here; that each row has one (or says why not) does."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import pkgutil
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CHECKOUT_ROOT, REQUIRE_INTEGRATION, installed_command
+
+BENCHMARKS = CHECKOUT_ROOT / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))  # the benchmark's package, as benchmarks/run finds it
+
+from mjf_bench import scenarios  # noqa: E402
+from mjf_bench.measure import NOT_INSTALLED, NOT_MEASURED  # noqa: E402
+from mjf_bench.scenario import Scenario  # noqa: E402
+from mjf_bench.scenarios.match import CLASSAD_IMPORT, MATCH_START  # noqa: E402
+from mjf_bench.scenarios.pbs import PBS_PYTHON  # noqa: E402
+from mjf_bench.scenarios.reading import HTTP, NGINX  # noqa: E402
+
+SMOKE_SECONDS = 60  # it takes well under 10 s here; a minute is the most CI should pay
+
+
+def scenario_classes() -> set[type]:
+    """Every scenario a module of benchmarks/mjf_bench/scenarios/ defines (the bases
+    others derive from left out)."""
+    found: set[type] = set()
+    for module in pkgutil.iter_modules(scenarios.__path__):
+        imported = importlib.import_module(f"{scenarios.__name__}.{module.name}")
+        found.update(kind for _, kind in inspect.getmembers(imported, inspect.isclass)
+                     if issubclass(kind, Scenario) and kind.__module__ == imported.__name__)
+    return {kind for kind in found if not any(issubclass(other, kind) and other is not kind
+                                              for other in found)}
+
+
+def test_every_scenario_module_defines_is_one_the_benchmark_runs():
+    assert scenario_classes() == set(scenarios.ALL)
+    assert len(scenarios.ALL) == len(set(scenarios.ALL))
+
+
+@pytest.fixture(scope="module")
+def smoke():
+    """One `benchmarks/run --smoke` with the installed commands' venv, its work directory
+    in a directory of its own (on tmpfs, open to nginx's workers): (stdout, stderr,
+    seconds)."""
+    venv = Path(installed_command("mjf")).parent.parent
+    parent = tempfile.mkdtemp(prefix="mjf-bench-smoke-",
+                              dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    os.chmod(parent, 0o755)
+    try:
+        started = time.monotonic()
+        result = subprocess.run([sys.executable, str(BENCHMARKS / "run"), "--smoke", "--venv",
+                                 str(venv), "--work-dir", parent], capture_output=True,
+                                text=True, timeout=4 * SMOKE_SECONDS)
+        seconds = time.monotonic() - started
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        assert os.listdir(parent) == [], "the benchmark left its work directory"
+        assert not [pid for pid in os.listdir("/proc") if pid.isdigit()
+                    and parent.encode() in _cmdline(pid)], "a process of the benchmark runs on"
+        yield result.stdout, result.stderr, seconds
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read()
+    except OSError:  # gone meanwhile
+        return b""
+
+
+def tables(text: str) -> list[list[list[str]]]:
+    """Each Markdown table of the output: its rows (header and alignment left out) as
+    cells."""
+    found = []
+    for block in text.split("\n\n"):
+        lines = block.splitlines()
+        if lines and lines[0].startswith("|"):
+            assert all(line.startswith("|") and line.endswith("|") for line in lines), block
+            found.append([[cell.strip() for cell in line[1:-1].split("|")]
+                          for line in lines[2:]])
+    return found
+
+
+def test_the_smoke_takes_well_under_a_minute(smoke):
+    _, _, seconds = smoke
+    assert seconds < SMOKE_SECONDS
+
+
+def test_every_scenario_gave_rows(smoke):
+    stdout, stderr, _ = smoke
+    counts = {name: int(count) for name, count in
+              re.findall(r"^smoke: (\w+): (\d+) rows$", stderr, re.MULTILINE)}
+    assert set(counts) == {kind.__name__ for kind in scenarios.ALL}
+    assert [name for name, count in counts.items() if count == 0] == []
+    assert sum(counts.values()) == sum(len(rows) for rows in tables(stdout))
+
+
+def test_every_row_has_a_figure_or_says_why_not(smoke):
+    stdout, _, _ = smoke
+    found = tables(stdout)
+    assert len(found) == 9  # start-up, pilot, storm, drain, status, summary, reading, match x2
+    placeholders, empty = set(), []
+    for rows in found:
+        for label, *cells in rows:
+            if NOT_INSTALLED in cells or NOT_MEASURED in cells:
+                placeholders.add(label)
+            elif not any(re.fullmatch(r"[\d.,/ ]+( ms| µs)?", cell) for cell in cells):
+                empty.append(label)
+    assert empty == []
+    expected = {label for rows in found for label, *_ in rows if label.startswith("packaged")}
+    if not REQUIRE_INTEGRATION:  # in CI (root, OpenPBS built, the test extras) all others run
+        if os.geteuid() != 0:  # records are root's
+            expected |= {label for rows in found for label, *_ in rows
+                         if "records kept" in label or "the job's record" in label}
+        if not (os.geteuid() == 0 and os.path.exists(NGINX)):
+            expected.add(HTTP)
+        if subprocess.run([sys.executable, "-I", "-c", "import classad2"]).returncode:
+            expected |= {CLASSAD_IMPORT, MATCH_START, *(
+                label for rows in found for label, *_ in rows if "JDL files" in label)}
+        if not os.access(PBS_PYTHON, os.X_OK):
+            expected |= {label for rows in found for label, *_ in rows if "pbs_python" in label}
+    assert placeholders == expected
