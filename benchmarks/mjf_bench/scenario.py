@@ -50,8 +50,8 @@ class Scenario:
 class RecordsKept(Scenario):
     """A batch system's hooks with ``[records] dir`` set: its end hook writes the record
     of ``job`` (its directory's name), checked to be there, in every format, at the end.
-    Records are root's: not run by root, an end hook hands its record in instead, another
-    path; then the rows say "not measured"."""
+    Records are root's: an end hook not run by root hands its record in instead, another
+    path, so without root the rows say "not measured"."""
 
     job = ""
 
