@@ -33,19 +33,23 @@ SHOW = ("import json, os, sys\n"
         "print(json.dumps({'argv': sys.argv[1:], 'env': {k: os.environ.get(k) for k in "
         "('MACHINEFEATURES', 'JOBFEATURES')}, 'job': {n: open(os.path.join(d, n)).read() "
         "for n in sorted(os.listdir(d))} if d else None}))\n")
-# The job's directory name of each recorded job.
+# The job's directory name of each recorded job, and its spool directory's.
 JOB_DIRS = {"pe-job": "13", "array-task": "14.2", "binary-job": "12"}
+SPOOL_DIRS = {"pe-job": "13.1", "array-task": "14.2", "binary-job": "12.1"}
+# Where the recording cell's execd kept them.
+RECORDED_ACTIVE_JOBS = "/var/spool/gridengine/execd/localhost/active_jobs"
 
 
 class Site:
-    """A node of the recorded cell: the job's spool directory, pe_hostfile and scratch
+    """A node of the recorded cell: the job's spool directory (as execd lays it out:
+    ``execd/localhost/active_jobs/13.1``, with its config and pe_hostfile) and scratch
     dir in tmp_path, a config whose qstat is a fake printing the recorded output."""
 
     def __init__(self, tmp_path, write_config, job="pe-job"):
         self.tmp_path = tmp_path
         self.qstat = tmp_path / "qstat"
         self.qstat_log = tmp_path / "qstat.args"
-        self.spool = tmp_path / "spool"
+        self.active_jobs = tmp_path / "execd" / "localhost" / "active_jobs"
         self.scratch = tmp_path / "scratch"
         self.scratch.mkdir()
         self.out = tmp_path / "out"  # where the job writes what it saw (any user may)
@@ -59,10 +63,16 @@ class Site:
     def use(self, job):
         """Replay another recorded job: its spool config, pe_hostfile and qstat -j."""
         self.name = job
-        self.spool.mkdir(exist_ok=True)
-        shutil.copy(GE / job / "spool-config", self.spool / "config")
+        self.spool = self.active_jobs / SPOOL_DIRS[job]
+        self.spool.mkdir(parents=True, exist_ok=True)
+        # Its paths moved into tmp_path: the spool directory, and the job's TMPDIR.
+        config = (GE / job / "spool-config").read_text().replace(
+            f"{RECORDED_ACTIVE_JOBS}/{SPOOL_DIRS[job]}", str(self.spool))
+        (self.spool / "config").write_text("".join(
+            f"tmpdir={self.scratch}\n" if line.startswith("tmpdir=") else line + "\n"
+            for line in config.splitlines()))
         if (GE / job / "pe_hostfile").exists():
-            shutil.copy(GE / job / "pe_hostfile", self.tmp_path / "pe_hostfile")
+            shutil.copy(GE / job / "pe_hostfile", self.spool / "pe_hostfile")
         self.set_qstat(f'case "$1" in\n-j) cat {GE / job / "qstat-j.txt"} ;;\n'
                        f'-F) cat {GE / "qstat-F-queue-instance.txt"} ;;\n*) exit 2 ;;\nesac')
 
@@ -88,7 +98,7 @@ class Site:
         environ = dict(line.split("=", 1) for line in text.splitlines())
         environ["SGE_JOB_SPOOL_DIR"] = str(self.spool)
         if "PE_HOSTFILE" in environ:
-            environ["PE_HOSTFILE"] = str(self.tmp_path / "pe_hostfile")
+            environ["PE_HOSTFILE"] = str(self.spool / "pe_hostfile")
         for name in ("TMP", "TMPDIR"):
             if name in environ:
                 environ[name] = str(self.scratch)
@@ -112,6 +122,9 @@ class Site:
         return path
 
     def run(self, *args, environ=None, command="mjf-gridengine", user=None):
+        if command == "mjf-gridengine" and "--config" not in args:
+            # As a site's queue would: a root prolog takes no $MJF_CONFIG (the job's).
+            args = ("--config", str(self.conf), *args)
         argv = [installed_command(command), *args]
         if user is not None:
             argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups",
@@ -521,14 +534,15 @@ def test_an_unreadable_pe_hostfile_is_a_warning(site):
     missing = site.tmp_path / "no-pe_hostfile"
     result = site.prolog(PE_HOSTFILE=str(missing))
     assert result.returncode == 0
-    assert f"PE_HOSTFILE {missing} is not readable" in result.stderr
+    assert f"PE_HOSTFILE {missing} is not read: not {site.spool}/pe_hostfile, where Grid " \
+        "Engine puts it" in result.stderr
     job = site.job()
     assert job["allocated_cpu"] == "2"  # NSLOTS, on the one host (NHOSTS=1)
     assert job["wall_limit_secs"] == "3600" and job["cpu_limit_secs"] == "3600"
 
 
 def test_a_pe_hostfile_without_this_host(site):
-    (site.tmp_path / "pe_hostfile").write_text("elsewhere 2 all.q@elsewhere UNDEFINED\n")
+    (site.spool / "pe_hostfile").write_text("elsewhere 2 all.q@elsewhere UNDEFINED\n")
     result = site.prolog()
     assert result.returncode == 0 and "allocated_cpu not written" in result.stderr
     job = site.job()

@@ -59,6 +59,9 @@ class Site:
         return environ
 
     def run(self, *args, environ=None, limits=None, user=None):
+        if "--config" not in args:
+            # As a site's queue would: a root pre-exec takes no $MJF_CONFIG (the job's).
+            args = ("--config", str(self.conf), *args)
         command = [installed_command("mjf-lsf"), *args]
         if user is not None:
             command = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups",
