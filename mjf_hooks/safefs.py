@@ -127,7 +127,8 @@ def _path_parts(path: str) -> list[str]:
 
 
 def open_checked_dir(path: str, owners: frozenset[int] | None = None,
-                     who: str = "", any_last_owner: bool = False) -> Dir:
+                     who: str = "", any_last_owner: bool = False,
+                     owners_symlinks: bool = False) -> Dir:
     """Open the directory at ``path`` the way a hook must open one its job's environment
     names: from ``/``, one component at a time, relative to the one before and never
     following a symlink (none anywhere on the way), with ``O_PATH`` (nothing is opened
@@ -136,18 +137,21 @@ def open_checked_dir(path: str, owners: frozenset[int] | None = None,
     directory on the way belongs to one of them, and none but the last is writable by
     others unless sticky (then only an entry's owner can replace it); the last belongs
     to them too unless ``any_last_owner`` (a job's own scratch directory, in such a
-    parent) and is writable by no one else. Raises :class:`RefusedPath`.
+    parent) and is writable by no one else. ``owners_symlinks``: for a path that is not
+    a job's to name (one its batch system's config gives), a symlink of the owners' on
+    the way is followed - nobody else can change it (the walk starts again from ``/``
+    with what it points to). Raises :class:`RefusedPath`.
 
     The :class:`Dir` holds an ``O_PATH`` descriptor: good for ``*at`` calls
     (:func:`read_checked`) and ``fstatvfs``, not for listing.
     """
-    parts = _path_parts(path)
-    where = "/"
+    pending = _path_parts(path)[::-1]
+    where, hops = "/", 0
     fd = os.open("/", _WALK_FLAGS | os.O_DIRECTORY)
     try:
         info = os.fstat(fd)
-        for position, part in enumerate([*parts, None]):
-            last = position == len(parts)
+        while True:
+            last = not pending
             if owners is not None and not (last and any_last_owner):
                 if info.st_uid not in owners:
                     raise RefusedPath(f"{shown_path(where)} belongs to uid {info.st_uid}, not "
@@ -157,15 +161,37 @@ def open_checked_dir(path: str, owners: frozenset[int] | None = None,
                                       f"(mode {stat.S_IMODE(info.st_mode):04o})")
             if last:
                 break
-            where = f"{where.rstrip('/')}/{part}"
+            part = pending.pop()
+            child_where = f"{where.rstrip('/')}/{part}"
             child = os.open(part, _WALK_FLAGS, dir_fd=fd)
+            try:
+                child_info = os.fstat(child)
+                if stat.S_ISLNK(child_info.st_mode):
+                    if not (owners_symlinks and owners is not None
+                            and child_info.st_uid in owners):
+                        raise RefusedPath(f"{shown_path(child_where)} is a symbolic link: "
+                                          "not followed")
+                    hops += 1
+                    if hops > 32:
+                        raise RefusedPath(f"{shown_path(path)}: too many levels of symbolic "
+                                          "links")
+                    # Every directory in `where` is a real one: '..' in the link is its parent.
+                    target = os.path.join(where, os.readlink(part, dir_fd=fd),
+                                          *reversed(pending))
+                    pending = [name for name in os.path.normpath(target).split("/")
+                               if name][::-1]
+                    os.close(fd)
+                    fd, child = os.open("/", _WALK_FLAGS | os.O_DIRECTORY), -1
+                    where, info = "/", os.fstat(fd)
+                    continue
+                if not stat.S_ISDIR(child_info.st_mode):
+                    raise RefusedPath(f"{shown_path(child_where)} is not a directory")
+            except BaseException:
+                if child >= 0:
+                    os.close(child)
+                raise
             os.close(fd)
-            fd = child
-            info = os.fstat(fd)
-            if stat.S_ISLNK(info.st_mode):
-                raise RefusedPath(f"{shown_path(where)} is a symbolic link: not followed")
-            if not stat.S_ISDIR(info.st_mode):
-                raise RefusedPath(f"{shown_path(where)} is not a directory")
+            fd, info, where = child, child_info, child_where
     except RefusedPath:
         os.close(fd)
         raise

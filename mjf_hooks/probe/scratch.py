@@ -13,10 +13,10 @@ def filesystem_size_bytes(path: str) -> int | None:
     what happens to be free at job start.
 
     As root (a hook acting for a job whose environment may name the directory), only
-    a directory reached without a symlink, below directories of root's alone (the
-    job's own directory last): no job can steer root to report another filesystem
-    (its home, a mount it chose) or to trigger an automount; the size is read from
-    the directory's descriptor (:func:`mjf_hooks.safefs.open_checked_dir`).
+    a directory below directories of root's alone (the job's own directory last),
+    reached through no symlink but root's own: no job can steer root to report another
+    filesystem (its home, a mount it chose) or to trigger an automount; the size is read
+    from the directory's descriptor (:func:`mjf_hooks.safefs.open_checked_dir`).
     """
     try:
         if os.geteuid() != 0:
@@ -25,7 +25,8 @@ def filesystem_size_bytes(path: str) -> int | None:
             from ..safefs import RefusedPath, open_checked_dir
 
             try:
-                with open_checked_dir(path, ROOT_ONLY, "root", any_last_owner=True) as directory:
+                with open_checked_dir(path, ROOT_ONLY, "root", any_last_owner=True,
+                                      owners_symlinks=True) as directory:
                     stat = os.fstatvfs(directory.fd)
             except RefusedPath:
                 return None

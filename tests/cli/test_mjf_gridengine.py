@@ -854,11 +854,12 @@ def test_a_root_prolog_measures_the_scratch_execd_made_not_what_the_job_names(si
     assert result.returncode == 0
     info = os.statvfs(site.scratch)
     assert site.job()["scratch_limit_bytes"] == str(info.f_blocks * info.f_frsize)
-    # The job's scratch (its user's, in a directory of root's) replaced by a symlink:
-    # no size at all.
+    # The job's scratch (its user's, in a sticky directory of root's) replaced by a
+    # symlink of the user's: no size at all.
     assert site.epilog().returncode == 0
     site.scratch.rmdir()
     site.scratch.symlink_to("/dev/shm")
+    os.lchown(site.scratch, DAEMON, DAEMON)
     assert site.prolog().returncode == 0
     assert "scratch_limit_bytes" not in site.job()
 

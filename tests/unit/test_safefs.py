@@ -59,6 +59,18 @@ def test_a_path_that_is_not_plain_is_refused_not_normalised(path):
     assert "not" in refusal(read_checked_text, path)
 
 
+@needs_root
+def test_only_the_owners_symlinks_are_followed_and_only_when_asked(tree, tmp_path):
+    root = frozenset([0])
+    (tmp_path / "alias").symlink_to(tree)
+    refusal(open_checked_dir, str(tmp_path / "alias"), root, "root")  # not asked
+    with open_checked_dir(str(tmp_path / "alias"), root, "root", owners_symlinks=True) as d:
+        assert read_checked(d, "config").endswith(SECRET.encode() + b"\n")
+    os.lchown(tmp_path / "alias", OTHER, OTHER)
+    assert "is a symbolic link" in refusal(open_checked_dir, str(tmp_path / "alias"), root,
+                                           "root", owners_symlinks=True)
+
+
 def test_a_symlink_anywhere_on_the_way_is_refused(tree, tmp_path):
     (tmp_path / "alias").symlink_to(tree)
     message = refusal(read_checked_text, str(tmp_path / "alias" / "config"))
@@ -181,7 +193,8 @@ def test_root_is_not_steered_to_another_filesystem_nor_made_to_wait(tmp_path):
     the way, a FIFO, a directory below one of the job's user's own: no size at all."""
     from mjf_hooks.probe.scratch import filesystem_size_bytes
 
-    (tmp_path / "link").symlink_to("/dev/shm")
+    (tmp_path / "link").symlink_to("/dev/shm")  # the job's user's, in a sticky /tmp
+    os.lchown(tmp_path / "link", OTHER, OTHER)
     os.mkfifo(tmp_path / "fifo")
     users = tmp_path / "users"
     (users / "inner").mkdir(parents=True)
@@ -192,3 +205,11 @@ def test_root_is_not_steered_to_another_filesystem_nor_made_to_wait(tmp_path):
         assert filesystem_size_bytes(str(path)) is None, path
     assert time.monotonic() - started < 1
     assert filesystem_size_bytes(str(users)) is not None  # the job's own, below root's
+    # The site's own symlinks (root's, in root's directories) are followed: the path is
+    # one its config gives (Slurm's TmpFS, PBS's $tmpdir) or execd made.
+    (tmp_path / "sites").symlink_to(users)
+    assert filesystem_size_bytes(str(tmp_path / "sites")) == filesystem_size_bytes(str(users))
+    (tmp_path / "relative").symlink_to("users/../users")
+    assert filesystem_size_bytes(str(tmp_path / "relative")) is not None
+    (tmp_path / "loop").symlink_to("loop")
+    assert filesystem_size_bytes(str(tmp_path / "loop")) is None
