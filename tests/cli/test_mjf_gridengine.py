@@ -691,7 +691,14 @@ def test_with_jobstatus_the_job_gets_one_beside_its_jobfeatures(site, command, p
 # job's own error file. Nothing of a file the user names may be read, quoted or waited on.
 
 SECRET = "mjf-secret-marker"
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="a root prolog's checks: needs root")
+
+
+@pytest.fixture
+def as_root():
+    require(os.geteuid() == 0, "a root prolog's checks: needs root")
+
+
+needs_root = pytest.mark.usefixtures("as_root")
 DAEMON = 1  # a uid neither root's nor the job's, to own a spool directory as sgeadmin would
 
 

@@ -276,7 +276,14 @@ def test_a_root_post_exec_records_the_job_before_removing_its_directory(site):
 # its user's (LSF copies the submission environment): no program, library, config or
 # directory it names may be run, loaded, read or removed by root.
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="a root pre-exec's checks: needs root")
+
+
+@pytest.fixture
+def as_root():
+    require(os.geteuid() == 0, "a root pre-exec's checks: needs root")
+
+
+needs_root = pytest.mark.usefixtures("as_root")
 
 
 def fake_bjobs(directory, marker):

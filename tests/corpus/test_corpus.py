@@ -215,7 +215,8 @@ CONDOR_ENV = {
     "_CONDOR_WRAPPER_ERROR_FILE": "@D@/scratch/.job_wrapper_failure",
     "_CONDOR_SLOT": "slot1_1", "BATCH_SYSTEM": "HTCondor", "MJF_CONFIG": "@D@/mjf.conf",
 }
-LSF_ENV = {**recorded_env("lsf-10.1/single-host.env"), "TMPDIR": "@D@/scratch",
+# TMPDIR: the job's directory LSF makes (LSB_SET_TMPDIR=y), which a root pre-exec measures.
+LSF_ENV = {**recorded_env("lsf-10.1/single-host.env"), "TMPDIR": "@D@/scratch/1234.tmpdir",
            "XDG_RUNTIME_DIR": "@D@/xdg"}
 RUN_ENV = {"TMPDIR": "@D@/scratch", "XDG_RUNTIME_DIR": "@D@/xdg"}
 GE_PROLOG_ENV = gridengine_env("prolog")
@@ -1166,6 +1167,7 @@ def lay_out(sandbox, entry: Entry, on_error_fail: bool = False, jobstatus: bool 
     for path in [*EXECUTABLES, GE_SCRIPT.replace("@D@/", "")]:
         os.chmod(sandbox.path(path), 0o755)
     os.chmod(sandbox.path("scratch"), 0o700)
+    os.mkdir(sandbox.path("scratch/1234.tmpdir"), 0o700)  # LSF's TMPDIR for job 1234
     os.mkdir(sandbox.path("xdg"), 0o700)
     # Where the default base_dir (/run/mjf) is redirected: its parent exists, as /run does.
     os.mkdir(sandbox.path(os.path.dirname(harness.DEFAULT_BASE_DIR)))

@@ -17,9 +17,15 @@ from mjf_hooks.safefs import (
     read_checked,
     read_checked_text,
 )
+from tests.conftest import require
 
-AS_ROOT = os.geteuid() == 0
-needs_root = pytest.mark.skipif(not AS_ROOT, reason="giving files to another owner needs root")
+
+@pytest.fixture
+def as_root():
+    require(os.geteuid() == 0, "giving files to another owner needs root")
+
+
+needs_root = pytest.mark.usefixtures("as_root")
 OTHER = 1  # a uid that is neither root nor the job's (daemon's, on Debian and EL)
 SECRET = "mjf-secret-marker"
 
