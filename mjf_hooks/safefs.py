@@ -40,6 +40,8 @@ _WALK_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
 # pe_hostfile, its usage): a job's few kilobytes, with room to spare. A larger file is
 # refused unread: a job's user may have named a sparse file of a terabyte.
 MAX_BATCH_FILE_BYTES = 1 << 20
+# Owners for open_checked_dir and read_checked: root's alone.
+ROOT_ONLY = frozenset([0])
 # A directory being removed is first renamed to a hidden name beginning with this, which
 # carries the remover's pid; what a hook had no time to remove waits there for `mjf sync`.
 TRASH_PREFIX = ".old-"

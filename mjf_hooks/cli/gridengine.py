@@ -27,6 +27,7 @@ from ..errors import SiteInputError
 from ..hook import COMMON_HELP, HookContext, exec_job, run_hook
 from ..options import UsageError
 from ..safefs import (
+    ROOT_ONLY,
     Dir,
     RefusedPath,
     open_checked_dir,
@@ -258,8 +259,6 @@ def _trusted_owners(context: HookContext) -> tuple[frozenset[int], str, str | No
         return ROOT_ONLY, f"root (Grid Engine's admin user is not known: {error})", None
     return owners, who, admin
 
-
-ROOT_ONLY = frozenset([0])
 
 
 def set_up(context: HookContext, job: _Job, in_job: bool) -> dict[str, str]:

@@ -113,7 +113,7 @@ def _root_command_env(context: HookContext) -> dict[str, str]:
     """What bjobs gets from a root pre-exec: a fixed PATH, and the job's ``LSF_ENVDIR``
     (where ``lsf.conf`` is) only if it is a directory of root's, reached without a symlink,
     that nobody else can write (its user cannot make one)."""
-    from ..safefs import RefusedPath, open_checked_dir
+    from ..safefs import ROOT_ONLY, RefusedPath, open_checked_dir
 
     env = {"PATH": "/usr/bin:/bin"}
     envdir = context.environ.get("LSF_ENVDIR", "")
@@ -125,8 +125,6 @@ def _root_command_env(context: HookContext) -> dict[str, str]:
             context.log.warning(f"$LSF_ENVDIR not given to bjobs: {error}")
     return env
 
-
-ROOT_ONLY = frozenset([0])
 
 
 def _limits() -> dict:

@@ -22,7 +22,7 @@ def filesystem_size_bytes(path: str) -> int | None:
         if os.geteuid() != 0:
             stat = os.statvfs(path)
         else:
-            from ..safefs import RefusedPath, open_checked_dir
+            from ..safefs import ROOT_ONLY, RefusedPath, open_checked_dir
 
             try:
                 with open_checked_dir(path, ROOT_ONLY, "root", any_last_owner=True,
@@ -34,5 +34,3 @@ def filesystem_size_bytes(path: str) -> int | None:
         return None
     return stat.f_blocks * stat.f_frsize or None
 
-
-ROOT_ONLY = frozenset([0])
