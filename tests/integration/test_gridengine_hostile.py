@@ -162,20 +162,22 @@ def test_a_sparse_gibibyte_or_a_fifo_as_pe_hostfile_neither_slows_the_prolog_nor
     home = Path("/home") / ATTACKER
     cell.as_user(ATTACKER, ["sh", "-c", f"rm -f {home}/huge {home}/fifo; truncate -s 1G "
                             f"{home}/huge; mkfifo {home}/fifo"])
-    started = time.monotonic()
-    qsub(cell, ATTACKER, "baseline", "-l", "h_rt=60")
-    baseline = time.monotonic() - started
-    for name in ("huge", "fifo"):
+    try:
         started = time.monotonic()
-        job = qsub(cell, ATTACKER, f"named-{name}", "-l", "h_rt=60",
-                   "-v", f"PE_HOSTFILE={home}/{name}")
-        # A whole read of the gibibyte took 10 s (and 2 GB: an OOM kill errs the queue).
-        assert time.monotonic() - started < baseline + 4, (name, baseline)
-        assert seen(cell, f"named-{name}")["JOBFEATURES"]["allocated_cpu"] == "1"
-        errors = (cell.job_root / "out" / f"named-{name}.e{job}").read_text()
-        assert f"PE_HOSTFILE {home}/{name} is not read" in errors
-        assert cell.queue_states() == "", cell.messages()
-    cell.as_user(ATTACKER, ["rm", "-f", f"{home}/huge", f"{home}/fifo"])
+        qsub(cell, ATTACKER, "baseline", "-l", "h_rt=60")
+        baseline = time.monotonic() - started
+        for name in ("huge", "fifo"):
+            started = time.monotonic()
+            job = qsub(cell, ATTACKER, f"named-{name}", "-l", "h_rt=60",
+                       "-v", f"PE_HOSTFILE={home}/{name}")
+            # A whole read of the gibibyte took 10 s (and 2 GB: an OOM kill errs the queue).
+            assert time.monotonic() - started < baseline + 4, (name, baseline)
+            assert seen(cell, f"named-{name}")["JOBFEATURES"]["allocated_cpu"] == "1"
+            errors = (cell.job_root / "out" / f"named-{name}.e{job}").read_text()
+            assert f"PE_HOSTFILE {home}/{name} is not read" in errors
+            assert cell.queue_states() == "", cell.messages()
+    finally:
+        cell.as_user(ATTACKER, ["rm", "-f", f"{home}/huge", f"{home}/fifo"], check=False)
     assert_no_job_directories_left(cell)
 
 
