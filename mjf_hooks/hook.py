@@ -78,6 +78,7 @@ def run_hook(
     usage_exit: int = 0,
     runs_job: bool = False,
     failure_exit: int = 1,
+    job_environment: bool = False,
 ) -> int:
     """Run ``body`` under the fail-safe rule and return the hook's exit status.
 
@@ -86,7 +87,11 @@ def run_hook(
     ``runs_job`` (a wrapper) gets its body called even when the config is
     broken, so it can run the job without MJF. ``failure_exit`` is the status of a
     failure with ``on_error = fail``: 1, or what the batch system reads as "this job
-    failed" without blaming the node (Grid Engine: 100).
+    failed" without blaming the node (Grid Engine: 100). ``job_environment``: the hook
+    runs with its job's environment, which the job's user can set (``qsub -v``, ``bsub``):
+    run as root it then takes its config from ``--config`` or the default path alone,
+    never from ``$MJF_CONFIG`` - which would have root read a file the user names, and
+    write where that file says.
     """
     log = Log(context_name)
     try:
@@ -105,10 +110,17 @@ def run_hook(
         if options.get("env_file"):
             environ = read_env_file(str(options["env_file"]))
         # The config belongs to this host, not to the (possibly recorded) job environment.
-        path = str(options.get("config") or os.environ.get("MJF_CONFIG")
-                   or config_module.config_path(environ))
+        named = os.environ.get("MJF_CONFIG") or environ.get("MJF_CONFIG")
+        ignored = job_environment and os.geteuid() == 0 and not options.get("config") \
+            and named
+        path = str(options.get("config") or (None if ignored else named)
+                   or config_module.DEFAULT_PATH)
         config = config_module.load(path)
         log.destinations = config.log
+        if ignored:
+            log.warning(f"$MJF_CONFIG {named[:200]!r} is not used: this hook runs as root "
+                        "with the job's environment, which the job's user can set (give "
+                        f"--config to use another file than {config_module.DEFAULT_PATH})")
         context = HookContext(config, environ, options, args, log, failure_exit=failure_exit)
     except Exception as error:  # noqa: BLE001 - a broken config must not drain a node
         # Its on_error cannot be trusted either: the default (continue) applies.

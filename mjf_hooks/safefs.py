@@ -12,7 +12,14 @@ work below a directory that other users may reach into:
 * bounded removal: an entry is renamed out of sight at once and removed without
   following symlinks, below no mount point, with a bounded number of directories
   open, within a time budget (the rest waits under its hidden name);
-* leftovers of a killed process (hidden names carrying its pid) are recognised.
+* leftovers of a killed process (hidden names carrying its pid) are recognised;
+* ``open_checked_dir`` and ``read_checked``: how a hook opens a file the batch system
+  wrote for a job, at a path the job's environment names (Grid Engine's
+  ``$SGE_JOB_SPOOL_DIR/config``, ``$PE_HOSTFILE``): walked from ``/`` one component
+  at a time, never through a symlink, each directory (as root) belonging to whom the
+  batch system's files belong; read only if a regular file of theirs, never waiting on
+  a FIFO, never past a size bound; a refusal names the path and why, never a byte of
+  what the file holds.
 """
 
 from __future__ import annotations
@@ -22,10 +29,19 @@ import os
 import stat
 import time
 
-from .errors import StoreError
+from .errors import SiteInputError, StoreError
 from .probe.mounts import read_mounts
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# Walking a path: a descriptor that opens nothing (no FIFO is opened, no automount is
+# triggered by the last component), never a symlink's target.
+_WALK_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+# The most a hook reads of a file the batch system wrote for a job (its spool config, its
+# pe_hostfile, its usage): a job's few kilobytes, with room to spare. A larger file is
+# refused unread: a job's user may have named a sparse file of a terabyte.
+MAX_BATCH_FILE_BYTES = 1 << 20
+# Owners for open_checked_dir and read_checked: root's alone.
+ROOT_ONLY = frozenset([0])
 # A directory being removed is first renamed to a hidden name beginning with this, which
 # carries the remover's pid; what a hook had no time to remove waits there for `mjf sync`.
 TRASH_PREFIX = ".old-"
@@ -88,6 +104,207 @@ def check_trusted_path(path: str, given_dir: str | None = None) -> None:
             pending.extend(part for part in reversed(target.split("/")) if part)
         else:
             current = entry
+
+
+class RefusedPath(SiteInputError):
+    """A path a hook will not open or read: the message names it and says why, and never
+    quotes what the file holds."""
+
+
+def shown_path(path: str) -> str:
+    """A path as a message shows it: one whose name a job's user chose may be a megabyte."""
+    return path if len(path) <= 200 else f"{path[:200]}... ({len(path)} characters)"
+
+
+def _path_parts(path: str) -> list[str]:
+    """The components of an absolute, normal path (one trailing ``/`` allowed); a path
+    with ``.``, ``..``, an empty component or a NUL byte is refused, not normalised."""
+    if not path.startswith("/"):
+        raise RefusedPath(f"{shown_path(path)} is not an absolute path")
+    parts = path[1:].removesuffix("/").split("/") if path != "/" else []
+    if "\0" in path or any(part in ("", ".", "..") for part in parts):
+        raise RefusedPath(f"{shown_path(path)} is not a plain absolute path (it has '.', "
+                          "'..', '//' or a NUL byte)")
+    return parts
+
+
+def open_checked_dir(path: str, owners: frozenset[int] | None = None,
+                     who: str = "", any_last_owner: bool = False,
+                     owners_symlinks: bool = False) -> Dir:
+    """Open the directory at ``path`` the way a hook must open one its job's environment
+    names: from ``/``, one component at a time, relative to the one before and never
+    following a symlink (none anywhere on the way), with ``O_PATH`` (nothing is opened
+    for reading: an automount is not triggered by the last component, a FIFO never
+    opened). With ``owners`` (uids; ``who`` says whose they are, for the message), every
+    directory on the way belongs to one of them, and none but the last is writable by
+    others unless sticky (then only an entry's owner can replace it); the last belongs
+    to them too unless ``any_last_owner`` (a job's own scratch directory, in such a
+    parent) and is writable by no one else. ``owners_symlinks``: for a path that is not
+    a job's to name (one its batch system's config gives), a symlink of the owners' on
+    the way is followed - nobody else can change it (the walk starts again from ``/``
+    with what it points to). Raises :class:`RefusedPath`.
+
+    The :class:`Dir` holds an ``O_PATH`` descriptor: good for ``*at`` calls
+    (:func:`read_checked`) and ``fstatvfs``, not for listing.
+    """
+    pending = _path_parts(path)[::-1]
+    where, hops = "/", 0
+    fd = os.open("/", _WALK_FLAGS | os.O_DIRECTORY)
+    try:
+        info = os.fstat(fd)
+        while True:
+            last = not pending
+            if owners is not None and not (last and any_last_owner):
+                if info.st_uid not in owners:
+                    raise RefusedPath(f"{shown_path(where)} belongs to uid {info.st_uid}, not "
+                                      f"to {who or 'uids ' + str(sorted(owners))}")
+                if info.st_mode & 0o022 and (last or not info.st_mode & stat.S_ISVTX):
+                    raise RefusedPath(f"{shown_path(where)} can be written by others "
+                                      f"(mode {stat.S_IMODE(info.st_mode):04o})")
+            if last:
+                break
+            part = pending.pop()
+            child_where = f"{where.rstrip('/')}/{part}"
+            child = os.open(part, _WALK_FLAGS, dir_fd=fd)
+            try:
+                child_info = os.fstat(child)
+                if stat.S_ISLNK(child_info.st_mode):
+                    if not (owners_symlinks and owners is not None
+                            and child_info.st_uid in owners):
+                        raise RefusedPath(f"{shown_path(child_where)} is a symbolic link: "
+                                          "not followed")
+                    hops += 1
+                    if hops > 32:
+                        raise RefusedPath(f"{shown_path(path)}: too many levels of symbolic "
+                                          "links")
+                    # Every directory in `where` is a real one: '..' in the link is its parent.
+                    target = os.path.join(where, os.readlink(part, dir_fd=fd),
+                                          *reversed(pending))
+                    pending = [name for name in os.path.normpath(target).split("/")
+                               if name][::-1]
+                    os.close(fd)
+                    fd, child = os.open("/", _WALK_FLAGS | os.O_DIRECTORY), -1
+                    where, info = "/", os.fstat(fd)
+                    continue
+                if not stat.S_ISDIR(child_info.st_mode):
+                    raise RefusedPath(f"{shown_path(child_where)} is not a directory")
+            except BaseException:
+                if child >= 0:
+                    os.close(child)
+                raise
+            os.close(fd)
+            fd, info, where = child, child_info, child_where
+    except RefusedPath:
+        os.close(fd)
+        raise
+    except (OSError, ValueError) as error:  # ValueError: a NUL byte
+        os.close(fd)
+        reason = getattr(error, "strerror", None) or str(error)
+        raise RefusedPath(f"{shown_path(where)}: {reason}") from None
+    return Dir(fd, path.rstrip("/") or "/")
+
+
+def read_checked(directory: Dir, name: str, owners: frozenset[int] | None = None,
+                 who: str = "", limit: int = MAX_BATCH_FILE_BYTES) -> bytes:
+    """The content of the file ``name`` in ``directory`` (from :func:`open_checked_dir`):
+    only a regular file (never through a symlink, never waiting on a FIFO: ``O_NOFOLLOW
+    | O_NONBLOCK``), with ``owners`` only one of theirs and writable by no one else, and
+    only if at most ``limit`` bytes (a larger one is refused unread). Raises
+    :class:`RefusedPath`, whose message names the path and never quotes the content."""
+    path = f"{directory.path.rstrip('/')}/{name}"
+    if not name or "/" in name or name in (".", ".."):
+        raise RefusedPath(f"{shown_path(path)}: not a file name")
+    try:
+        # Its type and owner before it is opened: opening a device can act on it.
+        before = os.stat(name, dir_fd=directory.fd, follow_symlinks=False)
+        _check_file(before, path, owners, who, limit)
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
+                     | os.O_CLOEXEC, dir_fd=directory.fd)
+    except RefusedPath:
+        raise
+    except OSError as error:
+        raise RefusedPath(describe(error, shown_path(path))) from None
+    try:
+        info = os.fstat(fd)
+        if (info.st_ino, info.st_dev) != (before.st_ino, before.st_dev):
+            raise RefusedPath(f"{shown_path(path)} was replaced while being opened: not read")
+        _check_file(info, path, owners, who, limit)
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, limit + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as error:
+        raise RefusedPath(describe(error, shown_path(path))) from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise RefusedPath(f"{shown_path(path)} is larger than {limit} bytes: not read")
+    return b"".join(chunks)
+
+
+def _check_file(info: os.stat_result, path: str, owners: frozenset[int] | None, who: str,
+                limit: int) -> None:
+    if stat.S_ISLNK(info.st_mode):
+        raise RefusedPath(f"{shown_path(path)} is a symbolic link: not followed")
+    if not stat.S_ISREG(info.st_mode):
+        raise RefusedPath(f"{shown_path(path)} is not a regular file: not read")
+    if owners is not None and info.st_uid not in owners:
+        raise RefusedPath(f"{shown_path(path)} belongs to uid {info.st_uid}, not to "
+                          f"{who or 'uids ' + str(sorted(owners))}: not read")
+    if owners is not None and info.st_mode & 0o022:
+        raise RefusedPath(f"{shown_path(path)} can be written by others "
+                          f"(mode {stat.S_IMODE(info.st_mode):04o}): not read")
+    if info.st_size > limit:
+        raise RefusedPath(f"{shown_path(path)} is larger than {limit} bytes: not read")
+
+
+def text_of(data: bytes) -> str:
+    """File bytes as text mode would read them (ASCII, anything else replaced; CRLF and CR
+    as LF), without the codec lookup that imports encodings.ascii."""
+    return data.decode("ascii", "replace").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def read_bounded(path: str, limit: int = MAX_BATCH_FILE_BYTES) -> bytes:
+    """The content of a regular file that is not a job's to name (a batch system's own
+    config, as its daemon names it) or that its reader may read anyway (a hook running
+    as the job's user, reading its own job's files): symlinks followed, but never waiting
+    on a FIFO (``O_NONBLOCK``), never a device, never past ``limit`` bytes. Raises
+    :class:`RefusedPath`, which never quotes the content."""
+    try:
+        _check_file(os.stat(path), path, None, "", limit)  # opening a device can act on it
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except (OSError, ValueError) as error:  # ValueError: a NUL byte
+        reason = getattr(error, "strerror", None) or str(error)
+        raise RefusedPath(f"{shown_path(path)}: {reason}") from None
+    try:
+        _check_file(os.fstat(fd), path, None, "", limit)
+        data = os.read(fd, limit + 1)
+        while data and len(data) <= limit:
+            more = os.read(fd, limit + 1 - len(data))
+            if not more:
+                break
+            data += more
+    except OSError as error:
+        raise RefusedPath(describe(error, shown_path(path))) from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise RefusedPath(f"{shown_path(path)} is larger than {limit} bytes: not read")
+    return data
+
+
+def read_checked_text(path: str, owners: frozenset[int] | None = None, who: str = "",
+                      limit: int = MAX_BATCH_FILE_BYTES) -> str:
+    """:func:`read_checked` of a file by its path, its directory opened with
+    :func:`open_checked_dir` (the same ``owners``)."""
+    parts = _path_parts(path)
+    if not parts:
+        raise RefusedPath("/ is not a file")
+    with open_checked_dir("/" + "/".join(parts[:-1]), owners, who) as directory:
+        return text_of(read_checked(directory, parts[-1], owners, who, limit))
 
 
 def describe(error: OSError, path: str) -> str:

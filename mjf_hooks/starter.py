@@ -25,9 +25,15 @@ if TYPE_CHECKING:
 
 
 def job_stores(context: HookContext) -> list[Store]:
-    """Where a job's directory may be: base_dir, or its user's private directory."""
+    """Where a job's directory may be: base_dir, or its user's private directory. Not, as
+    root, a private directory of root's: that would be named by the job's environment
+    (``$XDG_RUNTIME_DIR``), which is its user's (a root end of a job finds the user's own
+    by uid, :func:`end`)."""
+    site = lifecycle.store_for(context.config)
+    if os.geteuid() == 0:
+        return [site]
     private = lifecycle.private_base_dir(context.environ, create=False)
-    return [lifecycle.store_for(context.config), lifecycle.store_for(context.config, private)]
+    return [site, lifecycle.store_for(context.config, private)]
 
 
 def set_up(context: HookContext, backend: str, job_id: str, in_job: bool,
@@ -65,8 +71,12 @@ def set_up(context: HookContext, backend: str, job_id: str, in_job: bool,
         uid, gid = job_user(environ, owner_variables)
     # A pre-start is not the job (as root, not even its user): what only the job's own
     # process shows (its cgroup, its limits) is left pending for the starter.
+    # Without a scratch directory the job's working directory - not for a root pre-start,
+    # whose working directory is whatever the job's user chose.
+    if scratch_dir is None and (in_job or not running_as_root):
+        scratch_dir = os.getcwd()
     job = lifecycle.JobStart(backend, facts, cgroup_pid="self" if in_job else None,
-                             scratch_dir=scratch_dir or os.getcwd(),
+                             scratch_dir=scratch_dir,
                              gid=gid, uid=uid, pending=not in_job)
     return lifecycle.set_up_job(config, log, site, store, job, context.dry_run)
 

@@ -125,8 +125,15 @@ def _parse_number(text: str) -> int | float | None:
 
 
 def read_ad(path: str) -> dict[str, object]:
-    """Parse an ad file; OSError if it cannot be read, ValueError if it is far too large."""
-    with open(path, "rb") as handle:
+    """Parse an ad file; OSError if it cannot be read, ValueError if it is far too large or
+    not a regular file (a FIFO in its place is not waited on)."""
+    import os
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    with open(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
         data = handle.read(MAX_AD_BYTES + 1)
     if len(data) > MAX_AD_BYTES:
         raise ValueError(f"{path} is larger than {MAX_AD_BYTES} bytes")

@@ -42,6 +42,11 @@ _RUN_LIMITS = ("h_rt", "s_rt")
 _MULTIPLIERS = {"k": 1000, "m": 1000 ** 2, "g": 1000 ** 3,
                 "K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}
 NO_LIMIT = ("INFINITY", "UNDEFINED", "NONE")
+# Where execd keeps a running job's spool directory: <execd_spool_dir>/<host>/active_jobs/.
+ACTIVE_JOBS = "active_jobs"
+# The files of it a hook reads (the shepherd's config, the parallel environment's host
+# list, the usage it writes as the job ends).
+SPOOL_CONFIG, PE_HOSTFILE, USAGE = "config", "pe_hostfile", "usage"
 
 
 def job_store_dirs(options: dict[str, str]) -> list[tuple[str, str]]:
@@ -139,6 +144,40 @@ def job_id(environ: dict[str, str]) -> str:
     return f"{value}.{int(task)}"
 
 
+def spool_task_name(environ: dict[str, str]) -> str:
+    """The name Grid Engine gives the job's spool directory: ``<job>.<task>`` (task 1
+    outside an array). Raises SiteInputError as :func:`job_id` does."""
+    name = job_id(environ)
+    return name if "." in name else f"{name}.1"
+
+
+def spool_dir_problem(path: str, environ: dict[str, str]) -> str | None:
+    """Why ``path`` ($SGE_JOB_SPOOL_DIR) is not where execd puts this job's spool
+    directory (``<execd_spool_dir>/<host>/active_jobs/<job>.<task>``), or None."""
+    parent, _, name = path.rstrip("/").rpartition("/")
+    expected = spool_task_name(environ)
+    if name != expected or parent.rpartition("/")[2] != ACTIVE_JOBS:
+        return (f"not where Grid Engine keeps the spool directory of job {expected} "
+                f"(JOB_ID, SGE_TASK_ID): .../{ACTIVE_JOBS}/{expected}")
+    return None
+
+
+def bootstrap_path(options: dict[str, str], environ: dict[str, str]) -> str:
+    """The cell's ``bootstrap`` file, which names its admin user (``admin_user``)."""
+    cell = options.get("sge_cell") or environ.get("SGE_CELL") or "default"
+    return f"{sge_root(options, environ).rstrip('/')}/{cell}/common/bootstrap"
+
+
+def bootstrap_admin_user(text: str) -> str | None:
+    """The ``admin_user`` the cell's bootstrap names; ``root`` for ``none`` (Grid Engine's
+    own daemons then keep root's identity); None if it names none."""
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) == 2 and fields[0] == "admin_user":
+            return "root" if fields[1].lower() == "none" else fields[1]
+    return None
+
+
 def parse_spool_config(text: str) -> dict[str, str]:
     """The job's spool ``config``: ``name=value`` lines."""
     entries = {}
@@ -224,33 +263,38 @@ def _short(host: str) -> str:
 
 
 def cpus_on_host(environ: dict[str, str], pe_hostfile: str | None,
-                 host_names: list[str]) -> tuple[int, str]:
+                 host_names: list[str], pe_path: str | None = None) -> tuple[int, str]:
     """This host's slots, from ``PE_HOSTFILE`` (its text; ``NSLOTS`` without one).
 
-    ``host_names`` are this host's names (short names match full ones).
+    ``host_names`` are this host's names (short names match full ones); ``pe_path``
+    where the text was read (default ``$PE_HOSTFILE``). A message names the file and a
+    line's number, never what it holds.
     """
     if pe_hostfile is None:
         slots, hosts = environ.get("NSLOTS", ""), environ.get("NHOSTS", "1")
         if hosts != "1":  # NSLOTS counts every host's slots
-            raise SiteInputError(f"no readable PE_HOSTFILE, and NSLOTS={slots!r} counts "
-                                 f"the slots of NHOSTS={hosts!r} hosts")
+            raise SiteInputError(f"no readable PE_HOSTFILE, and NSLOTS={slots[:40]!r} counts "
+                                 f"the slots of NHOSTS={hosts[:40]!r} hosts")
         if digits_value(slots):
             return digits_value(slots), f"NSLOTS={slots}"
-        raise SiteInputError(f"no PE_HOSTFILE and NSLOTS={slots!r} is not a number of slots")
+        raise SiteInputError(f"no PE_HOSTFILE and NSLOTS={slots[:40]!r} is not a number of "
+                             "slots")
+    path = environ.get("PE_HOSTFILE", "") if pe_path is None else pe_path
     mine = {_short(name) for name in host_names}
     counts = []
-    for line in pe_hostfile.splitlines():
+    for number, line in enumerate(pe_hostfile.splitlines(), 1):
         fields = line.split()
         if not fields:
             continue
         if len(fields) < 2 or not digits_value(fields[1]):
-            raise SiteInputError(f"PE_HOSTFILE line {line[:80]!r} is not 'host slots queue ...'")
+            raise SiteInputError(f"PE_HOSTFILE {path}, line {number}: not 'host slots queue "
+                                 "processors'")
         if _short(fields[0]) in mine:
             counts.append(digits_value(fields[1]))
     if not counts:
         raise SiteInputError(f"this host ({', '.join(host_names)}) is not in PE_HOSTFILE "
-                             f"{environ.get('PE_HOSTFILE', '')}")
-    return sum(counts), f"PE_HOSTFILE {environ.get('PE_HOSTFILE', '')}"
+                             f"{path}")
+    return sum(counts), f"PE_HOSTFILE {path}"
 
 
 def _smallest(values: dict[str, str], names: tuple[str, ...], parse, where: str,
@@ -338,28 +382,34 @@ def scratch_dir(environ: dict[str, str], spool: dict[str, str]) -> str | None:
 def job_facts(environ: dict[str, str], host_names: list[str], now: int,
               spool: dict[str, str] | None, pe_hostfile: str | None,
               requests: dict[str, str] | None = None,
-              queue_limits: dict[str, str] | None = None) -> tuple[dict, list[str]]:
+              queue_limits: dict[str, str] | None = None,
+              pe_path: str | None = None,
+              spool_problem: str | None = None) -> tuple[dict, list[str]]:
     """Job facts of a prolog or starter, and warnings about what could not be determined.
 
     ``host_names``: this host's names (as PE_HOSTFILE may spell them); ``spool``: the
     job's spool config (:func:`parse_spool_config`; None if unreadable);
-    ``pe_hostfile``: its text (None without one); ``requests``: what ``qstat -j`` says
+    ``pe_hostfile``: its text (None without one), read at ``pe_path`` (default
+    ``$PE_HOSTFILE``); ``requests``: what ``qstat -j`` says
     the job asked for (:func:`parse_resource_list`; None if not asked);
-    ``queue_limits``: its queue instance's (:func:`parse_queue_limits`). Identity
-    errors raise.
+    ``queue_limits``: its queue instance's (:func:`parse_queue_limits`);
+    ``spool_problem``: why the spool config was not read. Identity errors raise.
     """
     facts: dict[str, tuple] = {"job_id": (job_id(environ), "JOB_ID/SGE_TASK_ID"),
                                "jobstart_secs": (now, "time the job started")}
     warnings: list[str] = []
     slots = None
     try:
-        facts["allocated_cpu"] = cpus_on_host(environ, pe_hostfile, host_names)
+        facts["allocated_cpu"] = cpus_on_host(environ, pe_hostfile, host_names, pe_path)
         slots = facts["allocated_cpu"][0]
     except SiteInputError as error:
         warnings.append(f"allocated_cpu not written: {error}")
     if spool is None:
-        warnings.append("the job's spool config is not readable: cpu_limit_secs and "
-                        "max_rss_bytes come from the cgroup and config alone")
+        warnings.append("the job's spool config is not readable"
+                        + (f" ({spool_problem})" if spool_problem else "")
+                        + ": cpu_limit_secs and max_rss_bytes come from the cgroup and "
+                        "config alone" + ("; PE_HOSTFILE is not read either"
+                                          if environ.get("PE_HOSTFILE") else ""))
     else:
         facts.update(spool_limit_facts(spool, slots, warnings))
     wall = wall_limit(requests, queue_limits, warnings)

@@ -67,6 +67,14 @@ def job_id(environ: dict[str, str]) -> str:
     return value if index == 0 else f"{value}[{index}]"
 
 
+def job_tmpdir_name(environ: dict[str, str]) -> str:
+    """The name LSF gives the job-specific temporary directory it makes (``LSB_JOB_TMPDIR``
+    or ``LSF_TMPDIR``; ``$TMPDIR`` where ``LSB_SET_TMPDIR=y``): ``1234.tmpdir``, or
+    ``1234_7.tmpdir`` for element 7 of an array. Raises as :func:`job_id`."""
+    name = job_id(environ)
+    return (name.replace("[", "_").rstrip("]") if "[" in name else name) + ".tmpdir"
+
+
 def _short(host: str) -> str:
     return host.split(".", 1)[0].lower()
 

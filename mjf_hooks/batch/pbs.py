@@ -65,11 +65,20 @@ def pbs_exec(options: dict[str, str], pbs_conf: str | None = None) -> str:
         configured if configured and configured.startswith("/") else DEFAULT_PBS_EXEC)
 
 
+def read_pbs_conf() -> str | None:
+    """``/etc/pbs.conf``'s text (None if it cannot be read): PBS's own file, read as such
+    a file is (:func:`mjf_hooks.safefs.read_bounded`)."""
+    from ..safefs import RefusedPath, read_bounded, text_of
+
+    try:
+        return text_of(read_bounded(PBS_CONF))
+    except RefusedPath:
+        return None
+
+
 def command_path(options: dict[str, str], command: str) -> str:
     """A PBS command of this host's install (``<pbs_exec>/bin/<command>``)."""
-    from ..probe import read_text
-
-    return f"{pbs_exec(options, read_text(PBS_CONF))}/bin/{command}"
+    return f"{pbs_exec(options, read_pbs_conf())}/bin/{command}"
 
 
 def command_env() -> dict[str, str]:
@@ -88,9 +97,7 @@ def node_name(options: dict[str, str]) -> str:
     where set, else the host name."""
     import os
 
-    from ..probe import read_text
-
-    return pbs_conf_value(read_text(PBS_CONF), "PBS_MOM_NODE_NAME") or os.uname().nodename
+    return pbs_conf_value(read_pbs_conf(), "PBS_MOM_NODE_NAME") or os.uname().nodename
 
 
 def drain_query(options: dict[str, str], environ: dict[str, str],

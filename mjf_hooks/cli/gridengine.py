@@ -23,9 +23,19 @@ import time
 
 from .. import lifecycle, starter
 from ..batch import gridengine
+from ..errors import SiteInputError
 from ..hook import COMMON_HELP, HookContext, exec_job, run_hook
 from ..options import UsageError
-from ..probe import read_text
+from ..safefs import (
+    ROOT_ONLY,
+    Dir,
+    RefusedPath,
+    open_checked_dir,
+    read_checked,
+    read_checked_text,
+    shown_path,
+    text_of,
+)
 
 USAGE = """\
 usage: mjf-gridengine [options] prolog | epilog | starter CMD [ARGS...]
@@ -45,8 +55,10 @@ OWNER_VARIABLES = ("USER", "LOGNAME")
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # The starter runs the job even when the config is broken (a wrapper must).
+    # A prolog or epilog runs as root with the job's environment (qsub -v sets any of it).
     return run_hook("mjf-gridengine", argv, _dispatch, USAGE, positional_stop=True,
-                    runs_job="starter" in argv, failure_exit=JOB_ERROR_EXIT)
+                    runs_job="starter" in argv, failure_exit=JOB_ERROR_EXIT,
+                    job_environment="starter" not in argv)
 
 
 def starter_main(argv: list[str] | None = None) -> int:
@@ -68,7 +80,11 @@ def _dispatch(context: HookContext) -> int:
 
 
 def prolog(context: HookContext, command: list[str]) -> int:
-    set_up(context, _Job(context), in_job=False)
+    job = _Job(context)
+    try:
+        set_up(context, job, in_job=False)
+    finally:
+        job.close()
     return 0
 
 
@@ -76,12 +92,17 @@ def epilog(context: HookContext, command: list[str]) -> int:
     ending = None
     if context.config.records_dir:
         environ = context.environ
-        spool_dir = environ.get("SGE_JOB_SPOOL_DIR", "")
-        path = os.path.join(spool_dir, "usage")
-        text = read_text(path) if spool_dir.startswith("/") else None
+        job = _Job(context)
+        text = job.read(gridengine.USAGE)
+        job.close()
+        for warning in [*([job.problem] if job.problem else []), *job.warnings]:
+            context.log.warning(f"{warning}: the job's record has no usage from its spool "
+                                "directory")
         ending = lifecycle.JobEnd(
-            gridengine.NAME, gridengine.usage_facts(text, path) if text is not None else {},
-            user=environ.get("USER") or None, queue=environ.get("QUEUE") or None)
+            gridengine.NAME,
+            gridengine.usage_facts(text, job.path(gridengine.USAGE)) if text is not None else {},
+            user=(job.spool or {}).get("job_owner") or environ.get("USER") or None,
+            queue=(job.spool or {}).get("queue") or environ.get("QUEUE") or None)
     starter.end(context, gridengine.job_id(context.environ), OWNER_VARIABLES, ending)
     return 0
 
@@ -89,8 +110,14 @@ def epilog(context: HookContext, command: list[str]) -> int:
 def run_starter(context: HookContext, command: list[str]) -> int:
     if not command:
         raise UsageError("the starter needs the job's command (Grid Engine gives it)")
-    job = _Job(context)
+    try:
+        job = _Job(context, starter_role=True)
+    except Exception as error:  # noqa: BLE001 - the starter runs the job whatever happens
+        context.log.error(f"the job's spool directory: internal error "
+                          f"{type(error).__name__}: {error}")
+        job = _Job(None)
     exports = context.fail_safe(set_up, context, job, True) or {}
+    job.close()
     file, argv = gridengine.job_command(command, context.environ, job.spool)
     source = "the job's shell (SGE_STARTER_SHELL_PATH)" if file != command[0] else ""
     # Like a shell, 127 when the command cannot be executed.
@@ -101,12 +128,137 @@ ROLES = {"prolog": prolog, "epilog": epilog, "starter": run_starter}
 
 
 class _Job:
-    """What the job's spool directory says, read once."""
+    """The job's spool directory (``$SGE_JOB_SPOOL_DIR``) and what its config says, read
+    only where Grid Engine puts it: a job can set variables (``qsub -v PE_HOSTFILE=...``),
+    and a prolog or epilog runs as root with the job's environment.
 
-    def __init__(self, context: HookContext) -> None:
-        spool_dir = context.environ.get("SGE_JOB_SPOOL_DIR", "")
-        text = read_text(os.path.join(spool_dir, "config")) if spool_dir.startswith("/") else None
-        self.spool = gridengine.parse_spool_config(text) if text is not None else None
+    The directory is reached without a symlink; its files are read without following
+    one, never waiting on a FIFO, at most :data:`mjf_hooks.safefs.MAX_BATCH_FILE_BYTES`.
+    As root, besides, the directory must be execd's for this job (a prolog's or
+    epilog's: ``.../active_jobs/<job>.<task>``), and every directory on the way and every
+    file must belong to root or to the cell's admin user (its ``bootstrap``'s
+    ``admin_user``, whom execd writes them as), who is not the job's user: nobody else
+    can put a file there. (The starter runs as the job's user, who can read nothing more
+    through it.) What is refused is not read; a warning names the path and why, never
+    what the file holds.
+    """
+
+    def __init__(self, context: HookContext | None, starter_role: bool = False) -> None:
+        """``context`` None: a job whose spool directory is not read."""
+        # Why the spool config is not read (None: it is, or there is none to read).
+        self.problem: str | None = None
+        self.warnings: list[str] = []  # about its other files
+        self.spool: dict[str, str] | None = None
+        self._directory: Dir | None = None
+        self._owners: frozenset[int] | None = None
+        self._who = ""
+        self._admin: str | None = None
+        self._path = ""
+        if context is None:
+            return
+        environ = context.environ
+        self._path = environ.get("SGE_JOB_SPOOL_DIR", "")
+        try:
+            if not self._path:
+                raise SiteInputError("$SGE_JOB_SPOOL_DIR is not set")
+            if os.geteuid() == 0:
+                # (A starter runs its job as Grid Engine would even with a broken JOB_ID:
+                # it reads any spool directory of root's and the admin user's.)
+                problem = None if starter_role else \
+                    gridengine.spool_dir_problem(self._path, environ)
+                if problem:
+                    raise RefusedPath(f"$SGE_JOB_SPOOL_DIR {shown_path(self._path)} is "
+                                      f"{problem}")
+                self._owners, self._who, self._admin = _trusted_owners(context)
+            self._directory = open_checked_dir(self._path, self._owners, self._who)
+            text = text_of(read_checked(self._directory, gridengine.SPOOL_CONFIG,
+                                        self._owners, self._who))
+        except SiteInputError as error:  # RefusedPath too
+            self.problem = str(error)
+            return
+        spool = gridengine.parse_spool_config(text)
+        owner = spool.get("job_owner", "")
+        if owner and owner == self._admin and owner != "root":
+            self.problem = (f"{self.path(gridengine.SPOOL_CONFIG)}: the job's user {owner} is "
+                            "Grid Engine's admin user, who writes its spool directory")
+            return
+        self.spool = spool
+
+    def path(self, name: str) -> str:
+        return f"{self._path.rstrip('/')}/{name}"
+
+    def read(self, name: str) -> str | None:
+        """Another file of the spool directory as text, or None (``warnings`` says why,
+        unless the directory itself was not read: ``problem``)."""
+        if self.spool is None or self._directory is None:
+            return None
+        try:
+            return text_of(read_checked(self._directory, name, self._owners, self._who))
+        except RefusedPath as error:
+            self.warnings.append(str(error))
+            return None
+
+    def pe_hostfile(self, environ: dict[str, str]) -> tuple[str | None, str]:
+        """The text of the job's ``pe_hostfile`` (None without one: a job without a
+        parallel environment, or one whose spool config is not read), and its path.
+        ``$PE_HOSTFILE`` is read only where execd put the file, in the job's spool
+        directory, as its spool config says."""
+        named = environ.get("PE_HOSTFILE", "")
+        if self.spool is None:
+            return None, named  # the problem's warning says so
+        expected = self.spool.get("pe_hostfile", "")
+        if not expected:
+            if named:
+                self.warnings.append(f"PE_HOSTFILE {shown_path(named)} is not read: the job "
+                                     "has no parallel environment (its spool config names no "
+                                     "pe_hostfile)")
+            return None, named
+        if expected != self.path(gridengine.PE_HOSTFILE) or (named and named != expected):
+            self.warnings.append(f"PE_HOSTFILE {shown_path(named or expected)} is not read: "
+                                 f"not {self.path(gridengine.PE_HOSTFILE)}, where Grid Engine "
+                                 "puts it")
+            return None, named or expected
+        return self.read(gridengine.PE_HOSTFILE), expected
+
+    def scratch_dir(self, environ: dict[str, str]) -> str | None:
+        """The job's TMPDIR. As root only the spool config's (where execd made it): the
+        environment's ``TMP``/``TMPDIR`` are the job's to set."""
+        if os.geteuid() == 0:
+            return (self.spool or {}).get("tmpdir") or None
+        return gridengine.scratch_dir(environ, self.spool or {})
+
+    def close(self) -> None:
+        if self._directory is not None:
+            self._directory.close()
+            self._directory = None
+
+
+def _trusted_owners(context: HookContext) -> tuple[frozenset[int], str, str | None]:
+    """Who may own the job's spool directory and files (uids, who they are, and the admin
+    user's name): root and the cell's admin user, whom execd writes them as.
+
+    The admin user is the one the cell's ``bootstrap`` names, read without a symlink;
+    the file and its directories must belong to root or to that user. Where it cannot
+    be told, root alone (the message says why)."""
+    import pwd  # only here: a root prolog or epilog
+
+    path = gridengine.bootstrap_path(context.config.backend[gridengine.NAME], context.environ)
+    try:
+        admin = gridengine.bootstrap_admin_user(read_checked_text(path))
+        if admin is None:
+            raise SiteInputError(f"{shown_path(path)} names no admin_user")
+        try:
+            uid = pwd.getpwnam(admin).pw_uid
+        except (KeyError, ValueError):
+            raise SiteInputError(f"{shown_path(path)} names admin_user {admin[:40]!r}, "
+                                 "unknown here") from None
+        owners = frozenset([0, uid])
+        who = f"root or Grid Engine's admin user {admin}"
+        read_checked_text(path, owners, who)  # its own directories and file are theirs
+    except SiteInputError as error:  # RefusedPath too
+        return ROOT_ONLY, f"root (Grid Engine's admin user is not known: {error})", None
+    return owners, who, admin
+
 
 
 def set_up(context: HookContext, job: _Job, in_job: bool) -> dict[str, str]:
@@ -115,20 +267,17 @@ def set_up(context: HookContext, job: _Job, in_job: bool) -> dict[str, str]:
     job_id = gridengine.job_id(environ)
 
     def gather() -> tuple[dict, list[str]]:
-        pe_hostfile = environ.get("PE_HOSTFILE", "")
-        pe_text = read_text(pe_hostfile) if pe_hostfile else None
-        if pe_hostfile and pe_text is None:
-            context.log.warning(f"PE_HOSTFILE {pe_hostfile} is not readable")
+        pe_text, pe_path = job.pe_hostfile(environ)
         names = [os.uname().nodename, (job.spool or {}).get("host", ""),
                  environ.get("HOSTNAME", "")]
         requests, queue_limits = _run_limits(context, job)
-        return gridengine.job_facts(environ, [name for name in names if name],
-                                    int(time.time()), job.spool, pe_text, requests,
-                                    queue_limits)
+        facts, warnings = gridengine.job_facts(
+            environ, [name for name in names if name], int(time.time()), job.spool, pe_text,
+            requests, queue_limits, pe_path, job.problem)
+        return facts, [*job.warnings, *warnings]
 
     return starter.set_up(context, gridengine.NAME, job_id, in_job, gather,
-                          gridengine.scratch_dir(environ, job.spool or {}),
-                          OWNER_VARIABLES,
+                          job.scratch_dir(environ), OWNER_VARIABLES,
                           completion=lambda: gridengine.spool_limit_facts(job.spool))
 
 

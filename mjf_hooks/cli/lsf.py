@@ -40,8 +40,10 @@ _BJOBS_CANDIDATES = ("/usr/bin/bjobs", "/usr/local/bin/bjobs")
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # The starter runs the job even when the config is broken (a wrapper must).
+    # A pre-exec or post-exec may run as root (LSB_PRE_POST_EXEC_USER=root) with the
+    # job's environment, which is its user's.
     return run_hook("mjf-lsf", argv, _dispatch, USAGE, positional_stop=True,
-                    runs_job="starter" in argv)
+                    runs_job="starter" in argv, job_environment="starter" not in argv)
 
 
 def _dispatch(context: HookContext) -> int:
@@ -88,8 +90,41 @@ def set_up(context: HookContext, in_job: bool) -> dict[str, str]:
                              _run_limit(context, job_id))
 
     return starter.set_up(context, "lsf", job_id, in_job, gather,
-                          environ.get("TMPDIR"), OWNER_VARIABLES,
+                          _scratch_dir(context, in_job), OWNER_VARIABLES,
                           completion=_limits)
+
+
+def _scratch_dir(context: HookContext, in_job: bool) -> str | None:
+    """The job's scratch directory, ``$TMPDIR``. A pre-exec as root takes it only where it
+    is the one LSF made for this job (``.../1234.tmpdir``): otherwise it is the job's
+    user's to set, and root would report the size of whatever filesystem they chose."""
+    tmpdir = context.environ.get("TMPDIR") or None
+    if tmpdir is None or in_job or os.geteuid() != 0:
+        return tmpdir
+    expected = lsf.job_tmpdir_name(context.environ)
+    if tmpdir.rstrip("/").rpartition("/")[2] != expected:
+        context.log.info(f"$TMPDIR {tmpdir[:200]} is not the job's directory LSF makes "
+                         f"(.../{expected}): scratch_limit_bytes is not written")
+        return None
+    return tmpdir
+
+
+def _root_command_env(context: HookContext) -> dict[str, str]:
+    """What bjobs gets from a root pre-exec: a fixed PATH, and the job's ``LSF_ENVDIR``
+    (where ``lsf.conf`` is) only if it is a directory of root's, reached without a symlink,
+    that nobody else can write (its user cannot make one)."""
+    from ..safefs import ROOT_ONLY, RefusedPath, open_checked_dir
+
+    env = {"PATH": "/usr/bin:/bin"}
+    envdir = context.environ.get("LSF_ENVDIR", "")
+    if envdir:
+        try:
+            open_checked_dir(envdir, ROOT_ONLY, "root").close()
+            env["LSF_ENVDIR"] = envdir
+        except RefusedPath as error:
+            context.log.warning(f"$LSF_ENVDIR not given to bjobs: {error}")
+    return env
+
 
 
 def _limits() -> dict:
@@ -104,7 +139,10 @@ def _run_limit(context: HookContext, job_id: str) -> tuple | None:
     options = context.config.backend["lsf"]
     if options.get("query_bjobs", "yes") == "no":
         return None
-    lsf_bindir = context.environ.get("LSF_BINDIR", "")
+    # As root, never $LSF_BINDIR, nor the job's environment: they are the job's user's, and
+    # root would run the program they name, or with the libraries they preload.
+    as_root = os.geteuid() == 0
+    lsf_bindir = "" if as_root else context.environ.get("LSF_BINDIR", "")
     candidates = [options.get("bjobs")] if options.get("bjobs") else \
         [os.path.join(lsf_bindir, "bjobs")] * bool(lsf_bindir) + list(_BJOBS_CANDIDATES)
     path = next((candidate for candidate in candidates if os.path.exists(candidate)), None)
@@ -114,7 +152,8 @@ def _run_limit(context: HookContext, job_id: str) -> tuple | None:
     from ..command import ask  # only here: most roles run no command
 
     argv = [path, "-noheader", "-hms", "-o", "runtimelimit", job_id]
-    output = ask(argv, context.config.command_timeout_secs, dict(context.environ), context.log,
+    env = _root_command_env(context) if as_root else dict(context.environ)
+    output = ask(argv, context.config.command_timeout_secs, env, context.log,
                  "wall_limit_secs not written")
     if output is None:
         return None

@@ -182,9 +182,20 @@ def _scontrol(context: HookContext, args: list[str]) -> dict[str, str] | None:
 
 
 def _slurm_settings(environ: dict[str, str]) -> dict[str, str]:
-    """slurm.conf and cgroup.conf settings (lowercased names), as far as readable."""
+    """slurm.conf and cgroup.conf settings (lowercased names), as far as readable: slurmd
+    names them (``SLURM_CONF``, which a job cannot set for the Prolog), and they are read
+    as any file of the batch system's own, never waiting on a FIFO, within a size bound."""
     conf = environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf"
-    settings = slurm.parse_settings(read_text(conf) or "")
-    cgroup_conf = read_text(os.path.join(os.path.dirname(conf), "cgroup.conf")) or ""
-    settings.update(slurm.parse_settings(cgroup_conf))
+    settings = slurm.parse_settings(_bounded_text(conf))
+    settings.update(slurm.parse_settings(
+        _bounded_text(os.path.join(os.path.dirname(conf), "cgroup.conf"))))
     return settings
+
+
+def _bounded_text(path: str) -> str:
+    from ..safefs import RefusedPath, read_bounded, text_of
+
+    try:
+        return text_of(read_bounded(path))
+    except RefusedPath:
+        return ""

@@ -5,8 +5,10 @@ spool configs, pe_hostfile) with a fake qstat (recorded output, failing, hanging
 import json
 import os
 import pwd
+import resource
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -33,19 +35,24 @@ SHOW = ("import json, os, sys\n"
         "print(json.dumps({'argv': sys.argv[1:], 'env': {k: os.environ.get(k) for k in "
         "('MACHINEFEATURES', 'JOBFEATURES')}, 'job': {n: open(os.path.join(d, n)).read() "
         "for n in sorted(os.listdir(d))} if d else None}))\n")
-# The job's directory name of each recorded job.
+# The job's directory name of each recorded job, and its spool directory's.
 JOB_DIRS = {"pe-job": "13", "array-task": "14.2", "binary-job": "12"}
+SPOOL_DIRS = {"pe-job": "13.1", "array-task": "14.2", "binary-job": "12.1"}
+# Where the recording cell's execd kept them.
+RECORDED_ACTIVE_JOBS = "/var/spool/gridengine/execd/localhost/active_jobs"
 
 
 class Site:
-    """A node of the recorded cell: the job's spool directory, pe_hostfile and scratch
+    """A node of the recorded cell: the job's spool directory (as execd lays it out:
+    ``execd/localhost/active_jobs/13.1``, with its config and pe_hostfile) and scratch
     dir in tmp_path, a config whose qstat is a fake printing the recorded output."""
 
     def __init__(self, tmp_path, write_config, job="pe-job"):
         self.tmp_path = tmp_path
         self.qstat = tmp_path / "qstat"
         self.qstat_log = tmp_path / "qstat.args"
-        self.spool = tmp_path / "spool"
+        self.active_jobs = tmp_path / "execd" / "localhost" / "active_jobs"
+        self.cell = tmp_path / "sge"
         self.scratch = tmp_path / "scratch"
         self.scratch.mkdir()
         self.out = tmp_path / "out"  # where the job writes what it saw (any user may)
@@ -59,10 +66,16 @@ class Site:
     def use(self, job):
         """Replay another recorded job: its spool config, pe_hostfile and qstat -j."""
         self.name = job
-        self.spool.mkdir(exist_ok=True)
-        shutil.copy(GE / job / "spool-config", self.spool / "config")
+        self.spool = self.active_jobs / SPOOL_DIRS[job]
+        self.spool.mkdir(parents=True, exist_ok=True)
+        # Its paths moved into tmp_path: the spool directory, and the job's TMPDIR.
+        config = (GE / job / "spool-config").read_text().replace(
+            f"{RECORDED_ACTIVE_JOBS}/{SPOOL_DIRS[job]}", str(self.spool))
+        (self.spool / "config").write_text("".join(
+            f"tmpdir={self.scratch}\n" if line.startswith("tmpdir=") else line + "\n"
+            for line in config.splitlines()))
         if (GE / job / "pe_hostfile").exists():
-            shutil.copy(GE / job / "pe_hostfile", self.tmp_path / "pe_hostfile")
+            shutil.copy(GE / job / "pe_hostfile", self.spool / "pe_hostfile")
         self.set_qstat(f'case "$1" in\n-j) cat {GE / job / "qstat-j.txt"} ;;\n'
                        f'-F) cat {GE / "qstat-F-queue-instance.txt"} ;;\n*) exit 2 ;;\nesac')
 
@@ -87,8 +100,10 @@ class Site:
         text = (GE / self.name / f"{hook}.env").read_text()
         environ = dict(line.split("=", 1) for line in text.splitlines())
         environ["SGE_JOB_SPOOL_DIR"] = str(self.spool)
+        # A cell of its own (no bootstrap unless a test writes one), never this host's.
+        environ["SGE_ROOT"] = str(self.cell)
         if "PE_HOSTFILE" in environ:
-            environ["PE_HOSTFILE"] = str(self.tmp_path / "pe_hostfile")
+            environ["PE_HOSTFILE"] = str(self.spool / "pe_hostfile")
         for name in ("TMP", "TMPDIR"):
             if name in environ:
                 environ[name] = str(self.scratch)
@@ -111,13 +126,22 @@ class Site:
                                 if name not in ("MJF_CONFIG", "XDG_RUNTIME_DIR")))
         return path
 
-    def run(self, *args, environ=None, command="mjf-gridengine", user=None):
+    def run(self, *args, environ=None, command="mjf-gridengine", user=None, limits=None):
+        if command == "mjf-gridengine" and "--config" not in args:
+            # As a site's queue would: a root prolog takes no $MJF_CONFIG (the job's).
+            args = ("--config", str(self.conf), *args)
         argv = [installed_command(command), *args]
         if user is not None:
             argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups",
                     hooks_command(command), *args]
+
+        def apply_limits():
+            for which, value in (limits or {}).items():
+                resource.setrlimit(which, (value, resource.getrlimit(which)[1]))
+
         return subprocess.run(argv, capture_output=True, text=True, timeout=60,
-                              env=self.environ() if environ is None else environ)
+                              env=self.environ() if environ is None else environ,
+                              preexec_fn=apply_limits)
 
     def prolog(self, *options, **changes):
         return self.run(*options, "prolog", environ=self.environ("prolog", **changes))
@@ -189,7 +213,7 @@ def test_prolog_of_a_parallel_job_writes_its_values_pending(site):
     assert site.qstat_calls() == [["-j", "13"], ["-F", "h_rt,s_rt", "-q", "all.q@vm"]]
     # qstat runs with the cell's environment, not the job's PATH.
     qstat_env = (site.tmp_path / "qstat.env").read_text()
-    assert qstat_env == "/var/lib/gridengine default /usr/bin:/bin\n"
+    assert qstat_env == f"{site.cell} default /usr/bin:/bin\n"  # the job's SGE_ROOT
 
 
 def test_prolog_replays_an_env_file(site):
@@ -521,14 +545,15 @@ def test_an_unreadable_pe_hostfile_is_a_warning(site):
     missing = site.tmp_path / "no-pe_hostfile"
     result = site.prolog(PE_HOSTFILE=str(missing))
     assert result.returncode == 0
-    assert f"PE_HOSTFILE {missing} is not readable" in result.stderr
+    assert f"PE_HOSTFILE {missing} is not read: not {site.spool}/pe_hostfile, where Grid " \
+        "Engine puts it" in result.stderr
     job = site.job()
     assert job["allocated_cpu"] == "2"  # NSLOTS, on the one host (NHOSTS=1)
     assert job["wall_limit_secs"] == "3600" and job["cpu_limit_secs"] == "3600"
 
 
 def test_a_pe_hostfile_without_this_host(site):
-    (site.tmp_path / "pe_hostfile").write_text("elsewhere 2 all.q@elsewhere UNDEFINED\n")
+    (site.spool / "pe_hostfile").write_text("elsewhere 2 all.q@elsewhere UNDEFINED\n")
     result = site.prolog()
     assert result.returncode == 0 and "allocated_cpu not written" in result.stderr
     job = site.job()
@@ -657,3 +682,206 @@ def test_with_jobstatus_the_job_gets_one_beside_its_jobfeatures(site, command, p
     site.configure()
     assert site.starter(str(script), command=command).returncode == 0
     assert (site.out / "status").read_text().split("\n")[0] == "unset"
+
+
+# --- what a job's user can name to a root prolog or epilog ----------------------------
+#
+# A prolog and an epilog run as root with the job's environment, in which the job's user
+# sets what they like (qsub -v PE_HOSTFILE=...), and Grid Engine writes their stderr to the
+# job's own error file. Nothing of a file the user names may be read, quoted or waited on.
+
+SECRET = "mjf-secret-marker"
+
+
+@pytest.fixture
+def as_root():
+    require(os.geteuid() == 0, "a root prolog's checks: needs root")
+
+
+needs_root = pytest.mark.usefixtures("as_root")
+DAEMON = 1  # a uid neither root's nor the job's, to own a spool directory as sgeadmin would
+
+
+def root_only_secret(site):
+    """A root-only file (mode 0600) that would give this host 31337 slots if read."""
+    directory = site.tmp_path / "private"
+    directory.mkdir(mode=0o700, exist_ok=True)
+    secret = directory / "secret"
+    secret.write_text(f"vm 31337 all.q@vm UNDEFINED\n{SECRET} line two\n")
+    secret.chmod(0o600)
+    return secret
+
+
+def assert_nothing_of(secret_result, *results):
+    for result in (secret_result, *results):
+        assert SECRET not in result.stdout + result.stderr
+        assert "31337" not in result.stdout + result.stderr.replace("mjf[31337]", "")
+
+
+@needs_root
+def test_a_pe_hostfile_the_job_names_is_neither_read_nor_quoted(site):
+    secret = root_only_secret(site)
+    result = site.prolog(PE_HOSTFILE=str(secret))
+    assert result.returncode == 0
+    assert_nothing_of(result)
+    assert f"PE_HOSTFILE {secret} is not read: not {site.spool}/pe_hostfile, where Grid " \
+        "Engine puts it" in result.stderr
+    job = site.job()
+    assert job["allocated_cpu"] == "2"  # NSLOTS, on the one host
+    assert job["cpu_limit_secs"] == "3600" and job["max_rss_bytes"] == str(2 * GIB)
+
+
+@needs_root
+def test_a_job_without_a_parallel_environment_reads_no_pe_hostfile(tmp_path, write_config):
+    site = Site(tmp_path, write_config, "binary-job")
+    secret = root_only_secret(site)
+    result = site.prolog(PE_HOSTFILE=str(secret))
+    assert_nothing_of(result)
+    assert f"PE_HOSTFILE {secret} is not read: the job has no parallel environment" \
+        in result.stderr
+    assert site.job()["allocated_cpu"] == "1"
+    # ...not even one in its own spool directory, where execd leaves one for every job
+    (site.spool / "pe_hostfile").write_text("vm 31337 all.q@vm UNDEFINED\n")
+    assert site.epilog().returncode == 0
+    result = site.prolog(PE_HOSTFILE=str(site.spool / "pe_hostfile"))
+    assert site.job()["allocated_cpu"] == "1"
+    assert_nothing_of(result)
+
+
+@needs_root
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "sparse", "device", "users"])
+def test_a_pe_hostfile_replaced_on_the_way_is_refused_at_once(site, kind):
+    secret = root_only_secret(site)
+    planted = site.spool / "pe_hostfile"
+    planted.unlink()
+    if kind == "symlink":
+        planted.symlink_to(secret)
+    elif kind == "fifo":
+        os.mkfifo(planted)
+    elif kind == "sparse":  # a gibibyte of the user's: read whole, 10 s and 2 GB of memory
+        with planted.open("wb") as handle:
+            handle.truncate(2**30)
+    elif kind == "device":
+        os.mknod(planted, 0o644 | stat.S_IFCHR, os.makedev(1, 3))  # /dev/null's
+    else:  # written by someone other than root and the cell's admin user
+        planted.write_text("vm 31337 all.q@vm UNDEFINED\n")
+        os.chown(planted, DAEMON, DAEMON)
+    started = time.monotonic()
+    # Whatever it is, the prolog never holds the file in memory (an OOM kill would be a
+    # signal exit: the queue instance's error state).
+    result = site.run("prolog", environ=site.environ("prolog"),
+                      limits={resource.RLIMIT_AS: 512 * 2**20})
+    assert time.monotonic() - started < 10
+    assert result.returncode == 0 and "internal error" not in result.stderr
+    assert_nothing_of(result)
+    assert f"{planted} " in result.stderr  # the warning names the path...
+    assert site.job()["allocated_cpu"] == "2"  # ...and NSLOTS stands in
+
+
+@needs_root
+@pytest.mark.parametrize("where", ["elsewhere", "through-a-symlink", "other-task", "relative"])
+def test_a_spool_directory_that_is_not_execds_for_this_job_is_not_read(site, where):
+    secret = root_only_secret(site)
+    if where == "elsewhere":  # a copy of its files, somewhere of the user's choosing
+        named = site.tmp_path / "copy"
+        shutil.copytree(site.spool, named)
+        shutil.copy(secret, named / "pe_hostfile")
+    elif where == "through-a-symlink":
+        (site.tmp_path / "alias").symlink_to(site.tmp_path / "execd")
+        named = site.tmp_path / "alias" / "localhost" / "active_jobs" / "13.1"
+    elif where == "other-task":
+        named = site.active_jobs / "13.2"
+        shutil.copytree(site.spool, named)
+    else:
+        named = site.active_jobs / "13.2" / ".." / "13.1"
+    result = site.prolog(SGE_JOB_SPOOL_DIR=str(named), PE_HOSTFILE=f"{named}/pe_hostfile")
+    assert result.returncode == 0
+    assert_nothing_of(result)
+    assert "the job's spool config is not readable (" in result.stderr
+    job = site.job()
+    # NSLOTS; the CPU time derived from the wall limit, not the spool config's h_cpu x 2
+    assert job["allocated_cpu"] == "2" and job["cpu_limit_secs"] == "7200"
+
+
+@needs_root
+def test_as_root_the_spool_directory_is_root_or_the_admin_users_never_the_jobs(
+        site, tmp_path):
+    os.chown(site.spool, DAEMON, DAEMON)  # as sgeadmin: not known without the cell's word
+    result = site.prolog()
+    assert f"{site.spool} belongs to uid {DAEMON}, not to root (Grid Engine's admin user " \
+        "is not known: " in result.stderr
+    assert site.job()["cpu_limit_secs"] == "7200"  # not the spool config's 1800 x 2
+    # The cell's bootstrap names its admin user: execd writes as them.
+    cell = site.cell
+    (cell / "default" / "common").mkdir(parents=True)
+    bootstrap = cell / "default" / "common" / "bootstrap"
+    admin = pwd.getpwuid(DAEMON).pw_name
+    bootstrap.write_text(f"admin_user              {admin}\nqmaster_spool_dir /x\n")
+    for path in (site.spool / "config", site.spool / "pe_hostfile"):
+        os.chown(path, DAEMON, DAEMON)
+    assert site.epilog().returncode == 0
+    result = site.prolog()
+    assert (result.returncode, result.stderr) == (0, "")
+    assert site.job()["cpu_limit_secs"] == "3600"
+    # The job's user is the admin user: they could have written the spool config.
+    config = site.spool / "config"
+    config.write_text(config.read_text().replace("job_owner=mjfuser1", f"job_owner={admin}"))
+    assert site.epilog().returncode == 0
+    result = site.prolog()
+    assert f"the job's user {admin} is Grid Engine's admin user" in result.stderr
+    assert site.job()["cpu_limit_secs"] == "7200"
+    # A bootstrap the job's user could have written names no one.
+    os.chown(bootstrap.parent, 65534, 65534)
+    assert site.epilog().returncode == 0
+    assert "admin user is not known" in site.prolog().stderr
+
+
+@needs_root
+def test_a_root_prolog_and_epilog_take_no_mjf_config_from_the_job(site):
+    """$MJF_CONFIG would have root read a file the user names (quoting its lines in the
+    errors a broken config gives), and write where it says: only --config counts."""
+    secret = root_only_secret(site)
+    for role in ("prolog", "epilog"):
+        environ = site.environ(role, MJF_CONFIG=str(secret))
+        result = subprocess.run([installed_command("mjf-gridengine"), "--dry-run", role],
+                                capture_output=True, text=True, timeout=60, env=environ)
+        assert result.returncode == 0
+        assert_nothing_of(result)
+        assert f"$MJF_CONFIG '{secret}' is not used: this hook runs as root with the job's " \
+            "environment" in result.stderr
+    # The starter (the job's user) still takes it: it has no options.
+    result = site.starter(site.job_script(), MJF_CONFIG=str(site.conf))
+    assert (result.returncode, result.stderr) == (0, "")
+
+
+@needs_root
+def test_a_root_prolog_measures_the_scratch_execd_made_not_what_the_job_names(site):
+    # TMP (a prolog's TMPDIR) named elsewhere: another filesystem (/dev/shm, a tmpfs)
+    result = site.prolog(TMP="/dev/shm", TMPDIR="/dev/shm")
+    assert result.returncode == 0
+    info = os.statvfs(site.scratch)
+    assert site.job()["scratch_limit_bytes"] == str(info.f_blocks * info.f_frsize)
+    # The job's scratch (its user's, in a sticky directory of root's) replaced by a
+    # symlink of the user's: no size at all.
+    assert site.epilog().returncode == 0
+    site.scratch.rmdir()
+    site.scratch.symlink_to("/dev/shm")
+    os.lchown(site.scratch, DAEMON, DAEMON)
+    assert site.prolog().returncode == 0
+    assert "scratch_limit_bytes" not in site.job()
+
+
+@needs_root
+def test_a_root_epilog_reads_no_usage_file_the_job_planted(site):
+    """Where records are kept: the usage file read only where execd writes it, bounded."""
+    records = site.tmp_path / "records"
+    site.configure(mjf=f"[records]\ndir = {records}\n")
+    assert site.prolog().returncode == 0
+    secret = root_only_secret(site)
+    (site.spool / "usage").symlink_to(secret)
+    started = time.monotonic()
+    result = site.epilog()
+    assert result.returncode == 0 and time.monotonic() - started < 10
+    assert_nothing_of(result)
+    assert f"{site.spool}/usage is a symbolic link: not followed" in result.stderr
+    assert not (site.base / "jobs" / "13").exists()

@@ -59,6 +59,9 @@ class Site:
         return environ
 
     def run(self, *args, environ=None, limits=None, user=None):
+        if "--config" not in args:
+            # As a site's queue would: a root pre-exec takes no $MJF_CONFIG (the job's).
+            args = ("--config", str(self.conf), *args)
         command = [installed_command("mjf-lsf"), *args]
         if user is not None:
             command = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups",
@@ -265,3 +268,116 @@ def test_a_root_post_exec_records_the_job_before_removing_its_directory(site):
     assert record["delivered"]["wall_secs"]["source"] == "end_time - jobstart_secs"
     assert site.run("post-exec").returncode == 0  # idempotent: no second record
     assert len(list(records.glob("*/*.json"))) == 1
+
+
+# --- what a job's user can name to a root pre-exec or post-exec ------------------------
+#
+# With LSB_PRE_POST_EXEC_USER=root they run as root with the job's environment, which is
+# its user's (LSF copies the submission environment): no program, library, config or
+# directory it names may be run, loaded, read or removed by root.
+
+
+
+@pytest.fixture
+def as_root():
+    require(os.geteuid() == 0, "a root pre-exec's checks: needs root")
+
+
+needs_root = pytest.mark.usefixtures("as_root")
+
+
+def fake_bjobs(directory, marker):
+    """A bjobs of the job's user's: records that it ran, and with what environment."""
+    directory.mkdir(exist_ok=True)
+    program = directory / "bjobs"
+    program.write_text(f"#!/bin/sh\nenv > {marker}\necho 99:00:00\n")
+    program.chmod(0o755)
+    return program
+
+
+@needs_root
+def test_a_root_pre_exec_never_runs_the_bjobs_of_the_jobs_lsf_bindir(site, tmp_path):
+    users_bin = tmp_path / "users-bin"
+    marker = tmp_path / "ran-as-root"
+    fake_bjobs(users_bin, marker)
+    site.configure()  # as it is: bjobs configured
+    conf = tmp_path / "no-bjobs.conf"
+    conf.write_text(site.conf.read_text().replace(f"bjobs = {site.bjobs}\n", ""))
+    result = site.run("--config", str(conf), "pre-exec",
+                      environ=site.environ(LSF_BINDIR=str(users_bin)))
+    assert result.returncode == 0
+    assert not marker.exists()
+    assert "wall_limit_secs" not in site.job()  # where no bjobs of the host's was found
+
+
+@needs_root
+def test_a_root_pre_exec_gives_bjobs_none_of_the_jobs_environment(site, tmp_path):
+    marker = tmp_path / "bjobs.env"
+    site.set_bjobs(f"env > {marker}\necho 00:30:00")
+    root_envdir = tmp_path / "lsf-conf"
+    root_envdir.mkdir()
+    users_envdir = tmp_path / "users-conf"
+    users_envdir.mkdir()
+    os.chown(users_envdir, 1, 1)
+    environ = site.environ(LD_PRELOAD="/nonexistent/evil.so", PYTHONPATH="/nonexistent",
+                           LSF_ENVDIR=str(root_envdir))
+    assert site.run("pre-exec", environ=environ).returncode == 0
+    given = dict(line.split("=", 1) for line in marker.read_text().splitlines()
+                 if "=" in line)
+    given.pop("PWD", None), given.pop("SHLVL", None), given.pop("_", None)
+    assert given == {"PATH": "/usr/bin:/bin", "LSF_ENVDIR": str(root_envdir)}
+    assert site.job()["wall_limit_secs"] == "1800"
+    # An LSF_ENVDIR of the user's (their lsf.conf naming their own master): not given.
+    assert site.run("post-exec", environ=environ).returncode == 0
+    result = site.run("pre-exec", environ={**environ, "LSF_ENVDIR": str(users_envdir)})
+    assert f"$LSF_ENVDIR not given to bjobs: {users_envdir} belongs to uid 1, not to root" \
+        in result.stderr
+    assert "LSF_ENVDIR" not in marker.read_text()
+
+
+@needs_root
+def test_a_root_pre_exec_measures_only_the_temporary_directory_lsf_made(site, tmp_path):
+    made = tmp_path / "1234.tmpdir"  # LSF_TMPDIR/<job>.tmpdir, the job's user's
+    made.mkdir()
+    os.chown(made, 1, 1)
+    assert site.run("pre-exec", environ=site.environ(TMPDIR=str(made))).returncode == 0
+    info = os.statvfs(made)
+    assert site.job()["scratch_limit_bytes"] == str(info.f_blocks * info.f_frsize)
+    assert site.run("post-exec").returncode == 0
+    # Another filesystem the user names (/dev/shm): no size; the starter, the user's, may.
+    assert site.run("pre-exec", environ=site.environ(TMPDIR="/dev/shm")).returncode == 0
+    assert "scratch_limit_bytes" not in site.job()
+    assert site.run("post-exec").returncode == 0
+    # An array element's: <job>_<index>.tmpdir
+    element = tmp_path / "1234_7.tmpdir"
+    element.mkdir()
+    environ = site.environ("array.env", TMPDIR=str(element))
+    assert site.run("pre-exec", environ=environ).returncode == 0
+    assert "scratch_limit_bytes" in site.job("1234[7]")
+
+
+@needs_root
+def test_a_root_post_exec_removes_nothing_where_the_jobs_xdg_runtime_dir_points(site, tmp_path):
+    """$XDG_RUNTIME_DIR names the private directory of a job runner's own user: as root
+    that is the job's user's to name (a directory of root's, whose jobs/1234 it would
+    remove)."""
+    elsewhere = tmp_path / "roots" / "mjf" / "jobs" / "1234" / "jobfeatures"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "job_id").write_text("1234\n")
+    environ = site.environ(XDG_RUNTIME_DIR=str(tmp_path / "roots"))
+    assert site.run("pre-exec", environ=environ).returncode == 0
+    assert site.run("post-exec", environ=environ).returncode == 0
+    assert site.job() is None and (elsewhere / "job_id").exists()
+
+
+@needs_root
+def test_a_root_pre_exec_takes_no_mjf_config_from_the_job(site, tmp_path):
+    secret = tmp_path / "private" / "secret"
+    secret.parent.mkdir(mode=0o700)
+    secret.write_text("[mjf]\nbase_dir = /etc\nmjf-secret-marker\n")
+    secret.chmod(0o600)
+    environ = site.environ(MJF_CONFIG=str(secret))
+    result = subprocess.run([installed_command("mjf-lsf"), "--dry-run", "pre-exec"],
+                            capture_output=True, text=True, timeout=60, env=environ)
+    assert result.returncode == 0 and "mjf-secret-marker" not in result.stderr
+    assert f"$MJF_CONFIG '{secret}' is not used" in result.stderr

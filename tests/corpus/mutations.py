@@ -20,6 +20,7 @@ import os
 import pwd
 import random
 
+from mjf_hooks.safefs import MAX_BATCH_FILE_BYTES
 from tests.conftest import FIXTURES, fixture_text
 
 SEED = 20261122
@@ -330,16 +331,19 @@ S24_TREES = {entry: slurm_2411_tree(hook) for entry, hook in S24_HOOKS.items()}
 # Grid Engine: job 13 of the recorded cell (`qsub -pe smp 2 -l h_rt=1:00:00,h_vmem=1G,
 # h_cpu=1800 show.sh a b`), its host `vm` this one, its paths moved into the case directory.
 GE = "gridengine-8.1.9"
-GE_SPOOL_DIR = "@D@/spool"  # $SGE_JOB_SPOOL_DIR (execd's active_jobs/13.1)
-GE_SPOOL_CONFIG_PATH = "spool/config"  # in the case directory
-GE_PE_HOSTFILE_PATH = "spool/pe_hostfile"
+# $SGE_JOB_SPOOL_DIR, named as execd names it (<execd_spool_dir>/<host>/active_jobs/13.1):
+# a root prolog or epilog reads no other.
+GE_SPOOL_DIR = "@D@/active_jobs/13.1"
+GE_SPOOL_CONFIG_PATH = "active_jobs/13.1/config"  # in the case directory
+GE_PE_HOSTFILE_PATH = "active_jobs/13.1/pe_hostfile"
 GE_SCRIPT = "@D@/job_scripts/13"  # the job's script as execd spooled it
 GE_JOB = [GE_SCRIPT, "a", "b"]  # what the shepherd gives the starter (starter-argv)
 GE_USER = pwd.getpwuid(os.getuid()).pw_name  # a root prolog gives the directory to the job's user
 GE_SPOOL_CONFIG = (FIXTURES / GE / "pe-job/spool-config").read_bytes().replace(
     b"\nhost=vm\n", f"\nhost={HOST}\n".encode()).replace(
     b"/var/spool/gridengine/execd/localhost/active_jobs/13.1", GE_SPOOL_DIR.encode()).replace(
-    b"/var/spool/gridengine/execd/localhost/job_scripts/13", GE_SCRIPT.encode())
+    b"/var/spool/gridengine/execd/localhost/job_scripts/13", GE_SCRIPT.encode()).replace(
+    b"\ntmpdir=/tmp/13.1.all.q\n", b"\ntmpdir=@D@/scratch\n")  # the job's TMPDIR
 GE_PE_HOSTFILE = f"{HOST} 2 all.q@{HOST} UNDEFINED\n".encode()  # as recorded: "vm 2 all.q@vm"
 QSTAT_JOB = fixture_text(f"{GE}/pe-job/qstat-j.txt")  # qstat -j 13: h_rt=3600 requested
 # A job that requested no run time (the recorded binary job, as job 13): qstat -F is asked.
@@ -613,8 +617,9 @@ def parse_env_file(data) -> dict[str, str] | None:
 def spool_settings(data) -> dict[str, str] | None:
     """The job's spool config as a hook reads it: ``name=value`` lines (a byte that is not
     ASCII reads as U+FFFD, CR and CRLF end a line); None where it cannot be read (missing,
-    or a directory)."""
-    if not isinstance(data, bytes):
+    a directory, or larger than the bound on what a hook reads of a batch system's file:
+    a job's user may name a file of any size)."""
+    if not isinstance(data, bytes) or len(data) > MAX_BATCH_FILE_BYTES:
         return None
     text = data.decode("ascii", "replace").replace("\r\n", "\n").replace("\r", "\n")
     settings = {}
@@ -665,7 +670,8 @@ def job_start(entry: str, environ: dict[str, str | None] | None, spool_data=GE_S
         return {}
     environ = environ or {}
     spool_dir = environ.get("SGE_JOB_SPOOL_DIR") or ""
-    readable = spool_dir.startswith("@D@/") and os.path.normpath(spool_dir) == GE_SPOOL_DIR
+    # Read only as it is named, a plain path (no '.', '..' or '//': not normalised).
+    readable = spool_dir in (GE_SPOOL_DIR, GE_SPOOL_DIR + "/")
     command = gridengine_job_start(environ, spool_settings(spool_data) if readable else None)
     if command[0] in _RUNNABLE:
         return {"job_command": command}
@@ -1454,13 +1460,61 @@ def records_state_cases(entry: str, days: tuple[str, ...]) -> list[Case]:
             for label, files, effect in planted]
 
 
+# A root-only file a job's user names to a root hook, as Grid Engine's PE_HOSTFILE: if it
+# were read, this host's slots would be SECRET_NUMBER, and a message quoting it would show
+# SECRET_MARKER. Neither may reach any output, log line or file (test_corpus.check_secret).
+SECRET_MARKER = "mjf-secret-marker"
+
+
+def secret_hostfile() -> bytes:
+    return f"{HOST} {SECRET_NUMBER} all.q@{HOST} UNDEFINED\n{SECRET_MARKER}\n".encode()
+
+
+def gridengine_hostile_path_cases(entry: str) -> list[Case]:
+    """What a job's user can name to a root prolog (``qsub -v``) or plant on its way: a
+    root-only file as PE_HOSTFILE; the job's pe_hostfile or spool config replaced by a
+    symlink to it, a FIFO no one writes, a sparse file of 1 GiB; its spool directory
+    reached through a symlink. Nothing of the file is read (nor waited on); a warning
+    names the path, never what it holds; the job's directory is written from the rest."""
+    secret = {"etc/secret": ("private", secret_hostfile())}
+    symlink = ("symlink", "@D@/etc/secret")
+    cases = [
+        Case(entry, "hostile-path:PE_HOSTFILE-root-only", ("PE_HOSTFILE",),
+             env={"PE_HOSTFILE": "@D@/etc/secret"}, files=secret),
+        Case(entry, "hostile-path:PE_HOSTFILE-other-job", ("PE_HOSTFILE",),
+             env={"PE_HOSTFILE": "@D@/active_jobs/14.2/pe_hostfile"},
+             files={"active_jobs/14.2/pe_hostfile": secret_hostfile()}),
+        Case(entry, "hostile-path:PE_HOSTFILE-relative-walk", ("PE_HOSTFILE",),
+             env={"PE_HOSTFILE": "@D@/active_jobs/13.1/../../etc/secret"}, files=secret),
+        Case(entry, "hostile-path:SGE_JOB_SPOOL_DIR-through-symlink",
+             ("SGE_JOB_SPOOL_DIR", "spool config"),
+             env={"SGE_JOB_SPOOL_DIR": "@D@/alias/active_jobs/13.1",
+                  "PE_HOSTFILE": "@D@/alias/active_jobs/13.1/pe_hostfile"},
+             files={"alias": ("symlink", "@D@")}),
+        Case(entry, "hostile-path:SGE_JOB_SPOOL_DIR-not-execds",
+             ("SGE_JOB_SPOOL_DIR", "spool config"),
+             env={"SGE_JOB_SPOOL_DIR": "@D@/etc", "PE_HOSTFILE": "@D@/etc/secret"},
+             files={**secret, "etc/config": GE_SPOOL_CONFIG}),
+    ]
+    for label, data in (("symlink-root-only", symlink), ("fifo", ("fifo",)),
+                        ("sparse-1g", ("sparse", 1 << 30))):
+        cases.append(Case(entry, f"hostile-path:pe_hostfile-{label}", ("pe_hostfile",),
+                          files={**secret, GE_PE_HOSTFILE_PATH: data}))
+        cases.append(Case(entry, f"hostile-path:spool-config-{label}",
+                          ("SGE_JOB_SPOOL_DIR", "spool config"),
+                          files={**secret, GE_SPOOL_CONFIG_PATH: data},
+                          **job_start(entry, None)))
+    return cases
+
+
 def usage_file_cases(entry: str, path: str, content: bytes, reported: bool) -> list[Case]:
     """What an end-of-job hook reads of what the job used (``path`` in the case directory:
     Grid Engine's shepherd's usage file, the report Slurm's TaskEpilog left) broken: the
     values it gives are left out of the record, which is still written whole; a FIFO is
-    not waited on. ``reported``: the job's user wrote it (Slurm's report): a 1 GiB file is
-    not read whole, and a symlink to a root-only file is not followed (its numbers must not
-    reach the record: SECRET_NUMBER)."""
+    not waited on. ``reported``: a job's user can put a file there (Slurm's report, which
+    they write; Grid Engine's usage, in a directory a job names): a 1 GiB file is not read
+    whole, and a symlink to a root-only file is not followed (its numbers must not reach
+    the record: SECRET_NUMBER)."""
     variants = [(label, data) for label, data in file_mutations(content)]
     variants.append(("fifo", ("fifo",)))
     if reported:

@@ -64,6 +64,7 @@ from tests.corpus.mutations import (
     GE_SCRIPT,
     GE_SPOOL_CONFIG,
     GE_SPOOL_CONFIG_PATH,
+    GE_SPOOL_DIR,
     GRIDENGINE_STARTERS,
     JOB_AD,
     JOB_RUNNERS,
@@ -83,6 +84,7 @@ from tests.corpus.mutations import (
     S24_TREES,
     SCONTROL_JOB,
     SCONTROL_PARTITION,
+    SECRET_MARKER,
     SECRET_NUMBER,
     SETUP_FAILS,
     USAGE,
@@ -97,6 +99,7 @@ from tests.corpus.mutations import (
     env_file_cases,
     file_mutations,
     gridengine_env,
+    gridengine_hostile_path_cases,
     gridengine_job_start,
     job_start,
     jobstatus_config_cases,
@@ -174,7 +177,12 @@ CPU_STAT = b"usage_usec 1500000\nuser_usec 1000000\nsystem_usec 500000\n"
 USAGE_TREE = {f"{V2_JOB}/cpu.stat": CPU_STAT, f"{V2_JOB}/memory.peak": b"104857600\n"}
 USAGE_REPORT = "cpu_secs 1.5\npeak_memory_bytes 104857600\n"
 # Grid Engine's shepherd's usage file of a job (recorded, tests/fixtures/gridengine-8.1.9).
-GE_USAGE_PATH = "spool/usage"
+GE_USAGE_PATH = "active_jobs/13.1/usage"
+# Task 2 of job 14, run first where a hook ends jobs: its own spool directory.
+GE_TASK_SPOOL_DIR = GE_SPOOL_DIR.replace("/13.1", "/14.2")
+GE_TASK_SPOOL_FILES = {
+    f"{GE_TASK_SPOOL_DIR[4:]}/config": GE_SPOOL_CONFIG.replace(b"/13.1/", b"/14.2/"),
+    f"{GE_TASK_SPOOL_DIR[4:]}/pe_hostfile": GE_PE_HOSTFILE}
 GE_USAGE = (FIXTURES / "gridengine-8.1.9/usage").read_bytes()
 
 def _slurm_2411_env(entry):
@@ -207,7 +215,8 @@ CONDOR_ENV = {
     "_CONDOR_WRAPPER_ERROR_FILE": "@D@/scratch/.job_wrapper_failure",
     "_CONDOR_SLOT": "slot1_1", "BATCH_SYSTEM": "HTCondor", "MJF_CONFIG": "@D@/mjf.conf",
 }
-LSF_ENV = {**recorded_env("lsf-10.1/single-host.env"), "TMPDIR": "@D@/scratch",
+# TMPDIR: the job's directory LSF makes (LSB_SET_TMPDIR=y), which a root pre-exec measures.
+LSF_ENV = {**recorded_env("lsf-10.1/single-host.env"), "TMPDIR": "@D@/scratch/1234.tmpdir",
            "XDG_RUNTIME_DIR": "@D@/xdg"}
 RUN_ENV = {"TMPDIR": "@D@/scratch", "XDG_RUNTIME_DIR": "@D@/xdg"}
 GE_PROLOG_ENV = gridengine_env("prolog")
@@ -396,8 +405,9 @@ def _prepare(call, environ):
 def _prepare_two_gridengine_jobs(sandbox):
     """Job 13 and task 2 of job 14, each after its prolog."""
     _prepare(_gridengine("prolog"), GE_PROLOG_ENV)(sandbox)
-    _prepare(_gridengine("prolog"), {**GE_PROLOG_ENV, "JOB_ID": "14",
-                                     "SGE_TASK_ID": "2"})(sandbox)
+    _prepare(_gridengine("prolog"), {**GE_PROLOG_ENV, "JOB_ID": "14", "SGE_TASK_ID": "2",
+                                     "SGE_JOB_SPOOL_DIR": GE_TASK_SPOOL_DIR,
+                                     "PE_HOSTFILE": f"{GE_TASK_SPOOL_DIR}/pe_hostfile"})(sandbox)
 
 
 def _prepare_two_slurm_jobs(sandbox):
@@ -756,6 +766,8 @@ def build_cases() -> list[Case]:
         cases += spool_config_cases(name, environ, ("h_vmem", "h_cpu", "host_slots")
                                     if prolog else ("h_vmem", "handle_as_binary"))
         cases += pe_hostfile_cases(name, slots=prolog)
+        if prolog:
+            cases += gridengine_hostile_path_cases(name)
         cases += config_cases(name, GE_CONFIG, 30)
         cases += _state(name, MACHINE_STATE)
     cases += sample(cgroup_cases("gridengine-starter"), 50)
@@ -1055,7 +1067,7 @@ def _record_cases(cases: list[Case]) -> list[Case]:
             case.records = True
             new.append(case)
         new += records_state_cases(writer, RECORD_DAYS)
-    new += usage_file_cases("gridengine-epilog", GE_USAGE_PATH, GE_USAGE, False)
+    new += usage_file_cases("gridengine-epilog", GE_USAGE_PATH, GE_USAGE, True)
     new += usage_file_cases("slurm-epilog", "base/jobs/3/usage/report", USAGE_REPORT.encode(),
                             True)
     new += usage_file_cases("slurm-24.11-epilog", "base/jobs/9/usage/report",
@@ -1147,7 +1159,7 @@ def lay_out(sandbox, entry: Entry, on_error_fail: bool = False, jobstatus: bool 
              "scratch/.job.ad": JOB_AD, "scratch/.machine.ad": MACHINE_AD,
              "bin/qstat.out": QSTAT_JOB.encode(), "bin/qstat-F.out": QSTAT_QUEUE_INSTANCE.encode(),
              GE_SPOOL_CONFIG_PATH: GE_SPOOL_CONFIG, GE_PE_HOSTFILE_PATH: GE_PE_HOSTFILE,
-             GE_USAGE_PATH: GE_USAGE, FINAL_AD_PATH: FINAL_AD,
+             GE_USAGE_PATH: GE_USAGE, FINAL_AD_PATH: FINAL_AD, **GE_TASK_SPOOL_FILES,
              GE_SCRIPT.replace("@D@/", ""): GE_JOB_SCRIPT.encode(), **PBS_FILES}
     files.update({path: text.encode() for path, text in EXECUTABLES.items()})
     files.update(_root(entry.tree))
@@ -1155,6 +1167,7 @@ def lay_out(sandbox, entry: Entry, on_error_fail: bool = False, jobstatus: bool 
     for path in [*EXECUTABLES, GE_SCRIPT.replace("@D@/", "")]:
         os.chmod(sandbox.path(path), 0o755)
     os.chmod(sandbox.path("scratch"), 0o700)
+    os.mkdir(sandbox.path("scratch/1234.tmpdir"), 0o700)  # LSF's TMPDIR for job 1234
     os.mkdir(sandbox.path("xdg"), 0o700)
     # Where the default base_dir (/run/mjf) is redirected: its parent exists, as /run does.
     os.mkdir(sandbox.path(os.path.dirname(harness.DEFAULT_BASE_DIR)))
@@ -1504,7 +1517,34 @@ def test_case(sandbox, case):
         problems += check_records(box, entry, case)
     if entry.name.startswith("pbs-"):
         problems += check_pbs_printed(entry, case, outcome)
+    problems += check_secret(box, outcome)
     assert not problems, "\n".join([*problems, "stderr:", *outcome.stderr_lines[:10]])
+
+
+def check_secret(sandbox, outcome) -> list[str]:
+    """Nothing of a root-only file a case names to a hook (etc/secret: SECRET_MARKER,
+    SECRET_NUMBER as this host's slots) in its output, its log lines or any file it
+    wrote."""
+    problems = []
+    for where, text in (("stdout", outcome.stdout), ("stderr", "\n".join(outcome.stderr_lines)),
+                        ("syslog", "\n".join(outcome.syslog_lines))):
+        if SECRET_MARKER in text:
+            problems.append(f"the root-only file's content reached its {where}")
+    for directory, _, names in os.walk(sandbox.path("")):
+        for name in names:
+            path = os.path.join(directory, name)
+            if path == sandbox.path("etc/secret") or os.path.islink(path) \
+                    or not os.path.isfile(path) or os.path.getsize(path) > 1 << 20:
+                continue
+            with open(path, "rb") as handle:
+                data = handle.read()
+            if SECRET_MARKER.encode() in data and "/etc/secret" not in path and \
+                    not path.startswith(sandbox.path("active_jobs")):
+                problems.append(f"the root-only file's content reached {path}")
+            if name in ("allocated_cpu", "allocated_CPU", "jobslots") \
+                    and data.strip() == SECRET_NUMBER.encode():
+                problems.append(f"{path} holds the slots the root-only file gave")
+    return problems
 
 
 # -- the unbroken recorded inputs ---------------------------------------------------------------

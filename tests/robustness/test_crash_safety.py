@@ -112,11 +112,17 @@ class Node:
 
         # Grid Engine: the recorded job's spool directory (its host this one), a qstat
         # printing what the cell printed, the job's scratch and script, the user's runtime dir.
-        self.spool = root / "spool"
-        self.spool.mkdir()
-        config = fixture_text(f"{GE_JOB}/spool-config").replace("\nhost=vm\n", f"\nhost={HOST}\n")
-        (self.spool / "config").write_text(config)
-        (self.spool / "pe_hostfile").write_text(f"{HOST} 2 all.q@{HOST} UNDEFINED\n")
+        # Each job's spool directory where execd keeps it (active_jobs/<job>.1: a root
+        # prolog or epilog reads no other), its TMPDIR the scratch here.
+        config = fixture_text(f"{GE_JOB}/spool-config").replace(
+            "\nhost=vm\n", f"\nhost={HOST}\n").replace(
+            "\ntmpdir=/tmp/13.1.all.q\n", f"\ntmpdir={root / 'scratch'}\n")
+        for job_id in ("1", "2"):
+            spool = self.spool_dir(job_id)
+            spool.mkdir(parents=True)
+            (spool / "config").write_text(config.replace(
+                "/var/spool/gridengine/execd/localhost/active_jobs/13.1", str(spool)))
+            (spool / "pe_hostfile").write_text(f"{HOST} 2 all.q@{HOST} UNDEFINED\n")
         # A lower memory limit than the prolog saw, as the job's own process may find
         # (a memory-limited cgroup): completing the prolog's values then changes them.
         self.lower_spool = root / "spool-lower"
@@ -164,14 +170,18 @@ class Node:
                    "taskprolog": "taskprolog-batchstep.env"}[role]
         return [SLURM, role, "--env-file", str(self.env_file(fixture, job_id, **changes))]
 
+    def spool_dir(self, job_id: str) -> Path:
+        return self.root / "execd" / "active_jobs" / f"{job_id}.1"
+
     def gridengine(self, role: str, job_id: str, spool: Path | None = None) -> list[str]:
         """``mjf-gridengine ROLE`` for job ``job_id`` in the recorded job's environment of
         that hook (its spool directory ``spool``); the starter with the job's script, as
         the shepherd gives it."""
         text = fixture_text(f"{GE_JOB}/{role}.env")
         environ = dict(line.split("=", 1) for line in text.splitlines())
-        environ.update({"JOB_ID": job_id, "SGE_JOB_SPOOL_DIR": str(spool or self.spool),
-                        "PE_HOSTFILE": str(self.spool / "pe_hostfile"), "USER": USER,
+        own = self.spool_dir(job_id)
+        environ.update({"JOB_ID": job_id, "SGE_JOB_SPOOL_DIR": str(spool or own),
+                        "PE_HOSTFILE": str(own / "pe_hostfile"), "USER": USER,
                         "LOGNAME": USER, "HOME": str(self.root),
                         "XDG_RUNTIME_DIR": str(self.root / "runtime")})
         for name in ("TMP", "TMPDIR"):
@@ -179,7 +189,8 @@ class Node:
                 environ[name] = str(self.root / "scratch")
         path = self.root / f"gridengine-{role}.{job_id}"
         path.write_text("".join(f"{name}={value}\n" for name, value in environ.items()))
-        return [GRIDENGINE, "--env-file", str(path), role] + (
+        # --config: a prolog or epilog takes no $MJF_CONFIG as root (the job's environment).
+        return [GRIDENGINE, "--config", str(self.config), "--env-file", str(path), role] + (
             [str(self.job_script), "a"] if role == "starter" else [])
 
     def pbs(self, role: str, job_id: str) -> list[str]:
