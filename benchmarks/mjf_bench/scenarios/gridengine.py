@@ -19,9 +19,11 @@ def job_env(bench: Bench, config: str, job_id: str, usage: bool = False) -> dict
     """A Grid Engine job's environment, its spool config the one recorded in a real cell,
     its PE_HOSTFILE this host's 4 slots; the starter execs the job itself. With ``usage``,
     its spool has the usage file a real job's shepherd left (the epilog's Delivered
-    values)."""
-    spool = os.path.join(bench.work, f"gridengine-spool-{job_id}")
-    os.mkdir(spool)
+    values). The spool directory is where execd puts it (``.../active_jobs/<job>.<task>``):
+    the root hooks read it nowhere else. A root hook also takes no ``$MJF_CONFIG`` from a
+    job's environment, so the prolog and the epilog are given ``--config``."""
+    spool = os.path.join(bench.work, "gridengine-spool", "active_jobs", f"{job_id}.1")
+    os.makedirs(spool)
     shutil.copy(os.path.join(RECORDED, "pe-job", "spool-config"), os.path.join(spool, "config"))
     if usage:
         shutil.copy(os.path.join(RECORDED, "usage"), os.path.join(spool, "usage"))
@@ -41,10 +43,12 @@ class GridEngine(Scenario):
         gridengine = bench.bin("mjf-gridengine")
         env = job_env(bench, bench.config, "4000")
         self.commands = [
-            Command("`mjf-gridengine prolog`", [gridengine, "prolog"], PYTHON_FLOOR, env),
+            Command("`mjf-gridengine prolog`", [gridengine, "--config", bench.config, "prolog"],
+                    PYTHON_FLOOR, env),
             Command("`mjf-gridengine-starter /bin/true`",
                     [bench.bin("mjf-gridengine-starter"), "/bin/true"], PYTHON_FLOOR, env),
-            Command("`mjf-gridengine epilog`", [gridengine, "epilog"], PYTHON_FLOOR, env),
+            Command("`mjf-gridengine epilog`", [gridengine, "--config", bench.config, "epilog"],
+                    PYTHON_FLOOR, env),
         ]
 
 
@@ -56,8 +60,8 @@ class GridEngineRecords(RecordsKept):
         gridengine = bench.bin("mjf-gridengine")
         env = job_env(bench, bench.records_config, self.job, usage=True)
         self.commands = [
-            Command("`mjf-gridengine prolog`, records kept", [gridengine, "prolog"],
-                    PYTHON_FLOOR, env),
-            Command("`mjf-gridengine epilog`, writing the job's record", [gridengine, "epilog"],
-                    PYTHON_FLOOR, env),
+            Command("`mjf-gridengine prolog`, records kept",
+                    [gridengine, "--config", bench.records_config, "prolog"], PYTHON_FLOOR, env),
+            Command("`mjf-gridengine epilog`, writing the job's record",
+                    [gridengine, "--config", bench.records_config, "epilog"], PYTHON_FLOOR, env),
         ]

@@ -17,9 +17,11 @@ class Lsf(Scenario):
         env = {"MJF_CONFIG": bench.config, "PATH": "/bin:/usr/bin:/sbin:/usr/sbin",
                "LSB_JOBID": "3000", "LSB_JOBINDEX": "0", "TMPDIR": bench.work,
                "LSB_MCPU_HOSTS": f"{os.uname().nodename} 4", "USER": "root"}
-        # The post-exec after the starter, so that every run starts from the same state.
+        # The post-exec after the starter, so that every run starts from the same state. A
+        # root post-exec takes no $MJF_CONFIG from the job's environment: --config.
         self.commands = [
             Command("`mjf-lsf starter /bin/true`", [lsf, "starter", "/bin/true", "-"],
                     PYTHON_FLOOR, env),
-            Command("`mjf-lsf post-exec`", [lsf, "post-exec"], PYTHON_FLOOR, env),
+            Command("`mjf-lsf post-exec`", [lsf, "--config", bench.config, "post-exec"],
+                    PYTHON_FLOOR, env),
         ]
