@@ -584,7 +584,10 @@ def match_command(explain: bool, jdls: tuple[str, ...], locations: tuple[str, ..
     by DIRAC's rules against `mjf describe --format dirac`. Needs HTCondor's ClassAd
     library: pip install 'mjf-hooks[match]'.
     """
-    from .. import describe, match
+    from .. import describe
+    from ..match import Verdict
+    from ..match.classad import ClassAdSlot
+    from ..match.dirac import DiracResource, jdl_requirements
 
     def fail(message: str) -> None:
         click.echo(f"mjf match: {message}", err=True)
@@ -594,13 +597,13 @@ def match_command(explain: bool, jdls: tuple[str, ...], locations: tuple[str, ..
         fail("give a requirement EXPRESSION or --jdl PATH, not both and not neither")
     options, slot = _slot_of("mjf match", locations, fail)
     try:
-        classad_slot = match.ClassAdSlot(describe.classad(slot))
+        classad_slot = ClassAdSlot(describe.classad(slot))
         if expression is not None:
             verdicts = [("", classad_slot.requirements(expression, explain))]
         else:
-            resource = match.DiracResource(describe.dirac(slot, options))
-            verdicts = [(path, match.Verdict(False, unreadable=why) if text is None else
-                         match.jdl_requirements(text, classad_slot, resource, explain))
+            resource = DiracResource(describe.dirac(slot, options))
+            verdicts = [(path, Verdict(False, unreadable=why) if text is None else
+                         jdl_requirements(text, classad_slot, resource, explain))
                         for path, text, why in _jdl_texts(jdls)]
     except MJFError as error:  # the library is missing
         fail(str(error))

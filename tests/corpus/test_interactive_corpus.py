@@ -26,8 +26,9 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from mjf_hooks import jobstatus, lifecycle, match
+from mjf_hooks import jobstatus, lifecycle
 from mjf_hooks.cli.interactive import cli
+from mjf_hooks.match import classad, dirac
 from mjf_hooks.probe import process
 from mjf_hooks.store import BACKEND_MARKER, Store
 from tests.conftest import installed_command, require
@@ -112,8 +113,8 @@ MATCH_CASES = _match_cases()
 def judges():
     require(importlib.util.find_spec("classad2") is not None,
             "needs HTCondor's ClassAd library: pip install 'mjf-hooks[match]'")
-    slot = match.ClassAdSlot(SLOT)
-    return slot, match.DiracResource(RESOURCE)
+    slot = classad.ClassAdSlot(SLOT)
+    return slot, dirac.DiracResource(RESOURCE)
 
 
 @pytest.mark.parametrize("case", [case for case in MATCH_CASES], ids=repr)
@@ -121,7 +122,7 @@ def test_case(case, judges):
     slot, resource = judges
     started = time.monotonic()
     if case.label.startswith("jdl:"):
-        verdict = match.jdl_requirements(case.text, slot, resource, explain=True)
+        verdict = dirac.jdl_requirements(case.text, slot, resource, explain=True)
     else:
         verdict = slot.requirements(case.text, explain=True)
     assert time.monotonic() - started < 10, case.label

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from mjf_hooks import match
+from mjf_hooks.match import classad, dirac
 from tests.conftest import require
 
 MATCH, NO, UNREADABLE = "match", "no match", "unreadable"
@@ -83,7 +84,7 @@ CLASSAD_CASES = [
 
 @pytest.mark.parametrize(("expression", "slot", "expected"), CLASSAD_CASES)
 def test_classad_requirements(expression, slot, expected):
-    verdict = match.classad_requirements(expression, slot)
+    verdict = classad.classad_requirements(expression, slot)
     assert outcome(verdict) == expected, verdict
     assert verdict.exit_code == {MATCH: 0, NO: 1, UNREADABLE: 2}[expected]
     if expected == UNREADABLE:
@@ -91,7 +92,7 @@ def test_classad_requirements(expression, slot, expected):
 
 
 def test_explain_names_the_failing_branch_with_both_values():
-    verdict = match.classad_requirements(GLITE, glue(400, 1500), explain=True)
+    verdict = classad.classad_requirements(GLITE, glue(400, 1500), explain=True)
     assert verdict.reasons == [
         "`other.GlueHostBenchmarkSI00 > 500` is false: other.GlueHostBenchmarkSI00 = 400 > 500,"
         " so `other.GlueCEPolicyMaxCPUTime > 2000` applies",
@@ -100,7 +101,7 @@ def test_explain_names_the_failing_branch_with_both_values():
 
 
 def test_explain_walks_and_or_and_parentheses():
-    verdict = match.classad_requirements(
+    verdict = classad.classad_requirements(
         "TARGET.MJF_MACHINE_HS06 >= 100 && (TARGET.MJF_JOB_ALLOCATED_CPU > 8 || "
         'other.Foo == "x")', SLOT, explain=True)
     assert verdict.reasons == [
@@ -111,12 +112,12 @@ def test_explain_walks_and_or_and_parentheses():
 
 
 def test_explain_only_when_asked():
-    assert match.classad_requirements(GLITE, glue(400, 1500)).reasons == []
+    assert classad.classad_requirements(GLITE, glue(400, 1500)).reasons == []
 
 
 def test_unreadable_messages_say_where():
     def why(expression):
-        return match.classad_requirements(expression, SLOT).unreadable
+        return classad.classad_requirements(expression, SLOT).unreadable
 
     assert "character 1 is never closed" in why("(TARGET.MJF_JOB_ALLOCATED_CPU > 1")
     assert "does not parse as a ClassAd expression" in why("TARGET.X >=\n")
@@ -126,7 +127,7 @@ def test_unreadable_messages_say_where():
 
 
 def test_many_requirements_against_one_slot():
-    verdicts = match.classad_requirements_many([GLITE, "TARGET.X >", "TARGET.Y > 1"],
+    verdicts = classad.classad_requirements_many([GLITE, "TARGET.X >", "TARGET.Y > 1"],
                                                glue(600, 1500))
     assert [outcome(v) for v in verdicts] == [MATCH, UNREADABLE, NO]
 
@@ -219,26 +220,26 @@ DIRAC_CASES = [
                          [case[1:] for case in DIRAC_CASES],
                          ids=[case[0] for case in DIRAC_CASES])
 def test_dirac_requirements(jdl, resource, expected):
-    verdict = match.dirac_requirements(jdl, resource)
+    verdict = dirac.dirac_requirements(jdl, resource)
     assert outcome(verdict) == expected, verdict
     if expected == UNREADABLE:
         assert "\n" not in verdict.unreadable and verdict.unreadable
 
 
 def test_dirac_explain():
-    verdict = match.dirac_requirements(
+    verdict = dirac.dirac_requirements(
         '[ NumberOfProcessors = 16; CPUTime = 2000000; Site = { "LCG.RAL.uk" } ]',
         RESOURCE, explain=True)
     assert verdict.reasons[0].startswith("the job's tags 16Processors are not among")
     assert verdict.reasons[1:] == [
         "CPUTime: the job's 2000000 > the resource's 1000000",
         "Site: the resource's LCG.CERN.cern is not among LCG.RAL.uk"]
-    type_error = match.dirac_requirements('[ NumberOfProcessors = "four" ]', RESOURCE)
+    type_error = dirac.dirac_requirements('[ NumberOfProcessors = "four" ]', RESOURCE)
     assert type_error.unreadable == "NumberOfProcessors = 'four' is not a whole number"
 
 
 def test_many_jdls_against_one_resource():
-    verdicts = match.dirac_requirements_many(
+    verdicts = dirac.dirac_requirements_many(
         ["[ NumberOfProcessors = 8 ]", "[ NumberOfProcessors = 9 ]", "[ x = ]"], RESOURCE)
     assert [outcome(v) for v in verdicts] == [MATCH, NO, UNREADABLE]
 
@@ -246,7 +247,7 @@ def test_many_jdls_against_one_resource():
 def test_missing_library_is_one_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "classad2", None)
     with pytest.raises(match.MatchUnavailable, match=r"pip install 'mjf-hooks\[match\]'"):
-        match.classad_requirements("true", {})
+        classad.classad_requirements("true", {})
 
 
 def test_importing_the_module_does_not_load_the_library():
@@ -267,10 +268,10 @@ def test_cost_per_requirement_for_ten_thousand():
             f'Site = {{ "LCG.CERN.cern", "LCG.RAL.uk" }}; Tags = {{ "GPU" }} ]'
             for n in range(10_000)]
     started = time.perf_counter()
-    match.classad_requirements_many(expressions, glue(600, 1500))
+    classad.classad_requirements_many(expressions, glue(600, 1500))
     classad_cost = (time.perf_counter() - started) / len(expressions)
     started = time.perf_counter()
-    match.dirac_requirements_many(jdls, RESOURCE)
+    dirac.dirac_requirements_many(jdls, RESOURCE)
     dirac_cost = (time.perf_counter() - started) / len(jdls)
     print(f"\nper requirement: ClassAd {classad_cost * 1e6:.1f} us, "
           f"DIRAC JDL {dirac_cost * 1e6:.1f} us")
@@ -289,12 +290,12 @@ def chain(operator: str, terms: list[str]) -> str:
 
 
 def test_a_chain_of_500_ands_is_judged_term_by_term():
-    verdict = match.classad_requirements(chain("&&", [MEMORY_TERM] * 500), SLOT)
+    verdict = classad.classad_requirements(chain("&&", [MEMORY_TERM] * 500), SLOT)
     assert outcome(verdict) == MATCH, verdict
     assert len(verdict.warnings) == 1
     assert "HTCondor" in verdict.warnings[0] and "\n" not in verdict.warnings[0]
     terms = [MEMORY_TERM] * 499 + ["other.GlueHostMainMemoryRAMSize >= 16001"]
-    verdict = match.classad_requirements(chain("&&", terms), SLOT, explain=True)
+    verdict = classad.classad_requirements(chain("&&", terms), SLOT, explain=True)
     assert outcome(verdict) == NO
     assert verdict.reasons == ["`other.GlueHostMainMemoryRAMSize >= 16001` is false: "
                                "other.GlueHostMainMemoryRAMSize = 16000 >= 16001"]
@@ -302,18 +303,18 @@ def test_a_chain_of_500_ands_is_judged_term_by_term():
 
 def test_a_chain_of_500_ors_and_a_deep_conditional():
     falses = ["other.MJF_JOB_ALLOCATED_CPU > 8"] * 499
-    assert outcome(match.classad_requirements(chain("||", [*falses, MEMORY_TERM]), SLOT)) \
+    assert outcome(classad.classad_requirements(chain("||", [*falses, MEMORY_TERM]), SLOT)) \
         == MATCH
-    assert outcome(match.classad_requirements(chain("||", falses * 2), SLOT)) == NO
+    assert outcome(classad.classad_requirements(chain("||", falses * 2), SLOT)) == NO
     deep = f"other.MJF_JOB_ALLOCATED_CPU == 8 ? ({chain('&&', [MEMORY_TERM] * 600)}) : false"
-    assert outcome(match.classad_requirements(deep, SLOT)) == MATCH
+    assert outcome(classad.classad_requirements(deep, SLOT)) == MATCH
     # Mixed: && binds tighter than ||, as in the library.
     mixed = chain("||", [chain("&&", ["true"] * 300 + ["false"])] * 3 + [
         chain("&&", ["true"] * 300)])
-    assert outcome(match.classad_requirements(mixed, SLOT)) == MATCH
+    assert outcome(classad.classad_requirements(mixed, SLOT)) == MATCH
     # An attribute the slot lacks, deep in the chain: undefined, no match, named.
     lacks = chain("&&", [MEMORY_TERM] * 300 + ["other.MJF_JOB_GPUS >= 1"] + ["true"] * 300)
-    verdict = match.classad_requirements(lacks, SLOT, explain=True)
+    verdict = classad.classad_requirements(lacks, SLOT, explain=True)
     assert outcome(verdict) == NO
     assert verdict.reasons == ["`other.MJF_JOB_GPUS >= 1` is undefined: the slot has no "
                                "MJF_JOB_GPUS"]
@@ -323,7 +324,7 @@ def test_what_cannot_be_judged_in_parts_is_one_unreadable_line():
     for text in (" + ".join(["1"] * 600) + " > 0", "!" * 480 + "true",
                  chain("&&", [MEMORY_TERM] * 400 + ['other.GlueHostOperatingSystemName > 3']),
                  "(" * 5000 + "true" + ")" * 5000):
-        verdict = match.classad_requirements(text, SLOT, explain=True)
+        verdict = classad.classad_requirements(text, SLOT, explain=True)
         assert outcome(verdict) == UNREADABLE, text[:40]
         assert "\n" not in verdict.unreadable and len(verdict.unreadable) < 400
 
@@ -353,7 +354,7 @@ def test_judging_in_parts_gives_the_library_s_own_value():
     expression short enough for the library to evaluate whole."""
     import classad2  # the autouse fixture requires it
     from hypothesis import given, settings
-    slot = match.ClassAdSlot(SLOT)
+    slot = classad.ClassAdSlot(SLOT)
 
     def deep(text):  # every chain in parts, at every level, not only where the library fails
         value = slot._in_parts(text, deep)
@@ -377,7 +378,7 @@ def test_long_chains_have_the_verdict_of_their_short_equivalent():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    slot = match.ClassAdSlot(SLOT)
+    slot = classad.ClassAdSlot(SLOT)
 
     @settings(max_examples=60, deadline=None)
     @given(st.sampled_from(["&&", "||"]), st.lists(st.sampled_from(ATOMS), min_size=1,
@@ -396,7 +397,7 @@ def test_hostile_text_is_never_an_exception():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    slot = match.ClassAdSlot(SLOT)
+    slot = classad.ClassAdSlot(SLOT)
     pieces = st.sampled_from(["(", ")", "[", "]", "{", "}", "&&", "||", "?", ":", "!", "-",
                               '"', "'", "/*", "*/", "\\", "\x00", "\ud800", "é", "1e400",
                               "9" * 400, "other.", "TARGET", "strcat(", "regexp(", " ",
@@ -416,7 +417,7 @@ def test_hostile_text_is_never_an_exception():
 
 def test_a_megabyte_of_unclosed_comments_is_read_in_linear_time():
     started = time.perf_counter()
-    verdict = match.classad_requirements("true && " + "/*" * 500_000, SLOT)
+    verdict = classad.classad_requirements("true && " + "/*" * 500_000, SLOT)
     assert outcome(verdict) == UNREADABLE
     assert time.perf_counter() - started < 5
 
@@ -433,7 +434,7 @@ def test_a_megabyte_of_unclosed_comments_is_read_in_linear_time():
     "\x00\x01\x02 binary \xff",
 ])
 def test_hostile_jdl_is_unreadable_or_judged_never_an_exception(jdl):
-    verdict = match.dirac_requirements(jdl, RESOURCE, explain=True)
+    verdict = dirac.dirac_requirements(jdl, RESOURCE, explain=True)
     assert verdict.exit_code in (1, 2), verdict
     if verdict.unreadable is not None:
         assert "\n" not in verdict.unreadable and len(verdict.unreadable) < 1000
@@ -444,21 +445,21 @@ def test_what_would_crash_the_library_is_never_handed_to_it():
     parsing ~200,000: in a child process, so that a crash fails this test alone."""
     import subprocess
 
-    code = ("from mjf_hooks import match\n"
-            "slot, resource = match.ClassAdSlot({}), match.DiracResource({'CPUTime': 1})\n"
+    code = ("from mjf_hooks.match import classad, dirac\n"
+            "slot, resource = classad.ClassAdSlot({}), dirac.DiracResource({'CPUTime': 1})\n"
             "for n in (60_000, 300_000):\n"
             "    for text in (f'[ Requirements = {\"1&&\" * n}1; ]', f'[ X = {\"1+\" * n}1; ]'):\n"
-            "        print(match.jdl_requirements(text, slot, resource).unreadable)\n"
+            "        print(dirac.jdl_requirements(text, slot, resource).unreadable)\n"
             "    print(slot.requirements('1&&' * n + '1').unreadable)\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stdout.splitlines()
-    assert len(lines) == 6 and all(f"more than the {match.MAX_OPERATORS}" in line
+    assert len(lines) == 6 and all(f"more than the {classad.MAX_OPERATORS}" in line
                                    for line in lines), lines
 
 
 def test_a_glite_jdl_with_500_terms_is_judged():
-    slot, resource = match.ClassAdSlot(SLOT), match.DiracResource(RESOURCE)
+    slot, resource = classad.ClassAdSlot(SLOT), dirac.DiracResource(RESOURCE)
     jdl = f'[ Executable = "x"; Requirements = {chain("&&", [MEMORY_TERM] * 500)}; ]'
-    assert outcome(match.jdl_requirements(jdl, slot, resource)) == MATCH
+    assert outcome(dirac.jdl_requirements(jdl, slot, resource)) == MATCH
