@@ -215,7 +215,7 @@ def drain_command(in_: str | None, at: str | None, cancel: bool, plan: bool,
                   within: str | None, apply_: bool, as_json: bool, force: bool) -> None:
     """Announce this machine's shutdown to it and its jobs (shutdowntime, shutdowntime_job)."""
     from .. import config as config_module
-    from .. import drain, lifecycle
+    from .. import drain, lifecycle, timeparse
     from ..log import Log
 
     if [bool(in_), bool(at), cancel, plan].count(True) != 1:
@@ -229,14 +229,14 @@ def drain_command(in_: str | None, at: str | None, cancel: bool, plan: bool,
         store = lifecycle.store_for(config)
         log = Log("mjf drain", config.log)
         if plan:
-            _drain_plan(config, store, log, drain.parse_duration_secs(within), apply_, as_json,
+            _drain_plan(config, store, log, timeparse.parse_duration_secs(within), apply_, as_json,
                         force)
             return
         if cancel:
             summary = drain.cancel(config, store, log)
         else:
-            shutdown = drain.parse_time(at) if at else \
-                int(time.time()) + drain.parse_duration_secs(in_)
+            shutdown = timeparse.parse_time(at) if at else \
+                int(time.time()) + timeparse.parse_duration_secs(in_)
             summary = drain.drain(config, store, log, shutdown, force)
     except MJFError as error:
         raise click.ClickException(str(error)) from None
@@ -362,18 +362,13 @@ def records_command(since: str | None, as_json: bool, summary: bool) -> None:
     wall_limit_secs - and the jobs that went past a promise; --summary totals them.
     """
     from .. import config as config_module
-    from .. import drain, record_files, records
+    from .. import record_files, records, timeparse
 
     try:
         config = config_module.load()
         if not config.records_dir:
             raise MJFError(f"{config.path}: no records are kept here: set [records] dir")
-        start = None
-        if since is not None:
-            try:
-                start = drain.parse_time(since)
-            except MJFError:
-                start = int(time.time()) - drain.parse_duration_secs(since)
+        start = None if since is None else timeparse.parse_since(since, int(time.time()))
         listing = record_files.read_all(config.records_dir, start)
     except MJFError as error:
         raise click.ClickException(str(error)) from None

@@ -8,8 +8,6 @@ from pathlib import Path
 import pytest
 
 from mjf_hooks import config as config_module
-from mjf_hooks.drain import parse_duration_secs, parse_time
-from mjf_hooks.errors import SiteInputError
 from mjf_hooks.store import OWN_PREFIX, Store
 from tests.conftest import installed_command, require
 
@@ -137,28 +135,6 @@ def test_drain_over_many_jobs_is_fast(write_config):
     do_drain(config, store, Log("test", ()), int(time.time()) + 3600)
     assert time.monotonic() - started < 10  # the figure itself: benchmarks/run
     assert all(values(base, str(n))["shutdowntime_job"] for n in (0, 499))
-
-
-@pytest.mark.parametrize(("text", "seconds"), [
-    ("90", 90), ("90s", 90), ("90m", 5400), ("2h", 7200), ("1d", 86400), ("1h30m", 5400),
-    ("1w", 604800),
-])
-def test_durations(text, seconds):
-    assert parse_duration_secs(text) == seconds
-
-
-@pytest.mark.parametrize("text", ["", "h", "2x", "-1h", "1.5h"])
-def test_bad_durations(text):
-    with pytest.raises(SiteInputError):
-        parse_duration_secs(text)
-
-
-def test_times():
-    assert parse_time("1800000000") == 1800000000
-    assert parse_time("2027-01-15T08:00:00Z") == 1800000000  # 2027-01-15 08:00 UTC
-    assert parse_time("2027-01-15T09:00:00+01:00") == parse_time("2027-01-15T08:00:00Z")
-    with pytest.raises(SiteInputError):
-        parse_time("tomorrow")
 
 
 def test_drain_reaches_htcondor_jobs_in_their_scratch_dirs(tmp_path, write_config):
