@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 
-from . import lifecycle, spec
+from . import spec, store_locations
 from .config import Config
 from .errors import SiteInputError, StoreError
 from .log import Log
@@ -221,7 +221,7 @@ def _update_jobs(config: Config, store: Store, log: Log, compute) -> int:
         log.warning(f"job {name} not updated: {error}")
 
     changed = store.update_every_job("shutdowntime_job", compute, skip)
-    for elsewhere in lifecycle.job_stores_elsewhere(config):
+    for elsewhere in store_locations.job_stores_elsewhere(config):
         try:
             changed += elsewhere.update_every_job("shutdowntime_job", compute, skip)
         except StoreError as error:

@@ -11,7 +11,7 @@ import os
 import sys
 import time
 
-from . import lifecycle
+from . import lifecycle, store_locations
 from .hook import HookContext
 from .options import UsageError, positive_int
 from .probe import cpu, process
@@ -101,8 +101,8 @@ def _job_options(options: dict) -> dict:
 
 def _set_up(context: HookContext, options: dict) -> tuple[Store, str, dict[str, str]]:
     config, log = context.config, context.log
-    site = lifecycle.store_for(config)
-    store = lifecycle.user_job_store(config, context.environ, log, context.dry_run)
+    site = store_locations.store_for(config)
+    store = store_locations.user_job_store(config, context.environ, log, context.dry_run)
     now = int(time.time())
     job_id = options.get("job_id") or f"{os.uname().nodename}.{os.getpid()}.{now}"
     source = {key: f"mjf run --{name.replace('_', '-')}" for name, key in _OPTION_KEYS}

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import os
 
-from . import lifecycle
+from . import lifecycle, store_locations
 from .errors import SiteInputError
+from .exports import exports
 from .hook import HookContext
 from .store import Store
 
@@ -29,11 +30,11 @@ def job_stores(context: HookContext) -> list[Store]:
     root, a private directory of root's: that would be named by the job's environment
     (``$XDG_RUNTIME_DIR``), which is its user's (a root end of a job finds the user's own
     by uid, :func:`end`)."""
-    site = lifecycle.store_for(context.config)
+    site = store_locations.store_for(context.config)
     if os.geteuid() == 0:
         return [site]
-    private = lifecycle.private_base_dir(context.environ, create=False)
-    return [site, lifecycle.store_for(context.config, private)]
+    private = store_locations.private_base_dir(context.environ, create=False)
+    return [site, store_locations.store_for(context.config, private)]
 
 
 def set_up(context: HookContext, backend: str, job_id: str, in_job: bool,
@@ -48,7 +49,7 @@ def set_up(context: HookContext, backend: str, job_id: str, in_job: bool,
     as root; ``completion``: facts only the job's own process has (its rlimits).
     """
     config, environ, log = context.config, context.environ, context.log
-    site = lifecycle.store_for(config)
+    site = store_locations.store_for(config)
     if in_job:
         for store in job_stores(context):
             if os.path.isdir(store.job_features_dir(job_id)):
@@ -56,15 +57,15 @@ def set_up(context: HookContext, backend: str, job_id: str, in_job: bool,
                 lifecycle.complete_if_pending(config, store, machine_store, log, job_id,
                                               completion() if completion else {},
                                               context.dry_run)
-                return lifecycle.exports(config, machine_store.machine_dir,
-                                         store.job_features_dir(job_id))
+                return exports(config, machine_store.machine_dir,
+                               store.job_features_dir(job_id))
     facts, warnings = gather()
     if in_job and completion:
         facts = {**facts, **completion()}
     for warning in warnings:
         log.warning(warning)
     running_as_root = os.geteuid() == 0
-    store = site if running_as_root else lifecycle.user_job_store(config, environ, log,
+    store = site if running_as_root else store_locations.user_job_store(config, environ, log,
                                                                    context.dry_run)
     uid = gid = None
     if running_as_root and not in_job:
@@ -98,7 +99,7 @@ def end(context: HookContext, job_id: str, owner_variables: tuple[str, ...],
             uid, _ = job_user(context.environ, owner_variables)
         except SiteInputError:
             uid = 0  # no user known here: nothing of theirs to look in
-        for store in lifecycle.job_stores_elsewhere(context.config):
+        for store in store_locations.job_stores_elsewhere(context.config):
             if store.owner == uid and uid != 0:
                 looked.append(store)
                 if lifecycle.end_job(store, context.log, job_id, False, context.config,

@@ -36,7 +36,7 @@ from __future__ import annotations
 import os
 import time
 
-from . import batch, jobstatus, lifecycle, spec
+from . import batch, jobstatus, spec, store_locations
 from .config import Config
 from .errors import StoreError
 from .probe import process
@@ -164,8 +164,8 @@ def collect(config: Config, job_ids: tuple[str, ...] = (),
     verifier = _Verifier(config, BatchListings(config, log or Log("mjf status", ()),
                                                dict(os.environ)))
     reports, waiting = [], []
-    site = lifecycle.store_for(config)
-    for store, maker in [(site, _SITE), *lifecycle.kept_job_stores(config)]:
+    site = store_locations.store_for(config)
+    for store, maker in [(site, _SITE), *store_locations.kept_job_stores(config)]:
         try:
             names = store.job_dir_names()
         except (OSError, StoreError):
@@ -188,7 +188,7 @@ def collect(config: Config, job_ids: tuple[str, ...] = (),
     return reports
 
 
-# The maker of base_dir's store (lifecycle.kept_job_stores names the others').
+# The maker of base_dir's store (store_locations.kept_job_stores names the others').
 _SITE = "site"
 
 
@@ -198,7 +198,7 @@ class _Verifier:
     def __init__(self, config: Config, listings: BatchListings) -> None:
         self.listings = listings
         self.counted: set[str] = set()  # the directory names counted so far
-        machine = lifecycle.store_for(config).read_machine_key("total_cpu")
+        machine = store_locations.store_for(config).read_machine_key("total_cpu")
         # What no job of this machine can have more of: its CPUs (as root wrote them).
         self.total_cpu = (spec.digits_value(machine) if machine else None) or os.cpu_count()
 

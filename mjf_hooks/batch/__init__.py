@@ -29,7 +29,7 @@ a new batch system adds one module, see the README's "Adding a batch system"):
     where its jobs keep stores outside base_dir: ``[(parent, subpath)]``, a store at
     ``<parent>/<entry>/<subpath>`` for each entry (HTCondor: each job's scratch).
     The per-user directory of a job whose user cannot write base_dir is shared by
-    every job runner (:func:`mjf_hooks.lifecycle.private_base_dir`).
+    every job runner (:func:`mjf_hooks.store_locations.private_base_dir`).
 
 Optional:
 

@@ -26,7 +26,7 @@ TITLE = "LSF"
 
 def job_store_dirs(options: dict[str, str]) -> list[tuple[str, str]]:
     """None of its own: a job whose user cannot write base_dir uses the per-user
-    directory every job runner shares (:func:`mjf_hooks.lifecycle.private_base_dir`)."""
+    directory every job runner shares (:func:`mjf_hooks.store_locations.private_base_dir`)."""
     return []
 
 

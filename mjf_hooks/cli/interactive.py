@@ -215,7 +215,7 @@ def drain_command(in_: str | None, at: str | None, cancel: bool, plan: bool,
                   within: str | None, apply_: bool, as_json: bool, force: bool) -> None:
     """Announce this machine's shutdown to it and its jobs (shutdowntime, shutdowntime_job)."""
     from .. import config as config_module
-    from .. import drain, lifecycle, timeparse
+    from .. import drain, store_locations, timeparse
     from ..log import Log
 
     if [bool(in_), bool(at), cancel, plan].count(True) != 1:
@@ -226,7 +226,7 @@ def drain_command(in_: str | None, at: str | None, cancel: bool, plan: bool,
         raise click.UsageError("--plan needs --within DURATION (the window, from now)")
     try:
         config = config_module.load()
-        store = lifecycle.store_for(config)
+        store = store_locations.store_for(config)
         log = Log("mjf drain", config.log)
         if plan:
             _drain_plan(config, store, log, timeparse.parse_duration_secs(within), apply_, as_json,
@@ -719,21 +719,12 @@ def container_args_command(runtime: str, urls: bool, inside: str | None,
 
 def _served_urls(environ) -> Callable[[str], str | None]:
     """The URL at which [mjf] url_base serves a path of base_dir (None: not served)."""
-    import copy
-
     from .. import config as config_module
     from ..errors import SiteInputError
-    from ..lifecycle import exports
+    from ..exports import served_url
 
     config = config_module.load()
     if not config.url_base:
         raise SiteInputError(f"{config.path}: --url needs [mjf] url_base, the URL that "
                              "serves base_dir (see contrib/nginx)")
-    served = copy.copy(config)
-    served.export, served.jobstatus = "url", False
-
-    def url_of(path: str) -> str | None:
-        url = exports(served, path, path)["MACHINEFEATURES"]
-        return url if url != path else None
-
-    return url_of
+    return lambda path: served_url(config, path)

@@ -167,11 +167,11 @@ def test_drain_reaches_the_jobs_users_keep_in_their_own_directories(tmp_path, wr
                                                                      monkeypatch):
     require(os.geteuid() == 0, "needs root to give the directories to another user")
     from mjf_hooks import drain as drain_module
-    from mjf_hooks import lifecycle
+    from mjf_hooks import store_locations
     from mjf_hooks.log import Log
 
     tmp, runtime = tmp_path / "tmp", tmp_path / "run-user"
-    monkeypatch.setattr(lifecycle, "PRIVATE_PARENTS", (str(tmp), str(runtime)))
+    monkeypatch.setattr(store_locations, "PRIVATE_PARENTS", (str(tmp), str(runtime)))
     conf, base = write_config("[machinefeatures]\ngrace_secs = 60\n")
     tmp.mkdir()
     (runtime / "4321").mkdir(parents=True)

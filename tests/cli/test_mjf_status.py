@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from mjf_hooks import config as config_module
-from mjf_hooks import jobstatus, lifecycle, status
+from mjf_hooks import jobstatus, status, store_locations
 from mjf_hooks.cli.interactive import cli
 from mjf_hooks.probe import process
 from mjf_hooks.store import BACKEND_MARKER, Store
@@ -27,7 +27,7 @@ CONFIG = "jobstatus = yes\n[machinefeatures]\ngrace_secs = 600\n"
 def site(tmp_path, write_config, monkeypatch):
     """A config offering $JOBSTATUS, its store, and no other store to find (no users'
     private directories, no HTCondor scratch directories)."""
-    monkeypatch.setattr(lifecycle, "PRIVATE_PARENTS", (str(tmp_path / "tmp"),
+    monkeypatch.setattr(store_locations, "PRIVATE_PARENTS", (str(tmp_path / "tmp"),
                                                        str(tmp_path / "run-user")))
     conf, base = write_config(CONFIG + f"[htcondor]\nexecute_dir = {tmp_path}/execute\n")
     monkeypatch.setenv("MJF_CONFIG", str(conf))

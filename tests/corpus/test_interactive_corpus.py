@@ -26,7 +26,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from mjf_hooks import jobstatus, lifecycle
+from mjf_hooks import jobstatus, store_locations
 from mjf_hooks.cli.interactive import cli
 from mjf_hooks.match import classad, dirac
 from mjf_hooks.probe import process
@@ -178,7 +178,7 @@ def node(tmp_path, write_config, monkeypatch):
     """A node with one job a root hook made (it ends in 5400 s: the plan's best time),
     and a private parent directory for the planted store."""
     require(os.geteuid() == 0, "needs root: the planted store is another user's")
-    monkeypatch.setattr(lifecycle, "PRIVATE_PARENTS", (str(tmp_path / "tmp"),
+    monkeypatch.setattr(store_locations, "PRIVATE_PARENTS", (str(tmp_path / "tmp"),
                                                        str(tmp_path / "run-user")))
     conf, base = write_config("jobstatus = yes\n[machinefeatures]\ngrace_secs = 600\n"
                               f"[htcondor]\nexecute_dir = {tmp_path}/execute\n")

@@ -36,7 +36,7 @@ from pathlib import Path
 import pytest
 
 from mjf_hooks import config as config_module
-from mjf_hooks import jobstatus, lifecycle
+from mjf_hooks import jobstatus, store_locations
 from mjf_hooks.probe import process
 from mjf_hooks.store import BACKEND_MARKER, Store
 from tests.conftest import CHECKOUT_ROOT, ConfigPath, installed_command, require
@@ -520,7 +520,7 @@ _APPLIED = re.compile(r"(/machinefeatures(/shutdowntime)?|/state(/shutdowntime_a
 def _require_no_other_stores(node: Node) -> None:
     """--apply updates every store of jobs on this machine: here, only this test's."""
     config = config_module.load(str(node.config))
-    elsewhere = [store.base_dir for store in lifecycle.job_stores_elsewhere(config)
+    elsewhere = [store.base_dir for store in store_locations.job_stores_elsewhere(config)
                  if not store.base_dir.startswith(f"{node.root}/")]
     require(not elsewhere, f"other stores of jobs on this machine, which --apply would "
                            f"write to: {elsewhere}")

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from mjf_hooks import config as config_module
-from mjf_hooks import drainplan, jobstatus, lifecycle, status
+from mjf_hooks import drainplan, jobstatus, status, store_locations
 from mjf_hooks.store import Store
 from tests import lock_holder
 from tests.conftest import require
@@ -313,7 +313,7 @@ def test_best_takes_the_least_waste_then_the_earliest():
 @pytest.fixture
 def node(tmp_path, write_config, monkeypatch):
     """A base_dir with jobs, and no other store (users' private directories) to find."""
-    monkeypatch.setattr(lifecycle, "PRIVATE_PARENTS", (str(tmp_path / "tmp"),
+    monkeypatch.setattr(store_locations, "PRIVATE_PARENTS", (str(tmp_path / "tmp"),
                                                        str(tmp_path / "run-user")))
     conf, base = write_config(f"jobstatus = yes\n[htcondor]\nexecute_dir = {tmp_path}/exec\n")
     store = Store(str(base))
