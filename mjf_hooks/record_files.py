@@ -291,9 +291,8 @@ _MAX_RECORD_BYTES = 65536
 
 
 def _read(directory: Dir, name: str) -> str | None:
-    data = directory.read_bytes(name, _MAX_RECORD_BYTES + 1)
-    return data.decode("utf-8", "replace") if data is not None \
-        and len(data) <= _MAX_RECORD_BYTES else None
+    found = directory.read_whole(name, _MAX_RECORD_BYTES)
+    return None if found is None else found[0].decode("utf-8", "replace")
 
 
 def _days(top: Dir):
@@ -638,22 +637,11 @@ def _exists(directory: Dir, name: str) -> bool:
 def _handed_in(drop: Dir, name: str) -> tuple[str, int] | None:
     """(text, owner uid) of a handed-in record: a regular file of one link, of a user
     other than root, at most a record's size; None otherwise."""
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     dir_fd=drop.fd)
-    except OSError:
+    if not name.endswith(RECORD_SUFFIX):
         return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or info.st_uid == 0 \
-                or info.st_size > _MAX_RECORD_BYTES or not name.endswith(RECORD_SUFFIX):
-            return None
-        data = os.read(fd, _MAX_RECORD_BYTES + 1)
-        if len(data) > _MAX_RECORD_BYTES:
-            return None
-        return data.decode("utf-8", "replace"), info.st_uid
-    finally:
-        os.close(fd)
+    found = drop.read_whole(name, _MAX_RECORD_BYTES,
+                            lambda info: info.st_nlink == 1 and info.st_uid != 0)
+    return None if found is None else (found[0].decode("utf-8", "replace"), found[1].st_uid)
 
 
 def expire(config: Config, now: float | None = None) -> int:

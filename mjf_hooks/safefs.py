@@ -32,6 +32,11 @@ import time
 from .errors import SiteInputError, StoreError
 from .probe.mounts import read_mounts
 
+# Type names only: collections.abc costs a hook's start ~2 ms.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # Walking a path: a descriptor that opens nothing (no FIFO is opened, no automount is
 # triggered by the last component), never a symlink's target.
@@ -393,15 +398,33 @@ class Dir:
     def read_bytes(self, name: str, count: int) -> bytes | None:
         """Up to ``count`` bytes of a regular file, or None if absent, unreadable or not
         a regular file (never following a symlink, never waiting on a FIFO)."""
+        found = self._read_regular(name, count, None)
+        return None if found is None else found[0]
+
+    def read_whole(self, name: str, limit: int, accept: Callable[[os.stat_result], bool]
+                   | None = None) -> tuple[bytes, os.stat_result] | None:
+        """A regular file's whole content and its status, as :meth:`read_bytes` opens it;
+        None also where it is larger than ``limit`` bytes or ``accept`` (given its status,
+        before anything is read) refuses it."""
+        def fits(info: os.stat_result) -> bool:
+            return info.st_size <= limit and (accept is None or accept(info))
+
+        found = self._read_regular(name, limit + 1, fits)
+        return None if found is None or len(found[0]) > limit else found
+
+    def _read_regular(self, name: str, count: int,
+                      accept: Callable[[os.stat_result], bool] | None
+                      ) -> tuple[bytes, os.stat_result] | None:
         try:
             fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
                          dir_fd=self.fd)
         except OSError:
             return None
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or (accept is not None and not accept(info)):
                 return None
-            return os.read(fd, count)
+            return os.read(fd, count), info
         finally:
             os.close(fd)
 

@@ -219,3 +219,21 @@ def test_root_is_not_steered_to_another_filesystem_nor_made_to_wait(tmp_path):
     assert filesystem_size_bytes(str(tmp_path / "relative")) is not None
     (tmp_path / "loop").symlink_to("loop")
     assert filesystem_size_bytes(str(tmp_path / "loop")) is None
+
+
+def test_a_directorys_whole_file_is_a_regular_file_within_its_bound_or_nothing(tree, tmp_path):
+    """Dir.read_whole, what the records directory reads with: no symlink, no FIFO, nothing
+    past the bound, nothing its caller refuses on sight."""
+    (tree / "full").write_bytes(b"x" * 100)
+    (tree / "link").symlink_to(tree / "config")
+    os.mkfifo(tree / "fifo")
+    started = time.monotonic()
+    with open_checked_dir(str(tree)) as directory:
+        data, info = directory.read_whole("full", 100)
+        assert (data, info.st_size) == (b"x" * 100, 100)
+        assert directory.read_whole("full", 99) is None
+        assert directory.read_whole("full", 100, lambda info: info.st_nlink > 1) is None
+        assert [directory.read_whole(name, 100) for name in ("link", "fifo", "gone")] == \
+            [None, None, None]
+        assert directory.read_bytes("full", 10) == b"x" * 10  # a prefix, as before
+    assert time.monotonic() - started < 1
