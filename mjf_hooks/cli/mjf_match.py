@@ -1,0 +1,206 @@
+"""`mjf describe` and `mjf match`: this job slot for matchmaking, and a job's
+requirements against it."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import time
+
+import click
+
+from ..errors import MJFError
+from ..reader import Features, is_url
+from ..terminal import printable
+from .mjf_show import UNREADABLE, classify
+
+
+@click.command("describe")
+@click.option("--format", "format_", default="classad", metavar="FORMAT",
+              help="classad (default), dirac, glue2 or json.")
+@click.argument("locations", nargs=-1)
+def describe_command(format_: str, locations: tuple[str, ...]) -> None:
+    """Describe this job slot for matchmaking: ClassAd (glideinWMS MJF_* and GLUE 1.3),
+    DIRAC's resource description, GLUE 2, or all of them as JSON.
+
+    LOCATIONS: a .../machinefeatures and a .../jobfeatures (directories or URLs), a job
+    directory, or a base_dir (the node alone); by default $MACHINEFEATURES and
+    $JOBFEATURES, else this node. Errors are one line and exit status 2.
+    """
+    from .. import describe
+
+    def fail(message: str) -> None:
+        click.echo(f"mjf describe: {message}", err=True)
+        sys.exit(2)
+
+    if format_ not in describe.FORMATS:
+        fail(f"unknown format {format_!r}: give one of {', '.join(describe.FORMATS)}")
+    options, slot = _slot_of("mjf describe", locations, fail)
+    arch = os.uname().machine
+    if format_ == "classad":
+        click.echo(describe.classad_text(describe.classad(slot)), nl=False)
+        return
+    document = {"dirac": lambda: describe.dirac(slot, options),
+                "glue2": lambda: describe.glue2(slot, arch, options.benchmark),
+                "json": lambda: describe.everything(slot, options, arch)}[format_]()
+    click.echo(json.dumps(document, indent=2))
+
+
+def _slot_of(command: str, locations: tuple[str, ...], fail):
+    """(describe options, the slot) of the locations, for `mjf describe` and `mjf match`;
+    a value that cannot be read is a warning, a location that cannot be read ``fail``s."""
+    from .. import describe
+
+    try:
+        options, machine_raw, job_raw = _describe_inputs(locations)
+    except click.UsageError as error:
+        fail(error.format_message())
+    except UNREADABLE as error:
+        fail(str(error))
+    slot, problems = describe.slot(machine_raw, job_raw, _text("/proc/cpuinfo"),
+                                   _text("/etc/os-release") or _text("/usr/lib/os-release"),
+                                   time.time())
+    for problem in problems:
+        click.echo(f"{command}: warning: {problem}", err=True)
+    return options, slot
+
+
+def _describe_inputs(locations: tuple[str, ...]):
+    """(options, machine features, job features or None) for `mjf describe`, as raw texts."""
+    from .. import config as config_module
+    from .. import describe
+
+    config = config_module.load()
+    options = describe.Options(**config.describe, benchmark=config.benchmark)
+    machine, jobs, _ = classify(locations)  # a base_dir: its node, not its jobs
+    if len(jobs) > 1:
+        raise click.UsageError("give one job: a description is of one slot")
+    job = jobs[0] if jobs else None
+    if machine is None and job is not None and not is_url(job.location):
+        # A job directory of a base_dir: <base_dir>/jobs/<id>/jobfeatures.
+        candidate = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+            job.location))), "machinefeatures")
+        if os.path.isdir(candidate):
+            machine = Features(candidate)
+    if machine is None and job is None:
+        machine_dir = os.path.join(config.base_dir, "machinefeatures")
+        if os.path.isdir(machine_dir):
+            machine = Features(machine_dir)
+        else:  # this node as `mjf machine` would describe it
+            from .. import features
+            from ..probe import cpu
+
+            total = None if "total_cpu" in config.machine else cpu.total_cpu()
+            return options, features.render(features.machine_features(config, total)), None
+    return (options, machine.read_all() if machine else {},
+            job.read_all() if job else None)
+
+
+def _text(path: str) -> str:
+    """A small system file's text; empty when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read(1 << 20)
+    except OSError:
+        return ""
+
+
+
+@click.command("match")
+@click.option("--explain", is_flag=True, help="Say which clause failed, with both sides' values.")
+@click.option("--jdl", "jdls", multiple=True, metavar="PATH",
+              help="A JDL file (gLite or DIRAC), or a directory of them; repeatable.")
+@click.option("--location", "locations", multiple=True, metavar="LOCATION",
+              help="The slot to match (as for mjf describe); default: this job, else the node.")
+@click.argument("expression", required=False)
+def match_command(explain: bool, jdls: tuple[str, ...], locations: tuple[str, ...],
+                  expression: str | None) -> None:
+    """Does this job slot satisfy a job's requirements? Exit 0 yes, 1 no, 2 unreadable.
+
+    EXPRESSION: ClassAd Requirements, gLite style (other.X) or HTCondor style (TARGET.X),
+    against `mjf describe --format classad`. --jdl: JDL files; one whose Requirements is
+    an expression is judged so, a DIRAC JDL (its keys, or RFC #7's Requirements = [...])
+    by DIRAC's rules against `mjf describe --format dirac`. Needs HTCondor's ClassAd
+    library: pip install 'mjf-hooks[match]'.
+    """
+    from .. import describe
+    from ..match import Verdict
+    from ..match.classad import ClassAdSlot
+    from ..match.dirac import DiracResource, jdl_requirements
+
+    def fail(message: str) -> None:
+        click.echo(f"mjf match: {message}", err=True)
+        sys.exit(2)
+
+    if (expression is None) == (not jdls):
+        fail("give a requirement EXPRESSION or --jdl PATH, not both and not neither")
+    options, slot = _slot_of("mjf match", locations, fail)
+    try:
+        classad_slot = ClassAdSlot(describe.classad(slot))
+        if expression is not None:
+            verdicts = [("", classad_slot.requirements(expression, explain))]
+        else:
+            resource = DiracResource(describe.dirac(slot, options))
+            verdicts = [(path, Verdict(False, unreadable=why) if text is None else
+                         jdl_requirements(text, classad_slot, resource, explain))
+                        for path, text, why in _jdl_texts(jdls)]
+    except MJFError as error:  # the library is missing
+        fail(str(error))
+    for path, verdict in verdicts:
+        where = f"{printable(path)}: " if path else ""
+        for warning in verdict.warnings:
+            click.echo(f"mjf match: {where}warning: {printable(warning)}", err=True)
+        if verdict.unreadable:
+            click.echo(f"mjf match: {where}{printable(verdict.unreadable)}", err=True)
+            continue
+        click.echo(f"{where}{'match' if verdict.matched else 'no match'}")
+        for reason in verdict.reasons:
+            click.echo(f"  {printable(reason)}")
+    sys.exit(max(verdict.exit_code for _, verdict in verdicts))
+
+
+# A JDL is a few kilobytes; a file larger than this is no JDL, and is not read whole.
+_JDL_MAX_BYTES = 1 << 20
+
+
+def _jdl_texts(paths: tuple[str, ...]) -> list[tuple[str, str | None, str | None]]:
+    """``(path, text, None)`` of each JDL given (a file, or every regular file of a
+    directory, in name order), or ``(path, None, why)`` for one that cannot be read: one
+    file never keeps the others from being judged."""
+    found: list[tuple[str, str | None, str | None]] = []
+    for path in paths:
+        if not os.path.isdir(path):
+            found.append(_jdl_text(path))
+            continue
+        try:
+            names = sorted(os.listdir(path))
+        except OSError as error:
+            found.append((path, None, error.strerror or str(error)))
+            continue
+        found += [_jdl_text(os.path.join(path, name)) for name in names
+                  if os.path.isfile(os.path.join(path, name))]
+    if not found:
+        found.append((", ".join(paths), None, "no JDL file there"))
+    return found
+
+
+def _jdl_text(path: str) -> tuple[str, str | None, str | None]:
+    """One JDL file's text, or why it cannot be read. Opened without waiting (a FIFO
+    returns at once) and read to at most _JDL_MAX_BYTES."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return path, None, "not a regular file"
+            data = handle.read(_JDL_MAX_BYTES + 1)
+    except OSError as error:
+        return path, None, error.strerror or str(error)
+    if len(data) > _JDL_MAX_BYTES:
+        return path, None, f"larger than {_JDL_MAX_BYTES >> 20} MiB: not read as a JDL"
+    try:
+        return path, data.decode("utf-8"), None
+    except UnicodeDecodeError as error:
+        return path, None, f"not UTF-8 text (byte {error.start + 1}): not read as a JDL"
+

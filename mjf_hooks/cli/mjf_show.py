@@ -1,0 +1,182 @@
+"""`mjf show`, `mjf get`, `mjf remaining` and `mjf check`: reading machine and job features."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+
+from .. import check, spec
+from ..errors import MJFError
+from ..reader import Features, JobView, is_url
+
+# What reading a location may raise: the reader's errors, and OSError as a safety net
+# (the reader turns those into ReadError): a message, never a traceback.
+UNREADABLE = (MJFError, OSError)
+
+
+def classify(locations: tuple[str, ...],
+              ) -> tuple[Features | None, list[Features], list[check.Listing]]:
+    """Machine features, named job features and listed base_dirs' jobs to look at:
+    from the environment, or the locations given.
+
+    A location ending in ``machinefeatures`` or ``jobfeatures`` (a directory or
+    a URL) is that; a local base_dir means its machine features and every job
+    in its ``jobs/`` (listed: they may end while being read); a job's directory
+    means its ``jobfeatures``.
+    """
+    if not locations:
+        view = JobView.from_environ()
+        return view.machine, [view.job] if view.job else [], []
+    machine, jobs, listings = None, [], []
+    for location in locations:
+        location = location.rstrip("/") or "/"
+        last = location.rsplit("/", 1)[-1]
+        if last == "machinefeatures":
+            machine = Features(location)
+        elif last == "jobfeatures":
+            jobs.append(Features(location))
+        elif not is_url(location) and os.path.isdir(os.path.join(location, "machinefeatures")):
+            machine = Features(os.path.join(location, "machinefeatures"))
+            listings.append(check.list_jobs(location))
+        elif not is_url(location) and os.path.isdir(os.path.join(location, "jobfeatures")):
+            jobs.append(Features(os.path.join(location, "jobfeatures")))
+        else:
+            raise click.UsageError(
+                f"cannot tell whether {location} holds machine or job features"
+                f"{_why_unreadable(location)}: give a .../machinefeatures or .../jobfeatures "
+                "location, a job directory or a base_dir"
+            )
+    return machine, jobs, listings
+
+
+def _why_unreadable(location: str) -> str:
+    """The system's reason a local location cannot be looked into (a typo, permissions)."""
+    if is_url(location):
+        return ""
+    try:
+        os.listdir(location)
+    except OSError as error:
+        return f" ({error.strerror or error})"
+    return ""
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON with typed values.")
+@click.argument("locations", nargs=-1)
+def show(as_json: bool, locations: tuple[str, ...]) -> None:
+    """Show the current job's features, or those of directories, URLs or a base_dir.
+
+    What cannot be read is one line on stderr and exit status 1; the rest is shown.
+    """
+    machine, jobs, listings = classify(locations)
+    # (label, location, listed: a job found in a base_dir's jobs/, which may end meanwhile)
+    sections = [("MACHINEFEATURES", machine, False)] * bool(machine) + [
+        ("JOBFEATURES", job, False) for job in jobs] + [
+        ("JOBFEATURES", job, True) for listing in listings for job in listing.jobs]
+    if not sections:
+        raise click.UsageError("neither MACHINEFEATURES nor JOBFEATURES is set: give a location")
+    failed = False
+    for listing in listings:
+        if listing.error is not None:
+            click.echo(f"mjf show: {listing.jobs_dir}: cannot be listed "
+                       f"({listing.why_unlisted()}): its jobs are not shown", err=True)
+            failed = True
+    shown = []
+    for label, source, listed in sections:
+        try:
+            values = source.as_dict() if as_json else source.read_all()
+        except UNREADABLE as error:
+            if not (listed and check.has_ended(source)):
+                click.echo(f"mjf show: {error}", err=True)
+                failed = True
+            continue
+        if listed and check.has_ended(source):
+            continue  # the job ended while it was read: gone, not broken
+        shown.append((label, source, values))
+    if as_json:
+        several = sum(label == "JOBFEATURES" for label, _, _ in sections) > 1
+        click.echo(json.dumps({f"{label} {source.location}" if several else label: values
+                               for label, source, values in shown}, indent=2, sort_keys=True))
+    else:
+        for label, source, values in shown:
+            click.echo(f"{label}={source.location}")
+            width = max((len(name) for name in values), default=0)
+            for name, raw in values.items():
+                click.echo(f"  {name:<{width}}  {raw}")
+    sys.exit(1 if failed else 0)
+
+
+@click.command()
+@click.argument("key")
+def get(key: str) -> None:
+    """Print one key's value from $JOBFEATURES or $MACHINEFEATURES.
+
+    Exit 1 if absent, 2 if the location cannot be read.
+    """
+    view = JobView.from_environ()
+    try:
+        source = view.source_for(key)
+    except KeyError:
+        raise click.UsageError(f"{key!r} is not an MJF key") from None
+    variable = "MACHINEFEATURES" if source is view.machine else "JOBFEATURES"
+    if source is None:
+        scope = spec.KEYS[key].scope if key in spec.KEYS else None
+        variable = "MACHINEFEATURES" if scope == spec.MACHINE else "JOBFEATURES"
+        click.echo(f"mjf get: ${variable} is not set", err=True)
+        sys.exit(1)
+    try:
+        value = source.raw(key)
+    except UNREADABLE as error:  # 2, not 1: "absent" would be a lie
+        click.echo(f"mjf get: {error}", err=True)
+        sys.exit(2)
+    if value is None:
+        click.echo(f"mjf get: {key} is not set in {source.location}", err=True)
+        sys.exit(1)
+    click.echo(value)
+
+
+@click.command()
+def remaining() -> None:
+    """Print the seconds the job may still run (0 once past); exit 1 if nothing bounds it.
+
+    The earliest of jobstart_secs + wall_limit_secs, shutdowntime_job and
+    shutdowntime, minus now; what is missing is skipped.
+    """
+    try:
+        seconds = JobView.from_environ().remaining_seconds()
+    except UNREADABLE as error:
+        click.echo(f"mjf remaining: {error}", err=True)
+        sys.exit(2)
+    if seconds is None:
+        sys.exit(1)
+    click.echo(max(0, seconds))
+
+
+
+@click.command("check")
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+@click.argument("locations", nargs=-1)
+def check_command(as_json: bool, locations: tuple[str, ...]) -> None:
+    """Check machine and job features against the spec (exit 0 ok, 1 warning, 2 error).
+
+    LOCATIONS: .../machinefeatures and .../jobfeatures directories or URLs, job
+    directories, or a base_dir; by default $MACHINEFEATURES and $JOBFEATURES.
+    """
+    machine, jobs, listings = classify(locations)
+    findings = check.check(machine, jobs, listings=listings)
+    status = check.worst(findings)
+    if as_json:
+        click.echo(json.dumps({"status": status or "ok",
+                               "exit_code": check.EXIT_CODES[status],
+                               "findings": [finding.as_dict() for finding in findings]},
+                              indent=2))
+    else:
+        for finding in findings:
+            click.echo(str(finding))
+        # The status line a monitoring system shows: OK whenever the exit status is 0.
+        label = "ok" if check.EXIT_CODES[status] == 0 else status
+        click.echo(f"{label.upper()}: {len(findings)} finding(s)")
+    sys.exit(check.EXIT_CODES[status])

@@ -1,0 +1,13 @@
+"""Text others wrote (a job's user, a pilot), made safe to print on root's terminal."""
+
+from __future__ import annotations
+
+
+def printable(text: str) -> str:
+    """No control characters (a forged line, an escape sequence), at most 200 characters."""
+    return "".join(char if " " <= char <= "~" else "?" for char in text[:200])
+
+
+def figure(value) -> str:
+    """A value, or ``?`` where there is none."""
+    return "?" if value is None else str(value)
