@@ -56,7 +56,7 @@ def container_args_command(runtime: str, urls: bool, inside: str | None,
         sys.exit(1)
 
     try:
-        served = _served_urls(os.environ) if urls else None
+        served = _served_urls() if urls else None
         plan = containers.plan(os.environ, urls=urls, served=served, inside=inside)
         words, warnings = containers.runtime_args(runtime, plan)
         text = containers.render(format_, runtime, plan, words)
@@ -74,7 +74,7 @@ def container_args_command(runtime: str, urls: bool, inside: str | None,
     click.echo(text, nl=False)
 
 
-def _served_urls(environ) -> Callable[[str], str | None]:
+def _served_urls() -> Callable[[str], str | None]:
     """The URL at which [mjf] url_base serves a path of base_dir (None: not served)."""
     from .. import config as config_module
     from ..errors import SiteInputError
