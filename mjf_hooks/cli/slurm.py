@@ -94,7 +94,7 @@ def prolog(context: HookContext) -> int:
         if job is not None and job.get("TimeLimit") == "Partition_Limit":
             partition = _scontrol(context, ["show", "partition", "-o",
                                             environ.get("SLURM_JOB_PARTITION", "")])
-    facts, warnings = slurm.prolog_facts(environ, job, partition, int(time.time()))
+    facts, warnings = slurm.job_facts(environ, job, partition, int(time.time()))
     for warning in warnings:
         log.warning(warning)
     settings = _slurm_settings(environ)
