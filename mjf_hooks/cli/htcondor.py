@@ -189,12 +189,12 @@ def _cron(context: HookContext) -> int:
     """Machine features as attributes. A graceful drain under way shows as
     MJF_MACHINE_SHUTDOWNTIME at once, even before `mjf sync` (root) has written it to
     the files jobs read: this cron runs as the condor user."""
-    from ..sync import condor_drain_shutdown
+    from ..sync import drain_time
 
     store = lifecycle.store_for(context.config)
     machine = features.render(lifecycle.machine_features(
         context.config, store, context.log, context.dry_run, write=False))
-    drained = condor_drain_shutdown(context.config, context.log)
+    drained = drain_time(htcondor, context.config, context.log)
     if drained is not None and int(machine.get("shutdowntime", drained)) >= drained:
         machine["shutdowntime"] = str(drained)
     sys.stdout.write(htcondor.cron_attributes(machine))
