@@ -1,11 +1,14 @@
 """Every batch module in batch.NAMES provides the declared interface (batch/contract.py)."""
 
+import configparser
 import inspect
+from pathlib import Path
 
 import pytest
 
 from mjf_hooks import batch
 from mjf_hooks.batch import contract
+from mjf_hooks.config import BACKEND_OPTIONS
 
 
 def _parameters(function) -> list[str]:
@@ -39,3 +42,33 @@ def test_the_protocol_declares_what_the_conformance_test_checks():
     declared |= set(contract.BatchModule.__annotations__)
     assert declared == set(contract.REQUIRED)
 
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _scripts() -> list[str]:
+    setup = configparser.ConfigParser()
+    setup.read(ROOT / "setup.cfg")
+    return [Path(line).name for line in setup["options"]["scripts"].split()]
+
+
+@pytest.mark.parametrize("name", batch.NAMES)
+def test_each_batch_system_has_what_adding_one_lists(name):
+    """README "Adding a batch system": the pieces besides the batch module."""
+    missing = [piece for piece, present in [
+        (f"[{name}] in config.BACKEND_OPTIONS", name in BACKEND_OPTIONS),
+        (f"mjf_hooks/cli/{name}.py", (ROOT / f"mjf_hooks/cli/{name}.py").is_file()),
+        (f"a bin/mjf-{name}* launcher in setup.cfg's scripts",
+         any(script.startswith(f"mjf-{name}") and (ROOT / "bin" / script).is_file()
+             for script in _scripts())),
+        (f"contrib/{name}/", (ROOT / "contrib" / name).is_dir()),
+        (f"tests/fixtures/{name}-<version>/", any((ROOT / "tests/fixtures").glob(f"{name}-*"))),
+        (f"tests/unit/test_{name}.py", (ROOT / f"tests/unit/test_{name}.py").is_file()),
+        (f"tests/cli/test_mjf_{name}.py", (ROOT / f"tests/cli/test_mjf_{name}.py").is_file()),
+        (f"tests/corpus/backends/{name}.py",
+         (ROOT / f"tests/corpus/backends/{name}.py").is_file()),
+        (f"benchmarks/mjf_bench/scenarios/{name}.py",
+         (ROOT / f"benchmarks/mjf_bench/scenarios/{name}.py").is_file()),
+    ] if not present]
+    assert not missing, f"{name}: missing {', '.join(missing)}"
