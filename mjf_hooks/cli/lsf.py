@@ -86,7 +86,7 @@ def set_up(context: HookContext, in_job: bool) -> dict[str, str]:
         return lsf.job_facts(environ, [os.uname().nodename], int(time.time()), None,
                              _run_limit(context, job_id))
 
-    return starter.set_up(context, "lsf", job_id, in_job, gather,
+    return starter.set_up(context, lsf.NAME, job_id, in_job, gather,
                           _scratch_dir(context, in_job), OWNER_VARIABLES,
                           completion=_limits)
 

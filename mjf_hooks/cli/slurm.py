@@ -110,8 +110,8 @@ def prolog(context: HookContext, args: list[str]) -> int:
     uid, gid = slurm.job_owner(environ, uid_needed=pending or config.jobstatus
                                or bool(config.records_dir))
     job = lifecycle.JobStart(
-        "slurm", facts, cgroup_pid="self" if in_job else None,
-        scratch_dir=config.backend["slurm"].get("scratch_dir") or settings.get("tmpfs", "/tmp"),
+        slurm.NAME, facts, cgroup_pid="self" if in_job else None,
+        scratch_dir=config.backend[slurm.NAME].get("scratch_dir") or settings.get("tmpfs", "/tmp"),
         gid=gid, uid=uid if pending else None, pending=pending, user=uid,
         reports_usage=uid is not None)
     lifecycle.start_job(config, store, log, machine, job, context.dry_run)
@@ -128,7 +128,7 @@ def epilog(context: HookContext, args: list[str]) -> int:
         # The job's cgroup is gone by now (Slurm removes it before the Epilog): what it
         # used is what the TaskEpilog last read there, as the job's user.
         ending = lifecycle.JobEnd(
-            "slurm", delivered, user=user, queue=partition,
+            slurm.NAME, delivered, user=user, queue=partition,
             usage_source="the job's cgroup, read by its TaskEpilog (as the job's user)")
     lifecycle.end_job(store, context.log, job_id, context.dry_run, config, ending)
     return 0
