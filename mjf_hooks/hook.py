@@ -66,6 +66,31 @@ class HookContext:
                 raise SystemExit(self.failure_exit) from None
             return None
 
+    def query(self, section: str, switch: str | None,
+              command: Callable[[dict[str, str]], tuple[list[str], dict[str, str]] | None],
+              unwritten: str, parse: Callable[[str, list[str]], object]):
+        """What a batch system's command says, parsed: ``command(options)`` gives the
+        argv and environment (or None, having logged why), ``parse(output, argv)`` reads
+        its output. None (logged, with ``unwritten``: what is then not written) where the
+        site switched it off (``[section] switch = no``: nothing is run), the command
+        fails, or ``parse`` raises ValueError (its message is the line logged)."""
+        options = self.config.backend[section]
+        if switch and options.get(switch, "yes") == "no":
+            return None
+        found = command(options)
+        if found is None:
+            return None
+        from .command import ask  # only here: most roles run no command
+
+        output = ask(found[0], self.config.command_timeout_secs, found[1], self.log, unwritten)
+        if output is None:
+            return None
+        try:
+            return parse(output, found[0])
+        except ValueError as error:
+            self.log.warning(str(error))
+            return None
+
 
 def run_hook(
     context_name: str,
@@ -140,6 +165,45 @@ def run_hook(
         _log_failure(log, error)
         return failure_exit if config.on_error == "fail" else 0
     return status or 0
+
+
+def run_roles(
+    command: str,
+    argv: list[str] | None,
+    roles: dict[str, Callable[[HookContext, list[str]], int | None]],
+    usage: str,
+    *,
+    with_arguments: tuple[str, ...] = (),
+    job: Callable[[Mapping[str, str]], str] | None = None,
+    role_of: Callable[[HookContext], tuple[str, list[str]]] | None = None,
+    **options,
+) -> int:
+    """A hook command with roles (``mjf-lsf pre-exec``...) in the fail-safe frame.
+
+    The role is the first argument (or what ``role_of`` tells from the context), one of
+    ``roles`` (in the order the usage message lists them); only roles in
+    ``with_arguments`` take more. ``job`` names the job in every log line, from the
+    environment. ``argv`` is ``sys.argv[1:]`` when None; ``options`` go to
+    :func:`run_hook`.
+    """
+
+    def dispatch(context: HookContext) -> int | None:
+        role, args = (role_of or _first_argument)(context)
+        if role not in roles:
+            *others, last = roles
+            raise UsageError(f"unknown role {role!r}: give {', '.join(others)} or {last}")
+        if args and role not in with_arguments:
+            raise UsageError(f"{role} takes no arguments, got {args!r}")
+        context.log.context = f"{command} {role}" + \
+            (f" job {job(context.environ)}" if job else "")
+        return roles[role](context, args)
+
+    return run_hook(command, sys.argv[1:] if argv is None else argv, dispatch, usage,
+                    **options)
+
+
+def _first_argument(context: HookContext) -> tuple[str, list[str]]:
+    return (context.args[0], context.args[1:]) if context.args else ("", [])
 
 
 def exec_job(context: HookContext, argv: list[str], exports: dict[str, str],

@@ -154,17 +154,17 @@ def _ask(module, query, config: Config, log: Log, environ: dict[str, str], unkno
     return False if output is None else output
 
 
-def condor_drain_shutdown(config: Config, log: Log) -> int | None:
-    """When this machine's HTCondor graceful drain will be complete, if one is under way."""
-    from .batch import htcondor
-
-    if not htcondor.installed(config.backend["htcondor"]):
+def drain_time(module, config: Config, log: Log) -> int | None:
+    """When the drain of this machine that the batch system ``module`` knows of must be
+    complete, if one is under way (for a hook that cannot wait for a pass: HTCondor's
+    cron publishes it at once)."""
+    if not module.installed(config.backend[module.NAME]):
         return None
-    answer = _ask(htcondor, htcondor.drain_query, config, log, {},
-                  "HTCondor drain state not known this time")
-    found = htcondor.drains(answer, _short_name(htcondor, config), 0) \
+    answer = _ask(module, module.drain_query, config, log, {},
+                  f"{module.TITLE} drain state not known this time")
+    found = module.drains(answer, _short_name(module, config), 0) \
         if isinstance(answer, str) else []
-    return found[0][0] if found else None
+    return min(found)[0] if found else None
 
 
 def _running(module, answer, log: Log) -> set[str] | None:

@@ -1,14 +1,13 @@
 """One module per batch system: what it says about its jobs, as pure functions of text.
 
-Every batch module provides the same names (the seam the rest of the suite uses;
-a new batch system adds one module, see the README's "Adding a batch system"):
+Every batch module provides the same names, declared once as a type,
+:class:`mjf_hooks.batch.contract.BatchModule` (the seam the rest of the suite uses; a
+new batch system adds one module, see the README's "Adding a batch system").
+tests/unit/test_batch_contract.py checks every name in :data:`NAMES` against it:
 
 ``NAME``, ``TITLE``
     recorded in each job's ``state/backend``, and its ``[NAME]`` config section; the
     name messages use.
-``job_id(environ)``
-    the job's id from a hook's environment (SiteInputError if there is none), where
-    the environment carries it (HTCondor's is in the job ad: ``job_facts``).
 ``job_facts(...)``
     ``({mjf key: (value, source)}, warnings)`` from what the batch system gave the hook
     (its environment, the text its commands printed, the time): pure, so tests feed
@@ -24,15 +23,18 @@ a new batch system adds one module, see the README's "Adding a batch system"):
     itself removes what its jobs leave (then nothing here is ever proven gone); and
     its output -> the job directory names that still run (ValueError for output it
     cannot read: then nothing is removed).
-
 ``job_store_dirs(options)``
     where its jobs keep stores outside base_dir: ``[(parent, subpath)]``, a store at
     ``<parent>/<entry>/<subpath>`` for each entry (HTCondor: each job's scratch).
     The per-user directory of a job whose user cannot write base_dir is shared by
     every job runner (:func:`mjf_hooks.store_locations.private_base_dir`).
 
-Optional:
+Optional (with these signatures where present):
 
+``job_id(environ)``
+    the job's id from a hook's environment (SiteInputError if there is none), where
+    the environment carries it: every batch system but HTCondor, whose id is in the
+    job ad that its ``job_facts`` reads.
 ``node_name(options)``
     the name the batch system knows this host by, where that may differ from its
     host name (Slurm's ``NodeName``); :func:`node_name` gives the host name otherwise.

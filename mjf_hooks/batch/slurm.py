@@ -350,7 +350,7 @@ def needs_scontrol(environ: dict[str, str]) -> bool:
     return not (environ.get("SLURM_JOB_START_TIME") and environ.get("SLURM_JOB_END_TIME"))
 
 
-def prolog_facts(environ: dict[str, str], job: dict[str, str] | None,
+def job_facts(environ: dict[str, str], job: dict[str, str] | None,
                  partition: dict[str, str] | None, now: int) -> tuple[dict, list[str]]:
     """Job facts for the Prolog, and warnings about what could not be determined.
 

@@ -24,7 +24,7 @@ import time
 from .. import lifecycle, starter
 from ..batch import gridengine
 from ..errors import SiteInputError
-from ..hook import COMMON_HELP, HookContext, exec_job, run_hook
+from ..hook import COMMON_HELP, HookContext, exec_job, run_roles
 from ..options import UsageError
 from ..safefs import (
     ROOT_ONLY,
@@ -56,9 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # The starter runs the job even when the config is broken (a wrapper must).
     # A prolog or epilog runs as root with the job's environment (qsub -v sets any of it).
-    return run_hook("mjf-gridengine", argv, _dispatch, USAGE, positional_stop=True,
-                    runs_job="starter" in argv, failure_exit=JOB_ERROR_EXIT,
-                    job_environment="starter" not in argv)
+    return run_roles("mjf-gridengine", argv, ROLES, USAGE, with_arguments=("starter",),
+                     job=_job_label, positional_stop=True, runs_job="starter" in argv,
+                     failure_exit=JOB_ERROR_EXIT, job_environment="starter" not in argv)
 
 
 def starter_main(argv: list[str] | None = None) -> int:
@@ -66,17 +66,9 @@ def starter_main(argv: list[str] | None = None) -> int:
     return main(["starter", *(sys.argv[1:] if argv is None else argv)])
 
 
-def _dispatch(context: HookContext) -> int:
-    role, command = (context.args[0], context.args[1:]) if context.args else ("", [])
-    if role not in ROLES:
-        raise UsageError(f"unknown role {role!r}: give prolog, epilog or starter")
-    if role != "starter" and command:
-        raise UsageError(f"{role} takes no arguments, got {command!r}")
-    job = context.environ.get("JOB_ID", "?")
-    task = context.environ.get("SGE_TASK_ID", "undefined")
-    context.log.context = f"mjf-gridengine {role} job {job}" + \
-        (f".{task}" if task not in ("undefined", "") else "")
-    return ROLES[role](context, command)
+def _job_label(environ: dict[str, str]) -> str:
+    task = environ.get("SGE_TASK_ID", "undefined")
+    return environ.get("JOB_ID", "?") + (f".{task}" if task not in ("undefined", "") else "")
 
 
 def prolog(context: HookContext, command: list[str]) -> int:
@@ -285,24 +277,18 @@ def _run_limits(context: HookContext, job: _Job) -> tuple[dict | None, dict | No
     """The job's h_rt/s_rt requests (``qstat -j``) and, if it made none, its queue
     instance's limits (``qstat -F``): Grid Engine gives a job neither."""
     options = context.config.backend[gridengine.NAME]
-    if options.get("query_qstat", "yes") == "no":
-        return None, None
-    from ..command import ask  # only here: the epilog runs no command
-
     qstat = gridengine.qstat_path(options)
     env = gridengine.command_env(options, dict(context.environ))
-    timeout = context.config.command_timeout_secs
-    job_number = context.environ.get("JOB_ID", "")
-    output = ask([qstat, "-j", job_number], timeout, env, context.log,
-                 "wall_limit_secs not written")
-    if output is None:
-        return None, None
-    requests = gridengine.parse_resource_list(output)
+    requests = context.query(
+        gridengine.NAME, "query_qstat",
+        lambda _: ([qstat, "-j", context.environ.get("JOB_ID", "")], env),
+        "wall_limit_secs not written", lambda output, _: gridengine.parse_resource_list(output))
     if not gridengine.needs_queue_limits(requests):
         return requests, None
     instance = gridengine.queue_instance(context.environ, job.spool or {})
     if instance is None:
         return requests, None
-    output = ask([qstat, "-F", "h_rt,s_rt", "-q", instance], timeout, env, context.log,
-                 "the queue's run-time limit is not known: wall_limit_secs not written")
-    return requests, gridengine.parse_queue_limits(output or "")
+    return requests, context.query(
+        gridengine.NAME, None, lambda _: ([qstat, "-F", "h_rt,s_rt", "-q", instance], env),
+        "the queue's run-time limit is not known: wall_limit_secs not written",
+        lambda output, _: gridengine.parse_queue_limits(output))

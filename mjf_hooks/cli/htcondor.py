@@ -69,7 +69,7 @@ def wrap(context: HookContext, job_argv: list[str]) -> int:
     except SystemExit:  # on_error = fail
         _report_to_htcondor(context, "MJF set-up failed and [mjf] on_error = fail")
         raise
-    next_wrapper = context.config.backend["htcondor"].get("next_wrapper")
+    next_wrapper = context.config.backend[htcondor.NAME].get("next_wrapper")
     argv = [next_wrapper, *job_argv] if next_wrapper else list(job_argv)
     failure = exec_job(context, argv, exports)
     if failure is None:
@@ -112,7 +112,7 @@ def _set_up(context: HookContext) -> dict[str, str]:
                              "not run by HTCondor's starter?")
     if not os.path.isdir(scratch):
         raise SiteInputError(f"$_CONDOR_SCRATCH_DIR {scratch} is not a directory")
-    options = config.backend["htcondor"]
+    options = config.backend[htcondor.NAME]
     facts, warnings = htcondor.job_facts(
         _read_ad(context, "_CONDOR_MACHINE_AD"), _read_ad(context, "_CONDOR_JOB_AD"),
         int(time.time()), options.get("job_id", "global"),
@@ -128,7 +128,7 @@ def _set_up(context: HookContext) -> dict[str, str]:
     # The scratch is HTCondor's, below the condor user's EXECUTE directory.
     store = lifecycle.store_for(config, os.path.join(scratch, htcondor.SCRATCH_STORE),
                                 given_dir=scratch)
-    job = lifecycle.JobStart("htcondor", facts, cgroup_pid="self", scratch_dir=scratch)
+    job = lifecycle.JobStart(htcondor.NAME, facts, cgroup_pid="self", scratch_dir=scratch)
     return lifecycle.set_up_job(config, log, site, store, job, context.dry_run)
 
 
@@ -159,7 +159,7 @@ def _job_exit(context: HookContext) -> int:
         raise SiteInputError(f"the job ad on stdin is larger than {classad.MAX_AD_BYTES} bytes")
     final_ad = classad.parse_ad(data.decode("utf-8", "replace"))
     warnings: list[str] = []
-    found = htcondor.job_id_of(final_ad, config.backend["htcondor"].get("job_id", "global"),
+    found = htcondor.job_id_of(final_ad, config.backend[htcondor.NAME].get("job_id", "global"),
                                warnings)
     if found is None:
         raise SiteInputError("the job ad on stdin has no GlobalJobId, nor ClusterId and "
@@ -189,12 +189,12 @@ def _cron(context: HookContext) -> int:
     """Machine features as attributes. A graceful drain under way shows as
     MJF_MACHINE_SHUTDOWNTIME at once, even before `mjf sync` (root) has written it to
     the files jobs read: this cron runs as the condor user."""
-    from ..sync import condor_drain_shutdown
+    from ..sync import drain_time
 
     store = lifecycle.store_for(context.config)
     machine = features.render(lifecycle.machine_features(
         context.config, store, context.log, context.dry_run, write=False))
-    drained = condor_drain_shutdown(context.config, context.log)
+    drained = drain_time(htcondor, context.config, context.log)
     if drained is not None and int(machine.get("shutdowntime", drained)) >= drained:
         machine["shutdowntime"] = str(drained)
     sys.stdout.write(htcondor.cron_attributes(machine))

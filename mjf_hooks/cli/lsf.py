@@ -22,7 +22,7 @@ import time
 
 from .. import lifecycle, starter
 from ..batch import lsf
-from ..hook import COMMON_HELP, HookContext, exec_job, run_hook
+from ..hook import COMMON_HELP, HookContext, exec_job, run_roles
 from ..options import UsageError
 
 USAGE = """\
@@ -42,32 +42,26 @@ def main(argv: list[str] | None = None) -> int:
     # The starter runs the job even when the config is broken (a wrapper must).
     # A pre-exec or post-exec may run as root (LSB_PRE_POST_EXEC_USER=root) with the
     # job's environment, which is its user's.
-    return run_hook("mjf-lsf", argv, _dispatch, USAGE, positional_stop=True,
-                    runs_job="starter" in argv, job_environment="starter" not in argv)
+    return run_roles("mjf-lsf", argv, ROLES, USAGE, with_arguments=("starter",),
+                     job=lambda environ: environ.get("LSB_JOBID", "?"), positional_stop=True,
+                     runs_job="starter" in argv, job_environment="starter" not in argv)
 
 
-def _dispatch(context: HookContext) -> int:
-    role, command = (context.args[0], context.args[1:]) if context.args else ("", [])
-    if role not in ("pre-exec", "post-exec", "starter"):
-        raise UsageError(f"unknown role {role!r}: give pre-exec, post-exec or starter")
-    if role != "starter" and command:
-        raise UsageError(f"{role} takes no arguments, got {command!r}")
-    context.log.context = f"mjf-lsf {role} job {context.environ.get('LSB_JOBID', '?')}"
-    if role == "pre-exec":
-        set_up(context, in_job=False)
-        return 0
-    if role == "post-exec":
-        ending = None
-        if context.config.records_dir:
-            # The post-exec runs outside the job, after it: of what the job used it knows
-            # when it ended (its own start), nothing more.
-            environ = context.environ
-            user = next((environ[name] for name in OWNER_VARIABLES if environ.get(name)), None)
-            ending = lifecycle.JobEnd(lsf.NAME, user=user,
-                                      queue=environ.get("LSB_QUEUE") or None)
-        starter.end(context, lsf.job_id(context.environ), OWNER_VARIABLES, ending)
-        return 0
-    return run_starter(context, command)
+def pre_exec(context: HookContext, args: list[str]) -> int:
+    set_up(context, in_job=False)
+    return 0
+
+
+def post_exec(context: HookContext, args: list[str]) -> int:
+    ending = None
+    if context.config.records_dir:
+        # The post-exec runs outside the job, after it: of what the job used it knows
+        # when it ended (its own start), nothing more.
+        environ = context.environ
+        user = next((environ[name] for name in OWNER_VARIABLES if environ.get(name)), None)
+        ending = lifecycle.JobEnd(lsf.NAME, user=user, queue=environ.get("LSB_QUEUE") or None)
+    starter.end(context, lsf.job_id(context.environ), OWNER_VARIABLES, ending)
+    return 0
 
 
 def run_starter(context: HookContext, command: list[str]) -> int:
@@ -80,6 +74,9 @@ def run_starter(context: HookContext, command: list[str]) -> int:
     return 0 if exec_job(context, argv, exports) is None else 127
 
 
+ROLES = {"pre-exec": pre_exec, "post-exec": post_exec, "starter": run_starter}
+
+
 def set_up(context: HookContext, in_job: bool) -> dict[str, str]:
     """Write the job's features (or, in the starter, complete the pre-exec's); return exports."""
     environ = context.environ
@@ -89,7 +86,7 @@ def set_up(context: HookContext, in_job: bool) -> dict[str, str]:
         return lsf.job_facts(environ, [os.uname().nodename], int(time.time()), None,
                              _run_limit(context, job_id))
 
-    return starter.set_up(context, "lsf", job_id, in_job, gather,
+    return starter.set_up(context, lsf.NAME, job_id, in_job, gather,
                           _scratch_dir(context, in_job), OWNER_VARIABLES,
                           completion=_limits)
 
@@ -136,30 +133,28 @@ def _limits() -> dict:
 
 def _run_limit(context: HookContext, job_id: str) -> tuple | None:
     """The run limit from ``bjobs`` (LSF passes none to the job), unless switched off."""
-    options = context.config.backend["lsf"]
-    if options.get("query_bjobs", "yes") == "no":
-        return None
     # As root, never $LSF_BINDIR, nor the job's environment: they are the job's user's, and
     # root would run the program they name, or with the libraries they preload.
     as_root = os.geteuid() == 0
-    lsf_bindir = "" if as_root else context.environ.get("LSF_BINDIR", "")
-    candidates = [options.get("bjobs")] if options.get("bjobs") else \
-        [os.path.join(lsf_bindir, "bjobs")] * bool(lsf_bindir) + list(_BJOBS_CANDIDATES)
-    path = next((candidate for candidate in candidates if os.path.exists(candidate)), None)
-    if path is None:
-        context.log.warning("bjobs not found (set [lsf] bjobs): wall_limit_secs not written")
-        return None
-    from ..command import ask  # only here: most roles run no command
 
-    argv = [path, "-noheader", "-hms", "-o", "runtimelimit", job_id]
-    env = _root_command_env(context) if as_root else dict(context.environ)
-    output = ask(argv, context.config.command_timeout_secs, env, context.log,
-                 "wall_limit_secs not written")
-    if output is None:
-        return None
-    try:
-        limit = lsf.parse_run_limit_secs(output.strip().splitlines()[0] if output.strip() else "")
-    except ValueError as error:
-        context.log.warning(f"{error}: wall_limit_secs not written")
-        return None
-    return (limit, f"{path} -o runtimelimit: {output.strip()}") if limit else None
+    def command(options: dict[str, str]) -> tuple[list[str], dict[str, str]] | None:
+        lsf_bindir = "" if as_root else context.environ.get("LSF_BINDIR", "")
+        candidates = [options.get("bjobs")] if options.get("bjobs") else \
+            [os.path.join(lsf_bindir, "bjobs")] * bool(lsf_bindir) + list(_BJOBS_CANDIDATES)
+        path = next((candidate for candidate in candidates if os.path.exists(candidate)), None)
+        if path is None:
+            context.log.warning("bjobs not found (set [lsf] bjobs): wall_limit_secs not written")
+            return None
+        env = _root_command_env(context) if as_root else dict(context.environ)
+        return [path, "-noheader", "-hms", "-o", "runtimelimit", job_id], env
+
+    def run_limit(output: str, argv: list[str]) -> tuple | None:
+        try:
+            limit = lsf.parse_run_limit_secs(output.strip().splitlines()[0] if output.strip()
+                                             else "")
+        except ValueError as error:
+            raise ValueError(f"{error}: wall_limit_secs not written") from None
+        return (limit, f"{argv[0]} -o runtimelimit: {output.strip()}") if limit else None
+
+    return context.query(lsf.NAME, "query_bjobs", command, "wall_limit_secs not written",
+                         run_limit)

@@ -36,8 +36,7 @@ import time
 from .. import lifecycle, starter
 from ..batch import pbs
 from ..errors import SiteInputError
-from ..hook import COMMON_HELP, HookContext, run_hook
-from ..options import UsageError
+from ..hook import COMMON_HELP, HookContext, run_roles
 from ..probe import read_text
 
 USAGE = """\
@@ -58,19 +57,8 @@ EXPORTED = ("MACHINEFEATURES", "JOBFEATURES", "JOBSTATUS")
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_hook("mjf-pbs", sys.argv[1:] if argv is None else argv, _dispatch, USAGE,
-                    positional_stop=True)
-
-
-def _dispatch(context: HookContext) -> int:
-    role, args = (context.args[0], context.args[1:]) if context.args else ("", [])
-    if role not in ROLES:
-        raise UsageError(f"unknown role {role!r}: give begin, launch, end, prologue, "
-                         "epilogue or profile")
-    if role not in ("prologue", "epilogue") and args:
-        raise UsageError(f"{role} takes no arguments, got {args!r}")
-    context.log.context = f"mjf-pbs {role}"
-    return ROLES[role](context, args)
+    return run_roles("mjf-pbs", argv, ROLES, USAGE, with_arguments=("prologue", "epilogue"),
+                     positional_stop=True)
 
 
 def _attributes(context: HookContext) -> dict[str, str]:
@@ -221,18 +209,15 @@ def _cgroup_memory(options: dict[str, str], job: str) -> tuple | None:
 
 def _qstat(context: HookContext, job: str) -> dict[str, str]:
     """``qstat -f JOBID``'s attributes, unless ``[pbs] query_qstat = no``; {} on failure."""
-    options = context.config.backend[pbs.NAME]
-    if options.get("query_qstat", "yes") == "no":
-        return {}
-    from ..command import ask  # only here: the execjob hooks run no command
+    def command(options: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+        qstat = options.get("qstat") or pbs.command_path(options, "qstat")
+        return [qstat, "-f", job], pbs.command_env()
 
-    qstat = options.get("qstat") or pbs.command_path(options, "qstat")
-    output = ask([qstat, "-f", job], context.config.command_timeout_secs, pbs.command_env(),
-                 context.log, "only what the prologue's argv says is written")
-    if output is None:
-        return {}
-    attributes = pbs.parse_qstat_f(output)
-    if attributes.get("id") != job:
-        context.log.warning(f"{qstat} -f {job} printed no such job: {output[:80]!r}")
-        return {}
-    return attributes
+    def attributes(output: str, argv: list[str]) -> dict[str, str]:
+        found = pbs.parse_qstat_f(output)
+        if found.get("id") != job:
+            raise ValueError(f"{argv[0]} -f {job} printed no such job: {output[:80]!r}")
+        return found
+
+    return context.query(pbs.NAME, "query_qstat", command,
+                         "only what the prologue's argv says is written", attributes) or {}

@@ -28,7 +28,7 @@ import time
 from .. import lifecycle
 from ..batch import slurm
 from ..errors import SiteInputError
-from ..hook import COMMON_HELP, HookContext, run_hook
+from ..hook import COMMON_HELP, HookContext, run_roles
 from ..probe import read_text
 
 USAGE = """\
@@ -49,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     if "epilog" in argv or (os.environ.get("SLURM_SCRIPT_CONTEXT") == "epilog_slurmd"
                             and not set(argv) & {"prolog", "taskprolog", "taskepilog"}):
         _shield_epilog()
-    return run_hook("mjf-slurm", argv, _dispatch, USAGE)
+    return run_roles("mjf-slurm", argv, ROLES, USAGE, role_of=_role,
+                     job=lambda environ: environ.get("SLURM_JOB_ID", "?"))
 
 
 def _shield_epilog() -> None:
@@ -70,7 +71,8 @@ def _shield_epilog() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
-def _dispatch(context: HookContext) -> int:
+def _role(context: HookContext) -> tuple[str, list[str]]:
+    """The role named, or else the one SLURM_SCRIPT_CONTEXT says (none takes arguments)."""
     role = context.args[0] if context.args else \
         _CONTEXT_ROLES.get(context.environ.get("SLURM_SCRIPT_CONTEXT", ""))
     if role not in ROLES or len(context.args) > 1:
@@ -79,11 +81,10 @@ def _dispatch(context: HookContext) -> int:
             f"{context.environ.get('SLURM_SCRIPT_CONTEXT')!r}; give prolog, epilog, "
             "taskprolog or taskepilog"
         )
-    context.log.context = f"mjf-slurm {role} job {context.environ.get('SLURM_JOB_ID', '?')}"
-    return ROLES[role](context)
+    return role, []
 
 
-def prolog(context: HookContext) -> int:
+def prolog(context: HookContext, args: list[str]) -> int:
     config, environ, log = context.config, context.environ, context.log
     job_id = slurm.job_id(environ)
     store = lifecycle.store_for(config)
@@ -94,7 +95,7 @@ def prolog(context: HookContext) -> int:
         if job is not None and job.get("TimeLimit") == "Partition_Limit":
             partition = _scontrol(context, ["show", "partition", "-o",
                                             environ.get("SLURM_JOB_PARTITION", "")])
-    facts, warnings = slurm.prolog_facts(environ, job, partition, int(time.time()))
+    facts, warnings = slurm.job_facts(environ, job, partition, int(time.time()))
     for warning in warnings:
         log.warning(warning)
     settings = _slurm_settings(environ)
@@ -109,15 +110,15 @@ def prolog(context: HookContext) -> int:
     uid, gid = slurm.job_owner(environ, uid_needed=pending or config.jobstatus
                                or bool(config.records_dir))
     job = lifecycle.JobStart(
-        "slurm", facts, cgroup_pid="self" if in_job else None,
-        scratch_dir=config.backend["slurm"].get("scratch_dir") or settings.get("tmpfs", "/tmp"),
+        slurm.NAME, facts, cgroup_pid="self" if in_job else None,
+        scratch_dir=config.backend[slurm.NAME].get("scratch_dir") or settings.get("tmpfs", "/tmp"),
         gid=gid, uid=uid if pending else None, pending=pending, user=uid,
         reports_usage=uid is not None)
     lifecycle.start_job(config, store, log, machine, job, context.dry_run)
     return 0
 
 
-def epilog(context: HookContext) -> int:
+def epilog(context: HookContext, args: list[str]) -> int:
     config, environ = context.config, context.environ
     job_id = slurm.job_id(environ)
     store = lifecycle.store_for(config)
@@ -127,13 +128,13 @@ def epilog(context: HookContext) -> int:
         # The job's cgroup is gone by now (Slurm removes it before the Epilog): what it
         # used is what the TaskEpilog last read there, as the job's user.
         ending = lifecycle.JobEnd(
-            "slurm", delivered, user=user, queue=partition,
+            slurm.NAME, delivered, user=user, queue=partition,
             usage_source="the job's cgroup, read by its TaskEpilog (as the job's user)")
     lifecycle.end_job(store, context.log, job_id, context.dry_run, config, ending)
     return 0
 
 
-def taskepilog(context: HookContext) -> int:
+def taskepilog(context: HookContext, args: list[str]) -> int:
     """Where records are kept: report the job's cgroup counters for the Epilog."""
     if context.config.records_dir:
         job_id = slurm.job_id(context.environ)
@@ -142,7 +143,7 @@ def taskepilog(context: HookContext) -> int:
     return 0
 
 
-def taskprolog(context: HookContext) -> int:
+def taskprolog(context: HookContext, args: list[str]) -> int:
     """Print the export lines; complete a pending job's values first."""
     config, environ = context.config, context.environ
     job_id = slurm.job_id(environ)
@@ -165,20 +166,19 @@ ROLES = {"prolog": prolog, "epilog": epilog, "taskprolog": taskprolog,
 def _scontrol(context: HookContext, args: list[str]) -> dict[str, str] | None:
     """One scontrol record, or None (logged) if scontrol is missing, slow or garbled."""
     # Only here: from Slurm 23.02 on, the Prolog's environment has what scontrol would say.
-    from ..command import ask
+    def command(options: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+        path = slurm.command_path("scontrol", options.get("scontrol")) \
+            or "/usr/bin/scontrol"  # absent: the warning says so
+        return [path, *args], slurm.command_env(context.environ)
 
-    path = slurm.command_path("scontrol", context.config.backend["slurm"].get("scontrol")) \
-        or "/usr/bin/scontrol"  # absent: the warning says so
-    output = ask([path, *args], context.config.command_timeout_secs,
-                 slurm.command_env(context.environ), context.log,
-                 "values it would give are not written")
-    if output is None:
-        return None
-    record = slurm.parse_scontrol_record(output.strip().split("\n", 1)[0])
-    if not record or ("JobId" not in record and "PartitionName" not in record):
-        context.log.warning(f"{path} {' '.join(args)} printed no record: {output[:80]!r}")
-        return None
-    return record
+    def record(output: str, argv: list[str]) -> dict[str, str]:
+        found = slurm.parse_scontrol_record(output.strip().split("\n", 1)[0])
+        if not found or ("JobId" not in found and "PartitionName" not in found):
+            raise ValueError(f"{' '.join(argv)} printed no record: {output[:80]!r}")
+        return found
+
+    return context.query(slurm.NAME, None, command, "values it would give are not written",
+                         record)
 
 
 def _slurm_settings(environ: dict[str, str]) -> dict[str, str]:

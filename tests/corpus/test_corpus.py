@@ -44,15 +44,58 @@ from pathlib import Path
 
 import pytest
 
-from mjf_hooks.cli import gridengine as cli_gridengine
-from mjf_hooks.cli import htcondor as cli_htcondor
-from mjf_hooks.cli import lsf as cli_lsf
 from mjf_hooks.cli import mjf as cli_mjf
-from mjf_hooks.cli import pbs as cli_pbs
-from mjf_hooks.cli import slurm as cli_slurm
 from mjf_hooks.store import job_dir_name
-from tests.conftest import FIXTURES, installed_command, require
-from tests.corpus import harness
+from tests.conftest import installed_command, require
+from tests.corpus import backends, harness
+from tests.corpus.backends.gridengine import (
+    GE_CONFIG,
+    GE_EPILOG_ENV,
+    GE_PROLOG_ENV,
+    GE_STARTER_ENV,
+    GE_STARTER_METHOD_ENV,
+    GE_TASK_SPOOL_FILES,
+    GE_USAGE,
+    GE_USAGE_PATH,
+)
+from tests.corpus.backends.htcondor import (
+    CONDOR_ENV,
+    CONDOR_EXIT_ENV,
+    FINAL_AD,
+    FINAL_AD_PATH,
+    HTCONDOR_CONFIG,
+)
+from tests.corpus.backends.lsf import LSF_CONFIG, LSF_ENV
+from tests.corpus.backends.pbs import (
+    PBS_CLASSIC_JOB,
+    PBS_CONFIG,
+    PBS_EPILOGUE_WORDS,
+    PBS_FILES,
+    PBS_JOB,
+    PBS_OTHER_JOB,
+    PBS_PROFILE_ENV,
+    PBS_PROLOGUE_WORDS,
+    PBS_STDIN,
+    PBS_TORQUE_WORDS,
+    pbs_words,
+)
+from tests.corpus.backends.slurm import (
+    CPU_STAT,
+    S24_EPILOG_ENV,
+    S24_MULTI_NODE_ENV,
+    S24_PROLOG_ENV,
+    S24_RUNINJOB_ENV,
+    S24_TASK_ENV,
+    SLURM_2302_ENV,
+    SLURM_CONFIG,
+    SLURM_EPILOG_ENV,
+    SLURM_MULTI_NODE_ENV,
+    SLURM_PROLOG_ENV,
+    SLURM_TASK_ENV,
+    SLURM_TASK_EPILOG_ENV,
+    USAGE_REPORT,
+)
+from tests.corpus.entries import COMMON_CONFIG, JOB_ARGV, RECORDS_SECTION, Entry, options, root
 from tests.corpus.mutations import (
     CLOCK,
     DIRECTORY,
@@ -64,24 +107,19 @@ from tests.corpus.mutations import (
     GE_SCRIPT,
     GE_SPOOL_CONFIG,
     GE_SPOOL_CONFIG_PATH,
-    GE_SPOOL_DIR,
     GRIDENGINE_STARTERS,
     JOB_AD,
     JOB_RUNNERS,
     MACHINE_AD,
-    PBS_GROUP,
     PBS_HOSTILE_IDS,
     PBS_OTHER_IDS,
     PBS_QSTAT_F,
-    PBS_USER,
     PBS_WORDS,
     PRESENT,
     QSTAT_JOB,
     QSTAT_JOB_WITHOUT_RUN_LIMIT,
     QSTAT_QUEUE_INSTANCE,
     RECORD_WRITERS,
-    S24_HOOKS,
-    S24_TREES,
     SCONTROL_JOB,
     SCONTROL_PARTITION,
     SECRET_MARKER,
@@ -98,9 +136,7 @@ from tests.corpus.mutations import (
     env_cases,
     env_file_cases,
     file_mutations,
-    gridengine_env,
     gridengine_hostile_path_cases,
-    gridengine_job_start,
     job_start,
     jobstatus_config_cases,
     offers_jobstatus,
@@ -113,12 +149,10 @@ from tests.corpus.mutations import (
     pbs_stdin_cases,
     pe_hostfile_cases,
     recorded_cgroup_cases,
-    recorded_env,
     records_state_cases,
     sample,
     slurm_prolog_keys,
     spool_config_cases,
-    spool_settings,
     state_effect,
     usage_file_cases,
     value_mutations,
@@ -128,132 +162,10 @@ from tests.corpus.mutations import (
 )
 from tests.corpus.mutations import config_model as _config_model
 
-COMMON_CONFIG = """\
-[mjf]
-base_dir = @D@/base
-log = stderr
-command_timeout = 0.5
-legacy_keys = yes
-[machinefeatures]
-hs06 = 2400
-grace_secs = 3600
-benchmark = hepscore23
-[jobfeatures]
-max_swap_bytes = 1073741824
-"""
-SLURM_CONFIG = COMMON_CONFIG + "[slurm]\nscontrol = @D@/bin/scontrol\nscratch_dir = @D@/scratch\n"
-HTCONDOR_CONFIG = COMMON_CONFIG + (
-    "[htcondor]\njob_id = global\nwall_limit_attribute = AllowedJobDuration\n"
-    "wall_limit_unit = minutes\nnext_wrapper = @D@/bin/next\n")
-LSF_CONFIG = COMMON_CONFIG + "[lsf]\nbjobs = @D@/bin/bjobs\nquery_bjobs = yes\n"
-GE_CONFIG = COMMON_CONFIG + "[gridengine]\nqstat = @D@/bin/qstat\nquery_qstat = yes\n"
-# PBS: qstat and PBS_EXEC in the case directory (never the host's /etc/pbs.conf), TMPDIR's
-# root the scratch, and a pbs_cgroups prefix no host has (the hooks' cgroup is not faked).
-PBS_CONFIG = COMMON_CONFIG + (
-    "[pbs]\nqstat = @D@/bin/qstat\npbs_exec = @D@/pbs\ntmpdir = @D@/scratch\n"
-    "cgroup_prefix = /mjf-corpus-no-such-cgroup\n")
-# Where the site keeps job records (README, "Job records"): the records variants add it.
-RECORDS_SECTION = "[records]\ndir = @D@/records\nformat = sss, apel\nsite = CORPUS-SITE\n"
 # Records are root's: as another user an end hook hands its record in to a drop box only
 # root makes (none in a case directory), so the record cases run as root (as CI does).
 RECORDS_NEED_ROOT = "records are root's: the record cases need root (as CI runs them)"
-
-SLURM_PROLOG_ENV = {**recorded_env("slurm-22.05/prolog-sbatch.env"),
-                    "SLURM_CONF": "@D@/etc/slurm.conf"}
-SLURM_2302_ENV = {**SLURM_PROLOG_ENV, "SLURM_JOB_START_TIME": "1795319470",
-                  "SLURM_JOB_END_TIME": "1795323070"}
-SLURM_MULTI_NODE_ENV = {**SLURM_PROLOG_ENV, "SLURM_JOB_CPUS_PER_NODE": "4(x2),2",
-                        "SLURM_NODELIST": "vm[01-02],gpu7", "SLURMD_NODENAME": "vm02"}
-SLURM_EPILOG_ENV = {**recorded_env("slurm-22.05/epilog.env"), "SLURM_CONF": "@D@/etc/slurm.conf"}
-SLURM_TASK_ENV = {**recorded_env("slurm-22.05/taskprolog-batchstep.env"),
-                  "SLURM_CONF": "@D@/etc/slurm.conf"}
-# The TaskEpilog of the same task: Slurm gives it the TaskProlog's environment, its
-# SLURM_SCRIPT_CONTEXT epilog_task.
-SLURM_TASK_EPILOG_ENV = {**SLURM_TASK_ENV, "SLURM_SCRIPT_CONTEXT": "epilog_task"}
-# What job 3's cgroup (v2, CGROUP_TREE) counted when its TaskEpilog ran: 1.5 s of CPU,
-# a peak of 100 MiB - not recorded (the recorded hosts gave no TaskEpilog), the files the
-# kernel keeps (cpu.stat's usage_usec, memory.peak).
-CPU_STAT = b"usage_usec 1500000\nuser_usec 1000000\nsystem_usec 500000\n"
-USAGE_TREE = {f"{V2_JOB}/cpu.stat": CPU_STAT, f"{V2_JOB}/memory.peak": b"104857600\n"}
-USAGE_REPORT = "cpu_secs 1.5\npeak_memory_bytes 104857600\n"
-# Grid Engine's shepherd's usage file of a job (recorded, tests/fixtures/gridengine-8.1.9).
-GE_USAGE_PATH = "active_jobs/13.1/usage"
-# Task 2 of job 14, run first where a hook ends jobs: its own spool directory.
-GE_TASK_SPOOL_DIR = GE_SPOOL_DIR.replace("/13.1", "/14.2")
-GE_TASK_SPOOL_FILES = {
-    f"{GE_TASK_SPOOL_DIR[4:]}/config": GE_SPOOL_CONFIG.replace(b"/13.1/", b"/14.2/"),
-    f"{GE_TASK_SPOOL_DIR[4:]}/pe_hostfile": GE_PE_HOSTFILE}
-GE_USAGE = (FIXTURES / "gridengine-8.1.9/usage").read_bytes()
-
-def _slurm_2411_env(entry):
-    """A recorded Slurm 24.11 environment, SLURM_CONF moved into the case directory as the
-    22.05 ones' (the recorded /etc/slurm/slurm.conf is not this host's). The job's uid and
-    gid (4711) stay as recorded: the hooks use them only as numbers (the Prolog, as root,
-    gives the job's directory to them), no user of that id need exist."""
-    return {**recorded_env(f"slurm-24.11/{S24_HOOKS[entry]}.env"),
-            "SLURM_CONF": "@D@/etc/slurm.conf"}
-
-
-S24_PROLOG_ENV = _slurm_2411_env("slurm-24.11-prolog")
-S24_RUNINJOB_ENV = _slurm_2411_env("slurm-24.11-runinjob-prolog")
-S24_EPILOG_ENV = _slurm_2411_env("slurm-24.11-epilog")
-S24_TASK_ENV = _slurm_2411_env("slurm-24.11-taskprolog")
-# 24.11 gives the Prolog SLURM_JOB_NODELIST beside SLURM_NODELIST (22.05 only the latter).
-S24_MULTI_NODE_ENV = {**S24_PROLOG_ENV, "SLURM_JOB_CPUS_PER_NODE": "4(x2),2",
-                      "SLURM_JOB_NODELIST": "vm[01-02],gpu7", "SLURM_NODELIST": "vm[01-02],gpu7",
-                      "SLURMD_NODENAME": "vm02", "SLURM_JOB_NUM_NODES": "3"}
-# HTCondor's job-exit hook: the final job ad on stdin (recorded), its GlobalJobId the
-# wrapper's job's (JOB_AD's, whose directory the wrapper made in the scratch first).
-FINAL_AD = (FIXTURES / "htcondor-23.9/job-exit-hook-stdin.ad").read_bytes().replace(
-    b'GlobalJobId = "vm#1.0#1795630282"', b'GlobalJobId = "vm#1.0#1795319385"')
-FINAL_AD_PATH = "final.ad"  # in the case directory: the hook's stdin
-CONDOR_EXIT_ENV = {"_CONDOR_SCRATCH_DIR": "@D@/scratch", "TMPDIR": "@D@/scratch",
-                   "_CONDOR_SLOT": "slot1_1", "BATCH_SYSTEM": "HTCondor"}
-CONDOR_ENV = {
-    "_CONDOR_SCRATCH_DIR": "@D@/scratch", "TMPDIR": "@D@/scratch",
-    "_CONDOR_JOB_AD": "@D@/scratch/.job.ad", "_CONDOR_MACHINE_AD": "@D@/scratch/.machine.ad",
-    "_CONDOR_WRAPPER_ERROR_FILE": "@D@/scratch/.job_wrapper_failure",
-    "_CONDOR_SLOT": "slot1_1", "BATCH_SYSTEM": "HTCondor", "MJF_CONFIG": "@D@/mjf.conf",
-}
-# TMPDIR: the job's directory LSF makes (LSB_SET_TMPDIR=y), which a root pre-exec measures.
-LSF_ENV = {**recorded_env("lsf-10.1/single-host.env"), "TMPDIR": "@D@/scratch/1234.tmpdir",
-           "XDG_RUNTIME_DIR": "@D@/xdg"}
 RUN_ENV = {"TMPDIR": "@D@/scratch", "XDG_RUNTIME_DIR": "@D@/xdg"}
-GE_PROLOG_ENV = gridengine_env("prolog")
-GE_STARTER_ENV = gridengine_env("starter")
-GE_EPILOG_ENV = gridengine_env("epilog")
-# mjf-gridengine-starter (the queue's starter_method) takes no options: MJF_CONFIG names
-# the config.
-GE_STARTER_METHOD_ENV = {**GE_STARTER_ENV, "MJF_CONFIG": "@D@/mjf.conf"}
-# The recorded job: posix_compliant, with a login shell - /bin/sh, as "-sh", runs its script.
-GE_JOB_FILE, GE_JOB_ARGV = "/bin/sh", ["-sh", *GE_JOB]
-assert gridengine_job_start(GE_STARTER_ENV, spool_settings(GE_SPOOL_CONFIG)) == (
-    GE_JOB_FILE, GE_JOB_ARGV)
-
-# PBS (tests/fixtures/pbs-23.06): the hook adapter's stdin of job a (20.vm) for each execjob
-# role, and of array job 21[1].vm (another job on the host, which an end leaves alone); the
-# classic prologue's argv of job 8 (OpenPBS: id, user, group; and as Torque gives it, with
-# the job's name, resource list, queue and account), its epilogue's (recorded).
-PBS_JOB, PBS_OTHER_JOB, PBS_CLASSIC_JOB = "20.vm", "21[1].vm", "8.vm"
-PBS_STDIN = {"begin": "pbs/begin.txt", "launch": "pbs/launch.txt", "end": "pbs/end.txt",
-             "begin-other": "pbs/begin-other.txt"}
-PBS_FILES = {PBS_STDIN["begin"]: pbs_hook_input("begin-a"),
-             PBS_STDIN["launch"]: pbs_hook_input("launch-a"),
-             PBS_STDIN["end"]: pbs_hook_input("end-a"),
-             PBS_STDIN["begin-other"]: pbs_hook_input("begin-arr-1"),
-             "bin/pbs-qstat.out": PBS_QSTAT_F.encode()}
-PBS_PROLOGUE_WORDS = [PBS_CLASSIC_JOB, PBS_USER, PBS_GROUP]
-PBS_TORQUE_WORDS = [PBS_CLASSIC_JOB, PBS_USER, PBS_GROUP, "jobp",
-                    "mem=300mb,neednodes=1:ppn=2,nodes=1:ppn=2,walltime=00:10:00", "workq",
-                    "null"]
-PBS_EPILOGUE_WORDS = [PBS_CLASSIC_JOB, PBS_USER, PBS_GROUP, "jobp", "556441",
-                      "mem=300mb,ncpus=2,place=free,walltime=00:10:00",
-                      "cpupercent=0,cput=00:00:02,mem=1024kb,ncpus=2,vmem=0kb,walltime=00:00:01",
-                      "workq", "null", "0"]
-PBS_PROFILE_ENV = {"PBS_JOBID": PBS_JOB}
-
-JOB_ARGV = ["/bin/echo", "a b"]
-LSF_COMMAND = "echo a b"
 # What the real job does in the subprocess sample: say what it got.
 SHOW_JOB = ('printf "argv:%s\\n" "$*"; [ -z "$JOBFEATURES" ] || '
             '{ test -f "$JOBFEATURES/job_id" && echo "jobfeatures:complete"; }; '
@@ -272,235 +184,17 @@ EXECUTABLES = {
 }
 
 
-class Entry:
-    """One entry point: its recorded environment, config, and how it is called."""
-
-    def __init__(self, name, environ, config, call, job_argv=None, prepare=None,
-                 command=None, job_file=None, tree=None, real_proc=True, stdin=None):
-        self.name = name
-        self.environ = environ
-        self.config = config
-        self.call = call  # (sandbox, argv, environ, outputs) -> Outcome
-        self.job_argv = job_argv  # what a job runner execs (None: not a job runner)
-        self.job_file = job_file  # the file it execs, where argv[0] does not name it
-        self.prepare = prepare  # runs first, unbroken (e.g. the Prolog before an Epilog)
-        self.command = command  # (installed command, argv) for the subprocess sample
-        # Its own fake /proc and cgroup files (below D/root), over the default tree.
-        self.tree = tree or {}
-        # Whether the installed command, reading the host's real /proc, runs as in-process
-        # (False: what it does depends on the fake /proc/self/cgroup).
-        self.real_proc = real_proc
-        # The file of the case directory that is its standard input (None: none read).
-        self.stdin = stdin
-
-
-def _options(sandbox, case):
-    argv = ["--config", sandbox.path("mjf.conf")]
-    if case.via_env_file:
-        argv += ["--env-file", sandbox.path("job.env")]
-    return argv + list(case.argv)
-
-
-def _slurm(role=None):
-    def call(sandbox, case, environ):
-        argv = _options(sandbox, case) + ([role] if role else [])
-        return sandbox.run(lambda: cli_slurm.main(argv), environ, case.outputs)
-    return call
-
-
-def _slurm_2411(role=None):
-    """As _slurm, the hook's own /proc/self/cgroup read from the fake tree too (the 24.11
-    recordings have it: the Prolog asks it whether it runs inside the job's cgroups)."""
-    call = _slurm(role)
-
-    def with_tree(sandbox, case, environ):
-        sandbox.monkeypatch.setattr(cli_slurm, "read_text", sandbox.read_text)
-        return call(sandbox, case, environ)
-    return with_tree
-
-
-def _wrapper(sandbox, case, environ):
-    argv0 = ["mjf-htcondor-wrapper", *JOB_ARGV]
-    return sandbox.run(cli_htcondor.wrapper_main, environ, case.outputs, argv0=argv0)
-
-
-def _job_exit(sandbox, case, environ):
-    argv = _options(sandbox, case)
-    return sandbox.run(lambda: cli_htcondor.job_exit_main(argv), environ, case.outputs,
-                       stdin=FINAL_AD_PATH)
-
-
-def _cron(sandbox, case, environ):
-    argv = _options(sandbox, case)
-    return sandbox.run(lambda: cli_htcondor.cron_main(argv), environ, case.outputs)
-
-
-def _lsf(role):
-    def call(sandbox, case, environ):
-        argv = _options(sandbox, case) + [role] + ([LSF_COMMAND] if role == "starter" else [])
-        return sandbox.run(lambda: cli_lsf.main(argv), environ, case.outputs)
-    return call
-
-
-def _gridengine(role):
-    def call(sandbox, case, environ):
-        job = [sandbox.expand(arg) for arg in GE_JOB] if role == "starter" else []
-        argv = [*_options(sandbox, case), role, *job]
-        return sandbox.run(lambda: cli_gridengine.main(argv), environ, case.outputs)
-    return call
-
-
-def _gridengine_starter_method(sandbox, case, environ):
-    """mjf-gridengine-starter: every argument is the job's (the config comes from MJF_CONFIG)."""
-    job = [sandbox.expand(arg) for arg in GE_JOB]
-    return sandbox.run(lambda: cli_gridengine.starter_main(job), environ, case.outputs)
-
-
 def _mjf(subcommand):
     def call(sandbox, case, environ):
-        argv = [subcommand, *_options(sandbox, case)] + (
+        argv = [subcommand, *options(sandbox, case)] + (
             ["--", *JOB_ARGV] if subcommand == "run" else [])
         return sandbox.run(lambda: cli_mjf.main(argv), environ, case.outputs)
     return call
 
 
-def _pbs_words(case: Case, words) -> list[str]:
-    """A PBS role's words after the role: the case's (PBS_WORDS), else the entry point's."""
-    return list(case.argv[1:]) if case.argv[:1] == (PBS_WORDS,) else list(words)
-
-
-def _pbs(role, words=(), stdin=None):
-    """mjf-pbs ROLE [WORDS] (the hook adapter's stdin ``stdin``, where the role reads one),
-    /proc/self/mountinfo read from the fake tree (where pbs_cgroups would have put the job)."""
-    def call(sandbox, case, environ):
-        sandbox.monkeypatch.setattr(cli_pbs, "read_text", sandbox.read_text)
-        argv = ["--config", sandbox.path("mjf.conf")]
-        if case.via_env_file:
-            argv += ["--env-file", sandbox.path("job.env")]
-        argv += [role, *_pbs_words(case, words)]
-        return sandbox.run(lambda: cli_pbs.main(argv), environ, case.outputs, stdin=stdin)
-    return call
-
-
-def _prepare_two_pbs_jobs(sandbox):
-    """Job a (20.vm) and array job 21[1].vm, each after its execjob_begin."""
-    _prepare(_pbs("begin", stdin=PBS_STDIN["begin"]), {})(sandbox)
-    _prepare(_pbs("begin", stdin=PBS_STDIN["begin-other"]), {})(sandbox)
-
-
-def _prepare_pbs_classic(sandbox):
-    """Job 8 after its (OpenPBS) prologue, job a (20.vm) after its execjob_begin."""
-    _prepare(_pbs("prologue", PBS_PROLOGUE_WORDS), {})(sandbox)
-    _prepare(_pbs("begin", stdin=PBS_STDIN["begin"]), {})(sandbox)
-
-
-def _prepare(call, environ):
-    """Run another role first, unbroken (the Prolog before an Epilog, ...)."""
-    def prepare(sandbox):
-        outcome = call(sandbox, Case("prepare", "", ()), environ)
-        assert outcome.status == 0 and not outcome.stderr_lines, outcome.stderr_lines
-    return prepare
-
-
-def _prepare_two_gridengine_jobs(sandbox):
-    """Job 13 and task 2 of job 14, each after its prolog."""
-    _prepare(_gridengine("prolog"), GE_PROLOG_ENV)(sandbox)
-    _prepare(_gridengine("prolog"), {**GE_PROLOG_ENV, "JOB_ID": "14", "SGE_TASK_ID": "2",
-                                     "SGE_JOB_SPOOL_DIR": GE_TASK_SPOOL_DIR,
-                                     "PE_HOSTFILE": f"{GE_TASK_SPOOL_DIR}/pe_hostfile"})(sandbox)
-
-
-def _prepare_two_slurm_jobs(sandbox):
-    """Jobs 3 and 33, each after its Prolog; job 3's task ended (its TaskEpilog, which
-    reports what the job used where records are kept, and does nothing otherwise)."""
-    _prepare(_slurm("prolog"), SLURM_PROLOG_ENV)(sandbox)
-    _prepare(_slurm("prolog"), {**SLURM_PROLOG_ENV, "SLURM_JOB_ID": "33",
-                                "SLURM_JOBID": "33"})(sandbox)
-    _prepare(_slurm(), SLURM_TASK_EPILOG_ENV)(sandbox)
-
-
-def _root(tree):
-    return {f"root/{path}": data for path, data in tree.items()}
-
-
-def _prepare_slurm_2411(entry, jobs):
-    """The 24.11 Prolog first, unbroken, for job 9 (and ``jobs``), in its own recorded
-    /proc/self/cgroup (not in the job's cgroups); then the entry's tree again."""
-    def prepare(sandbox):
-        sandbox.write_files(_root(S24_TREES["slurm-24.11-prolog"]))
-        for job in ("9", *jobs):
-            _prepare(_slurm_2411(), {**S24_PROLOG_ENV, "SLURM_JOB_ID": job,
-                                     "SLURM_JOBID": job})(sandbox)
-        sandbox.write_files(_root(S24_TREES[entry]))
-    return prepare
-
-
+# The batch systems' entry points (tests/corpus/backends/<name>.py), and the standalone's.
 ENTRIES = {entry.name: entry for entry in [
-    Entry("slurm-prolog", SLURM_PROLOG_ENV, SLURM_CONFIG, _slurm(),
-          command=("mjf-slurm", [])),
-    Entry("slurm-epilog", SLURM_EPILOG_ENV, SLURM_CONFIG, _slurm(),
-          prepare=_prepare_two_slurm_jobs, command=("mjf-slurm", []), tree=USAGE_TREE),
-    # Where records are kept (always, here): the job's usage/ made by its Prolog.
-    Entry("slurm-taskepilog", SLURM_TASK_EPILOG_ENV, SLURM_CONFIG + RECORDS_SECTION, _slurm(),
-          prepare=_prepare(_slurm("prolog"), SLURM_PROLOG_ENV), command=("mjf-slurm", []),
-          tree=USAGE_TREE, real_proc=False),
-    Entry("slurm-taskprolog", SLURM_TASK_ENV, SLURM_CONFIG, _slurm("taskprolog"),
-          prepare=_prepare(_slurm("prolog"), SLURM_PROLOG_ENV),
-          command=("mjf-slurm", ["taskprolog"])),
-    Entry("slurm-24.11-prolog", S24_PROLOG_ENV, SLURM_CONFIG, _slurm_2411(),
-          tree=S24_TREES["slurm-24.11-prolog"], command=("mjf-slurm", [])),
-    Entry("slurm-24.11-runinjob-prolog", S24_RUNINJOB_ENV, SLURM_CONFIG, _slurm_2411(),
-          tree=S24_TREES["slurm-24.11-runinjob-prolog"], command=("mjf-slurm", []),
-          real_proc=False),
-    Entry("slurm-24.11-epilog", S24_EPILOG_ENV, SLURM_CONFIG, _slurm_2411(),
-          tree=S24_TREES["slurm-24.11-epilog"],
-          prepare=_prepare_slurm_2411("slurm-24.11-epilog", ("33",)), command=("mjf-slurm", [])),
-    Entry("slurm-24.11-taskprolog", S24_TASK_ENV, SLURM_CONFIG, _slurm_2411("taskprolog"),
-          tree=S24_TREES["slurm-24.11-taskprolog"],
-          prepare=_prepare_slurm_2411("slurm-24.11-taskprolog", ()),
-          command=("mjf-slurm", ["taskprolog"])),
-    Entry("htcondor-wrapper", CONDOR_ENV, HTCONDOR_CONFIG, _wrapper,
-          job_argv=["@D@/bin/next", *JOB_ARGV], command=("mjf-htcondor-wrapper", None)),
-    Entry("htcondor-job-exit", CONDOR_EXIT_ENV, HTCONDOR_CONFIG, _job_exit,
-          prepare=_prepare(_wrapper, CONDOR_ENV), command=("mjf-htcondor-job-exit", []),
-          stdin=FINAL_AD_PATH),
-    Entry("htcondor-cron", CONDOR_ENV, HTCONDOR_CONFIG, _cron,
-          command=("mjf-htcondor-cron", [])),
-    Entry("lsf-starter", LSF_ENV, LSF_CONFIG, _lsf("starter"),
-          job_argv=["/bin/sh", "-c", LSF_COMMAND], command=("mjf-lsf", ["starter"])),
-    Entry("lsf-pre-exec", LSF_ENV, LSF_CONFIG, _lsf("pre-exec"),
-          command=("mjf-lsf", ["pre-exec"])),
-    Entry("lsf-post-exec", LSF_ENV, LSF_CONFIG, _lsf("post-exec"),
-          prepare=_prepare(_lsf("pre-exec"), LSF_ENV), command=("mjf-lsf", ["post-exec"])),
-    Entry("lsf-starter-after-pre-exec", LSF_ENV, LSF_CONFIG, _lsf("starter"),
-          job_argv=["/bin/sh", "-c", LSF_COMMAND],
-          prepare=_prepare(_lsf("pre-exec"), LSF_ENV), command=("mjf-lsf", ["starter"])),
-    Entry("gridengine-prolog", GE_PROLOG_ENV, GE_CONFIG, _gridengine("prolog"),
-          command=("mjf-gridengine", ["prolog"])),
-    Entry("gridengine-epilog", GE_EPILOG_ENV, GE_CONFIG, _gridengine("epilog"),
-          prepare=_prepare_two_gridengine_jobs, command=("mjf-gridengine", ["epilog"])),
-    Entry("gridengine-starter", GE_STARTER_ENV, GE_CONFIG, _gridengine("starter"),
-          job_argv=GE_JOB_ARGV, job_file=GE_JOB_FILE, command=("mjf-gridengine", ["starter"])),
-    Entry("gridengine-starter-after-prolog", GE_STARTER_METHOD_ENV, GE_CONFIG,
-          _gridengine_starter_method, job_argv=GE_JOB_ARGV, job_file=GE_JOB_FILE,
-          prepare=_prepare(_gridengine("prolog"), GE_PROLOG_ENV),
-          command=("mjf-gridengine-starter", None)),
-    Entry("pbs-begin", {}, PBS_CONFIG, _pbs("begin", stdin=PBS_STDIN["begin"]),
-          command=("mjf-pbs", ["begin"]), stdin=PBS_STDIN["begin"]),
-    Entry("pbs-launch", {}, PBS_CONFIG, _pbs("launch", stdin=PBS_STDIN["launch"]),
-          prepare=_prepare(_pbs("begin", stdin=PBS_STDIN["begin"]), {}),
-          command=("mjf-pbs", ["launch"]), stdin=PBS_STDIN["launch"]),
-    Entry("pbs-end", {}, PBS_CONFIG, _pbs("end", stdin=PBS_STDIN["end"]),
-          prepare=_prepare_two_pbs_jobs, command=("mjf-pbs", ["end"]), stdin=PBS_STDIN["end"]),
-    Entry("pbs-prologue", {}, PBS_CONFIG, _pbs("prologue", PBS_PROLOGUE_WORDS),
-          command=("mjf-pbs", ["prologue", *PBS_PROLOGUE_WORDS])),
-    Entry("pbs-prologue-torque", {}, PBS_CONFIG, _pbs("prologue", PBS_TORQUE_WORDS),
-          command=("mjf-pbs", ["prologue", *PBS_TORQUE_WORDS])),
-    Entry("pbs-epilogue", {}, PBS_CONFIG, _pbs("epilogue", PBS_EPILOGUE_WORDS),
-          prepare=_prepare_pbs_classic, command=("mjf-pbs", ["epilogue", *PBS_EPILOGUE_WORDS])),
-    Entry("pbs-profile", PBS_PROFILE_ENV, PBS_CONFIG, _pbs("profile"),
-          prepare=_prepare(_pbs("begin", stdin=PBS_STDIN["begin"]), {}),
-          command=("mjf-pbs", ["profile"])),
+    *backends.ENTRIES,
     Entry("mjf-run", RUN_ENV, COMMON_CONFIG, _mjf("run"), job_argv=JOB_ARGV,
           command=("mjf", ["run"])),
     Entry("mjf-machine", RUN_ENV, COMMON_CONFIG, _mjf("machine"),
@@ -1162,7 +856,7 @@ def lay_out(sandbox, entry: Entry, on_error_fail: bool = False, jobstatus: bool 
              GE_USAGE_PATH: GE_USAGE, FINAL_AD_PATH: FINAL_AD, **GE_TASK_SPOOL_FILES,
              GE_SCRIPT.replace("@D@/", ""): GE_JOB_SCRIPT.encode(), **PBS_FILES}
     files.update({path: text.encode() for path, text in EXECUTABLES.items()})
-    files.update(_root(entry.tree))
+    files.update(root(entry.tree))
     sandbox.write_files(files)
     for path in [*EXECUTABLES, GE_SCRIPT.replace("@D@/", "")]:
         os.chmod(sandbox.path(path), 0o755)
@@ -1869,8 +1563,8 @@ def _real_argv(sandbox, entry: Entry, case: Case, job=None) -> list[str]:
     if case.via_env_file:
         argv += ["--env-file", sandbox.path("job.env")]
     if program == "mjf-pbs":  # the role, then the case's words (PBS_WORDS) or the entry's
-        return argv + role[:1] + _pbs_words(case, role[1:])
-    argv += list(case.argv)  # the case's own options (mjf run's), as in-process (_options)
+        return argv + role[:1] + pbs_words(case, role[1:])
+    argv += list(case.argv)  # the case's own options (mjf run's), as in-process (options)
     if program == "mjf-lsf" and role == ["starter"]:
         return argv + role + (job[2:3] if job[:2] == ["/bin/sh", "-c"] else job)
     if program == "mjf-gridengine" and role == ["starter"]:

@@ -49,7 +49,7 @@ def condor_status(tmp_path, monkeypatch):
 
 
 def test_htcondor_is_asked_about_this_machine_only(condor_status):
-    assert sync.condor_drain_shutdown(Config(), Log("test", ())) == 1795400000
+    assert sync.drain_time(htcondor, Config(), Log("test", ())) == 1795400000
     argv = (condor_status.parent / "argv").read_text().split()
     assert "-constraint" in argv and f'"{NODE.split(".")[0]}"' in argv
 

@@ -1,0 +1,74 @@
+"""The interface every batch module provides, as a type: :class:`BatchModule`.
+
+Only the tests (tests/unit/test_batch_contract.py checks every name in
+:data:`mjf_hooks.batch.NAMES` against it) and type checkers import this module: it
+imports ``typing``, which no hook may pay for at start-up.
+
+A function's parameter names are part of the contract (the conformance test compares
+signatures); ``job_facts`` is the exception: its arguments are the batch system's own
+(what its hooks are given), so only its presence and its answer's shape are declared.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol
+
+
+class BatchModule(Protocol):
+    """What :mod:`mjf_hooks.sync`, :mod:`mjf_hooks.lifecycle` and the hook commands use of
+    a batch module (``mjf_hooks/batch/<NAME>.py``)."""
+
+    NAME: str
+    """The module's name (one of ``batch.NAMES``): recorded in each job's
+    ``state/backend``, and its ``[NAME]`` config section."""
+    TITLE: str
+    """The batch system's name in messages."""
+
+    job_facts: Callable[..., Any]
+    """``(...) -> ({key: (value, source)}, warnings)`` from what the batch system gave
+    the hook (its environment, the text its commands printed, the time): pure, so tests
+    feed recorded data. Its arguments are the batch system's own; its CLI gathers them."""
+
+    def installed(self, options: dict[str, str]) -> bool:
+        """Whether this node looks like it runs the batch system, when ``[mjf]
+        batch_systems`` does not say (``options``: its config section)."""
+
+    def job_store_dirs(self, options: dict[str, str]) -> list[tuple[str, str]]:
+        """Where its jobs keep stores outside base_dir: ``[(parent, subpath)]``."""
+
+    def drain_query(self, options: dict[str, str], environ: dict[str, str],
+                    nodename: str) -> tuple[list[str], dict[str, str]] | None:
+        """The command that tells of a drain of this machine, or None."""
+
+    def drains(self, output: str, node: str, now: float) -> list[tuple[int, str]]:
+        """``drain_query``'s output -> ``[(UNIX time the machine must be empty, what)]``."""
+
+    def jobs_query(self, options: dict[str, str], environ: dict[str, str],
+                   nodename: str) -> tuple[list[str], dict[str, str]] | None:
+        """The command that lists this node's running jobs, or None where the batch
+        system itself removes what its jobs leave."""
+
+    def running_jobs(self, output: str) -> set[str]:
+        """``jobs_query``'s output -> the job directory names that still run (ValueError
+        for output it cannot read)."""
+
+
+class JobIdFromEnvironment(Protocol):
+    """Optional: where a hook's environment carries the job's id (every batch system but
+    HTCondor, whose id is in the job ad that ``job_facts`` reads)."""
+
+    def job_id(self, environ: dict[str, str]) -> str:
+        """The job's id (SiteInputError if there is none)."""
+
+
+class OwnNodeName(Protocol):
+    """Optional: where the batch system's name for this host may differ from its host
+    name (Slurm's ``NodeName``, PBS's ``PBS_MOM_NODE_NAME``)."""
+
+    def node_name(self, options: dict[str, str]) -> str:
+        """The name the batch system knows this host by."""
+
+
+REQUIRED = ("NAME", "TITLE", "job_facts", "installed", "job_store_dirs", "drain_query",
+            "drains", "jobs_query", "running_jobs")
+OPTIONAL = {"job_id": JobIdFromEnvironment, "node_name": OwnNodeName}
