@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import ConfigPath, run
+from tests.integration.job_side import install
 
 USERS = ("mjfuser1", "mjfuser2")
 # Rewritten by tests while jobs may still be ending: replaced atomically (ConfigPath).
@@ -50,8 +51,7 @@ def mjf_site(prefix: str, dump: str):
     root.chmod(0o755)
     (root / "out").mkdir(mode=0o1777)
     (root / "out").chmod(0o1777)
-    (root / "dump.py").write_text(dump)
-    (root / "dump.py").chmod(0o644)
+    install(root, {"dump.py": dump})
     for user in USERS:
         ensure_user(user)
     saved = SITE_CONFIG.read_bytes() if SITE_CONFIG.exists() else None
