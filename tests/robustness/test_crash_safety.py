@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from mjf_hooks import spec
-from tests.conftest import ConfigPath, fixture_text
+from tests.conftest import ConfigPath, fixture_text, printing, write_script
 
 # The child: counts the filesystem-changing os calls, dies at the N-th.
 INJECTOR = r'''
@@ -96,9 +96,7 @@ class Node:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.base = root / "base"
-        scontrol = root / "scontrol"
-        scontrol.write_text(f"#!/bin/sh\ncat <<'EOF'\n{SCONTROL_OUTPUT}EOF\n")
-        scontrol.chmod(0o755)
+        scontrol = write_script(root / "scontrol", printing(SCONTROL_OUTPUT))
         self.config = ConfigPath(root / "mjf.conf")  # replaced atomically
         self.config.write_text(
             f"[mjf]\nbase_dir = {self.base}\nlog = stderr\ncommand_timeout = 2\n"
@@ -129,24 +127,18 @@ class Node:
         self.lower_spool.mkdir()
         (self.lower_spool / "config").write_text(config.replace("\nh_vmem=1G\n",
                                                                 "\nh_vmem=256M\n"))
-        qstat = root / "qstat"
-        qstat.write_text(
-            f"#!/bin/sh\ncase \"$1\" in\n"
-            f"-j) cat <<'EOF'\n{fixture_text(f'{GE_JOB}/qstat-j.txt')}EOF\n;;\n"
-            f"-F) cat <<'EOF'\n{fixture_text(f'{GE}/qstat-F-queue-instance.txt')}EOF\n;;\n"
-            f"-u) cat <<'EOF'\n{QSTAT_XML}EOF\n;;\n*) exit 2 ;;\nesac\n")
-        qstat.chmod(0o755)
+        qstat = write_script(root / "qstat", (
+            f"case \"$1\" in\n"
+            f"-j) {printing(fixture_text(f'{GE_JOB}/qstat-j.txt'))}\n;;\n"
+            f"-F) {printing(fixture_text(f'{GE}/qstat-F-queue-instance.txt'))}\n;;\n"
+            f"-u) {printing(QSTAT_XML)}\n;;\n*) exit 2 ;;\nesac"))
         self.config.write_text(self.config.read_text() + f"[gridengine]\nqstat = {qstat}\n")
         # PBS: PBS_EXEC here (never the host's /etc/pbs.conf), its pbsnodes saying jobs 1.vm
         # and 2.vm run on this host (what `mjf sync` asks), a pbs_cgroups prefix no host has.
-        (root / "pbs/bin").mkdir(parents=True)
-        pbsnodes = root / "pbs/bin/pbsnodes"
         short = HOST.split(".")[0]
-        pbsnodes.write_text(
-            "#!/bin/sh\ncat <<'EOF'\n"
+        write_script(root / "pbs/bin/pbsnodes", printing(
             f'{{"nodes": {{"{short}": {{"state": "job-busy", '
-            '"jobs": ["1.vm/0", "1.vm/1", "2.vm/0", "2.vm/1"]}}}\nEOF\n')
-        pbsnodes.chmod(0o755)
+            '"jobs": ["1.vm/0", "1.vm/1", "2.vm/0", "2.vm/1"]}}}\n'))
         self.config.write_text(self.config.read_text()
                                + f"[pbs]\npbs_exec = {root / 'pbs'}\ntmpdir = {root / 'scratch'}\n"
                                "cgroup_prefix = /mjf-crash-no-such-cgroup\nquery_qstat = no\n")
@@ -221,9 +213,7 @@ class Node:
         """Records kept (``[records] dir``), and an squeue saying that only job 1 runs, so
         that `mjf sync` can tell a job whose end never ran."""
         self.config.write_text(self.config.read_text() + f"[records]\ndir = {self.records}\n")
-        squeue = self.root / "squeue"  # beside [slurm] scontrol, where sync looks
-        squeue.write_text("#!/bin/sh\necho 1\n")
-        squeue.chmod(0o755)
+        write_script(self.root / "squeue", "echo 1")  # beside [slurm] scontrol, where sync looks
         return self
 
     @property
