@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -22,6 +23,30 @@ REQUIRE_INTEGRATION = os.environ.get("MJF_REQUIRE_INTEGRATION") == "1"
 
 def fixture_text(relative: str) -> str:
     return (FIXTURES / relative).read_text()
+
+
+def write_script(path: Path, body: str) -> Path:
+    """An executable ``/bin/sh`` script at ``path`` running ``body``: a batch system's
+    command faked (scontrol, qstat, bjobs, pbsnodes, condor_status...) or a job's script."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+    return path
+
+
+def printing(output: str) -> str:
+    """A script's body that prints ``output`` (whole lines) as it is."""
+    return f"cat <<'EOF'\n{output}EOF"
+
+
+def run(argv, check=True, timeout=60, **kwargs) -> subprocess.CompletedProcess:
+    """``argv``'s result, its output captured as text; with ``check``, a failure that shows
+    the command and the end of what it printed (a set-up step's own words say why)."""
+    result = subprocess.run(argv, timeout=timeout, capture_output=True, text=True, **kwargs)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{' '.join(map(str, argv))}: exit {result.returncode}\n"
+                             f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result
 
 
 def require(condition: bool, reason: str) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.job_view import show_script
 from tests.conftest import (
     FIXTURES,
     config_writer,
@@ -23,6 +24,7 @@ from tests.conftest import (
     installed_command,
     pending,
     require,
+    write_script,
 )
 
 GE = FIXTURES / "gridengine-8.1.9"
@@ -30,11 +32,7 @@ GE = FIXTURES / "gridengine-8.1.9"
 USER = pwd.getpwuid(os.getuid()).pw_name
 GIB = 2**30
 # Run by the job (its shell's `$0` first): what it was given and what it sees.
-SHOW = ("import json, os, sys\n"
-        "d = os.environ.get('JOBFEATURES')\n"
-        "print(json.dumps({'argv': sys.argv[1:], 'env': {k: os.environ.get(k) for k in "
-        "('MACHINEFEATURES', 'JOBFEATURES')}, 'job': {n: open(os.path.join(d, n)).read() "
-        "for n in sorted(os.listdir(d))} if d else None}))\n")
+SHOW = show_script()
 # The job's directory name of each recorded job, and its spool directory's.
 JOB_DIRS = {"pe-job": "13", "array-task": "14.2", "binary-job": "12"}
 SPOOL_DIRS = {"pe-job": "13.1", "array-task": "14.2", "binary-job": "12.1"}
@@ -85,10 +83,9 @@ class Site:
             base_dir)
 
     def set_qstat(self, body):
-        self.qstat.write_text(f'#!/bin/sh\necho "$@" >> {self.qstat_log}\n'
-                              f'echo "$SGE_ROOT $SGE_CELL $PATH" > {self.tmp_path}/qstat.env\n'
-                              f"{body}\n")
-        self.qstat.chmod(0o755)
+        write_script(self.qstat, f'echo "$@" >> {self.qstat_log}\n'
+                                 f'echo "$SGE_ROOT $SGE_CELL $PATH" > {self.tmp_path}/qstat.env\n'
+                                 f"{body}")
 
     def qstat_calls(self):
         return [line.split() for line in self.qstat_log.read_text().splitlines()] \
@@ -381,9 +378,7 @@ def test_a_binary_job_submitted_with_shell_no_is_run_as_it_is(tmp_path, write_co
 
 
 def test_a_script_run_as_itself_in_unix_behavior(site):
-    script = site.tmp_path / "unix-job"
-    script.write_text(f'#!/bin/sh\necho "$0 $*" > {site.out}/unix\n')
-    script.chmod(0o755)
+    script = write_script(site.tmp_path / "unix-job", f'echo "$0 $*" > {site.out}/unix')
     result = site.starter(str(script), "x", SGE_STARTER_SHELL_START_MODE="unix_behavior")
     assert (result.returncode, result.stderr) == (0, "")
     assert (site.out / "unix").read_text() == f"{script} x\n"
@@ -525,9 +520,7 @@ def test_an_unreadable_spool_config_is_a_warning(tmp_path, write_config, spool_d
     assert job["job_id"] == "14.2" and job["allocated_cpu"] == "1"
     assert job["wall_limit_secs"] == "600"
     # Without the spool config the starter runs the job's argv as it is.
-    script = tmp_path / "direct-job"
-    script.write_text(f'#!/bin/sh\necho "$JOBFEATURES" > {site.out}/direct\n')
-    script.chmod(0o755)
+    script = write_script(tmp_path / "direct-job", f'echo "$JOBFEATURES" > {site.out}/direct')
     starter = site.starter(str(script), SGE_JOB_SPOOL_DIR=changes[spool_dir])
     assert starter.returncode == 0
     assert (site.out / "direct").read_text() == f"{site.base}/jobs/14.2/jobfeatures\n"

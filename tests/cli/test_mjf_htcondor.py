@@ -9,15 +9,12 @@ import sys
 
 import pytest
 
-from tests.conftest import FIXTURES, hooks_command, installed_command, require
+from tests.cli.job_view import STATUS_SHOW, show_script
+from tests.conftest import FIXTURES, hooks_command, installed_command, require, write_script
 
 ADS = FIXTURES / "htcondor-23.9"
 # The job prints its argv and what it sees, as JSON.
-SHOW = ("import json, os, sys\n"
-        "d = os.environ.get('JOBFEATURES')\n"
-        "print(json.dumps({'argv': sys.argv[1:], 'env': {k: os.environ.get(k) for k in "
-        "('MACHINEFEATURES', 'JOBFEATURES', 'FOO')}, 'job': {n: open(os.path.join(d, n)).read()"
-        " for n in sorted(os.listdir(d))} if d else None}))\n")
+SHOW = show_script("FOO")
 
 
 @pytest.fixture
@@ -110,10 +107,9 @@ def test_site_machine_features_are_exported_as_they_are(starter):
 
 
 def test_a_chained_wrapper_runs_with_the_job_argv(starter):
-    chained = starter.tmp_path / "apptainer-wrapper"
-    chained.write_text(f'#!/bin/sh\necho "chained:$JOBFEATURES" > {starter.tmp_path}/chain.log\n'
-                       'exec "$@"\n')
-    chained.chmod(0o755)
+    chained = write_script(starter.tmp_path / "apptainer-wrapper",
+                           f'echo "chained:$JOBFEATURES" > {starter.tmp_path}/chain.log\n'
+                           'exec "$@"')
     starter.configure(f"[htcondor]\nnext_wrapper = {chained}\n")
     result, seen = starter.show("x y")
     assert result.returncode == 0 and seen["argv"] == ["x y"]
@@ -238,11 +234,6 @@ def test_what_the_wrapper_writes_passes_mjf_check(starter):
     result = starter.run("/bin/sh", "-c", f"{bindir}/mjf check; echo status=$?")
     assert result.stdout.splitlines()[-1] == "status=1", result.stdout  # no hs06: warnings
     assert "ERROR" not in result.stdout
-
-
-# The job prints its $JOBSTATUS, whether it is a directory, and its jobfeatures.
-STATUS_SHOW = ('echo "${JOBSTATUS-unset}"; test -d "${JOBSTATUS-}" && echo directory; '
-               'ls -A "${JOBSTATUS-/nonexistent}" 2>/dev/null | wc -l; echo "$JOBFEATURES"')
 
 
 def test_with_jobstatus_the_job_gets_one_beside_its_jobfeatures(starter):

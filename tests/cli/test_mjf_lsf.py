@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from tests.cli.job_view import STATUS_SHOW, show_script
 from tests.conftest import (
     FIXTURES,
     config_writer,
@@ -17,14 +18,11 @@ from tests.conftest import (
     installed_command,
     pending,
     require,
+    write_script,
 )
 
 HOST = os.uname().nodename
-SHOW = ("import json, os, sys\n"
-        "d = os.environ.get('JOBFEATURES')\n"
-        "print(json.dumps({'argv': sys.argv[1:], 'env': {k: os.environ.get(k) for k in "
-        "('MACHINEFEATURES', 'JOBFEATURES')}, 'job': {n: open(os.path.join(d, n)).read() "
-        "for n in sorted(os.listdir(d))} if d else None}))\n")
+SHOW = show_script()
 
 
 class Site:
@@ -40,8 +38,7 @@ class Site:
             f"command_timeout = 0.5\n[lsf]\nbjobs = {self.bjobs}\n{extra}", base_dir)
 
     def set_bjobs(self, body):
-        self.bjobs.write_text(f"#!/bin/sh\necho \"$@\" > {self.tmp_path}/bjobs.args\n{body}\n")
-        self.bjobs.chmod(0o755)
+        write_script(self.bjobs, f"echo \"$@\" > {self.tmp_path}/bjobs.args\n{body}")
 
     def environ(self, name="single-host.env", **changes):
         text = (FIXTURES / "lsf-10.1" / name).read_text().replace("@HOST@", HOST)
@@ -228,11 +225,6 @@ def test_what_the_starter_writes_passes_mjf_check(site):
     assert "ERROR" not in result.stdout
 
 
-# The job prints its $JOBSTATUS, whether it is a directory, and its jobfeatures.
-STATUS_SHOW = ('echo "${JOBSTATUS-unset}"; test -d "${JOBSTATUS-}" && echo directory; '
-               'ls -A "${JOBSTATUS-/nonexistent}" 2>/dev/null | wc -l; echo "$JOBFEATURES"')
-
-
 @pytest.mark.parametrize("pre_exec", [False, True])
 def test_with_jobstatus_the_job_gets_one_beside_its_jobfeatures(site, pre_exec):
     site.configure("[mjf]\njobstatus = yes\n")
@@ -288,11 +280,7 @@ needs_root = pytest.mark.usefixtures("as_root")
 
 def fake_bjobs(directory, marker):
     """A bjobs of the job's user's: records that it ran, and with what environment."""
-    directory.mkdir(exist_ok=True)
-    program = directory / "bjobs"
-    program.write_text(f"#!/bin/sh\nenv > {marker}\necho 99:00:00\n")
-    program.chmod(0o755)
-    return program
+    return write_script(directory / "bjobs", f"env > {marker}\necho 99:00:00")
 
 
 @needs_root

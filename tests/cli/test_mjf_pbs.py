@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CHECKOUT_ROOT, FIXTURES, installed_command, require
+from tests.conftest import CHECKOUT_ROOT, FIXTURES, installed_command, require, write_script
 
 PBS = FIXTURES / "pbs-23.06"
 HOOK_INPUT = PBS / "hook-input"
@@ -100,8 +100,7 @@ class Site:
             f"command_timeout = 0.5\n{mjf}[pbs]\nqstat = {self.qstat}\n{extra}", base_dir)
 
     def set_qstat(self, body):
-        self.qstat.write_text(f'#!/bin/sh\necho "$@" >> {self.qstat_log}\n{body}\n')
-        self.qstat.chmod(0o755)
+        write_script(self.qstat, f'echo "$@" >> {self.qstat_log}\n{body}')
 
     def qstat_calls(self):
         return [line.split() for line in self.qstat_log.read_text().splitlines()] \
@@ -698,17 +697,12 @@ def _install_hook(*args, pbs_exec):
 def _fake_qmgr(tmp_path, list_status):
     """PBS_EXEC with a bin/qmgr logging its commands (and keeping the imported file)."""
     pbs_exec = tmp_path / "pbs"
-    (pbs_exec / "bin").mkdir(parents=True)
-    qmgr = pbs_exec / "bin/qmgr"
-    qmgr.write_text(f"""#!/bin/sh
-[ "$1" = -c ] || exit 9
+    write_script(pbs_exec / "bin/qmgr", f"""[ "$1" = -c ] || exit 9
 printf '%s\\n' "$2" >> {tmp_path}/qmgr.log
 case $2 in
 "list hook "*) exit {list_status} ;;
 "import hook "*) set -- $2; cp "$6" {tmp_path}/imported.py ;;
-esac
-""")
-    qmgr.chmod(0o755)
+esac""")
     return pbs_exec
 
 
@@ -771,9 +765,7 @@ def test_install_hook_without_qmgr_or_with_a_failing_one(tmp_path):
     result = _install_hook(bindir, pbs_exec=tmp_path / "nowhere")
     assert result.returncode == 1 and "qmgr not found (set PBS_EXEC)" in result.stderr
     pbs_exec = tmp_path / "pbs"
-    (pbs_exec / "bin").mkdir(parents=True)
-    (pbs_exec / "bin/qmgr").write_text("#!/bin/sh\necho 'qmgr: cannot connect' >&2\nexit 3\n")
-    (pbs_exec / "bin/qmgr").chmod(0o755)
+    write_script(pbs_exec / "bin/qmgr", "echo 'qmgr: cannot connect' >&2\nexit 3")
     result = _install_hook(bindir, pbs_exec=pbs_exec)
     assert result.returncode == 1 and "installed" not in result.stdout
 
@@ -901,9 +893,8 @@ class Adapter:
         self.set_command("exit 0")
 
     def set_command(self, body):
-        self.command.write_text(f'#!/bin/sh\necho "$@" > {self.seen}/argv\n'
-                                f"cat > {self.seen}/stdin\nenv > {self.seen}/env\n{body}\n")
-        self.command.chmod(0o755)
+        write_script(self.command, f'echo "$@" > {self.seen}/argv\n'
+                                   f"cat > {self.seen}/stdin\nenv > {self.seen}/env\n{body}")
 
     def run(self, event_type, name, broken=(), inputs=HOOK_INPUT, env=None):
         """The hook for an event of a recorded job (its hook input in ``inputs``): (exit
@@ -1055,8 +1046,8 @@ def test_the_adapter_against_the_real_command(tmp_path, write_config):
     conf, base = write_config()
     # The adapter runs the command with a clean environment: a wrapper names the config.
     adapter = Adapter(tmp_path)
-    adapter.command.write_text(f"#!/bin/sh\nMJF_CONFIG={conf} exec "
-                               f"{installed_command('mjf-pbs')} \"$@\"\n")
+    write_script(adapter.command,
+                 f"MJF_CONFIG={conf} exec {installed_command('mjf-pbs')} \"$@\"")
     inputs = tmp_path / "inputs"
     inputs.mkdir()
     for role in ("begin", "launch", "end"):

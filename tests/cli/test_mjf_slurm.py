@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mjf_hooks.batch.slurm import parse_local_time
-from tests.conftest import fixture_text, installed_command, pending
+from tests.conftest import fixture_text, installed_command, pending, write_script
 
 SCONTROL_OUTPUT = fixture_text("slurm-22.05/scontrol-show-job-o.txt")
 START = parse_local_time("2026-11-22T05:11:35")
@@ -36,8 +36,7 @@ class Site:
             f"command_timeout = 0.5\n[slurm]\nscontrol = {self.scontrol}\n{extra}", base_dir)
 
     def set_scontrol(self, body):
-        self.scontrol.write_text("#!/bin/sh\n" + body)
-        self.scontrol.chmod(0o755)
+        write_script(self.scontrol, body)
 
     def env_file(self, name="prolog-sbatch.env", **changes):
         """A recorded hook environment, with variables changed (None removes one)."""

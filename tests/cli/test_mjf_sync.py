@@ -10,7 +10,7 @@ import pytest
 
 from mjf_hooks.probe import process
 from mjf_hooks.store import BACKEND_MARKER, RUNNER_MARKER, Store
-from tests.conftest import installed_command, require
+from tests.conftest import installed_command, printing, require, write_script
 
 NODE = os.uname().nodename.split(".")[0]
 
@@ -31,16 +31,11 @@ class Node:
         self.reservations("")
         self.squeue("")
 
-    def _script(self, name, output):
-        path = self.bindir / name
-        path.write_text(f"#!/bin/sh\ncat <<'EOF'\n{output}EOF\n")
-        path.chmod(0o755)
-
     def reservations(self, text):
-        self._script("scontrol", text)
+        write_script(self.bindir / "scontrol", printing(text))
 
     def squeue(self, text):
-        self._script("squeue", text)
+        write_script(self.bindir / "squeue", printing(text))
 
     def sync(self):
         return subprocess.run([installed_command("mjf"), "sync"], capture_output=True,
@@ -96,7 +91,7 @@ def test_a_node_slurm_knows_by_another_name_follows_its_reservations(node):
     assert f"shutdowntime = {start} from Slurm maintenance reservation maint1" in result.stdout
     squeue_args = node.bindir / "squeue.args"
     node.store.create_job("5", {"job_id": "5"}, state={"backend": "slurm"})
-    (node.bindir / "squeue").write_text(f'#!/bin/sh\necho "$@" > {squeue_args}\n')
+    write_script(node.bindir / "squeue", f'echo "$@" > {squeue_args}')
     node.sync()
     assert squeue_args.read_text().split()[:3] == ["-h", "-w", "wn17"]
 
@@ -229,7 +224,7 @@ def test_stale_jobs_are_removed_only_when_proven(node):
 
 def test_a_failing_squeue_removes_nothing(node):
     node.store.create_job("8", {"job_id": "8"}, state=SLURM_JOB)
-    (node.bindir / "squeue").write_text("#!/bin/sh\nexit 1\n")
+    write_script(node.bindir / "squeue", "exit 1")
     result = node.sync()
     assert result.returncode == 0 and os.listdir(node.base / "jobs") == ["8"]
     assert "no job directory removed" in result.stderr
@@ -271,8 +266,7 @@ def test_a_fifo_or_symlink_a_job_planted_as_its_runner_is_neither_waited_on_nor_
 def test_a_node_that_runs_no_slurm_never_asks_it(node, tmp_path):
     calls = tmp_path / "calls"
     for name in ("scontrol", "squeue"):  # installed, but this is an HTCondor node
-        (node.bindir / name).write_text(f"#!/bin/sh\necho {name} >> {calls}\nexit 1\n")
-        (node.bindir / name).chmod(0o755)
+        write_script(node.bindir / name, f"echo {name} >> {calls}\nexit 1")
     node.conf.write_text(node.conf.read_text().replace(
         "[mjf]\n", "[mjf]\nbatch_systems = htcondor\n"))
     node.store.create_job("8", {"job_id": "8"}, state=SLURM_JOB)
@@ -288,7 +282,7 @@ def test_a_failing_query_withdraws_no_drain(node):
     start = int(time.time()) + 7200
     node.reservations(reservation(start))
     node.sync()
-    (node.bindir / "scontrol").write_text("#!/bin/sh\necho down >&2\nexit 1\n")
+    write_script(node.bindir / "scontrol", "echo down >&2\nexit 1")
     result = node.sync()
     assert "Slurm drains not known this time" in result.stderr
     assert node.machine("shutdowntime") == str(start)  # not known is not gone

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tests.conftest import require
 from tests.integration.boot_dirs import make_boot_dirs
+from tests.integration.job_side import dump_script
 from tests.integration.site import HOOKS_BIN, admin_mjf, mjf_site, run, seen_in
 from tests.integration.site import (
     assert_no_job_directories_left as site_assert_no_job_directories_left,
@@ -216,21 +217,9 @@ initial_state default
 
 
 # Runs inside the job as its user: records what the job sees.
-DUMP = r'''
-import json, os, sys
-out = {"env": {k: os.environ.get(k) for k in ("MACHINEFEATURES", "JOBFEATURES", "JOB_ID",
-                                              "SGE_TASK_ID", "NSLOTS")},
-       "argv": sys.argv}
-for var in ("MACHINEFEATURES", "JOBFEATURES"):
-    d = os.environ.get(var)
-    out[var] = {n: open(os.path.join(d, n), "rb").read().decode()
-                for n in sorted(os.listdir(d))} if d and os.path.isdir(d) else None
-task = os.environ.get("SGE_TASK_ID", "undefined")
-name = sys.argv[1] + ("" if task == "undefined" else "." + task)
-with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "out", name + ".json"),
-          "w") as f:
-    json.dump(out, f)
-'''
+DUMP = dump_script(("JOB_ID", "SGE_TASK_ID", "NSLOTS"),
+                   'sys.argv[1] + ("" if task == "undefined" else "." + task)',
+                   extra='task = os.environ.get("SGE_TASK_ID", "undefined")\n')
 
 
 @contextlib.contextmanager

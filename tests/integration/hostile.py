@@ -15,7 +15,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.integration.job_side import BURY, GARBLE, TRAPS
+import pytest
+
+from tests.integration.job_side import BURY, GARBLE, TRAPS, install
 from tests.integration.site import assert_no_job_directories_left
 
 ATTACKER, VICTIM = "mjfuser1", "mjfuser2"
@@ -51,9 +53,18 @@ class Batch:
 
 
 def install_job_scripts(root: Path) -> None:
-    for name, text in JOB_SCRIPTS.items():
-        (root / name).write_text(text)
-        (root / name).chmod(0o644)
+    install(root, JOB_SCRIPTS)
+
+
+def started(start: Callable):
+    """A module's fixture: what ``start()`` (a context manager: a batch system and the
+    site around it) yields, with the attackers' job scripts in its job root."""
+    @pytest.fixture(scope="module")
+    def fixture():
+        with start() as batch_system:
+            install_job_scripts(batch_system.job_root)
+            yield batch_system
+    return fixture
 
 
 @contextlib.contextmanager

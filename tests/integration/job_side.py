@@ -2,6 +2,43 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+
+def install(directory: Path, scripts: dict[str, str]) -> None:
+    """``scripts`` (name: text) in ``directory``, readable by the jobs' users."""
+    for name, text in scripts.items():
+        (directory / name).write_text(text)
+        (directory / name).chmod(0o644)
+
+
+def dump_script(variables: tuple[str, ...], name: str = "sys.argv[1]",
+                argv: str | None = "sys.argv", extra: str = "", after: str = "") -> str:
+    """The job snippet that shows what a job sees of MJF (run as ``dump.py NAME ...``):
+    it writes to ``out/<name>.json`` beside itself ``out``, holding the environment
+    ``variables`` (besides $MACHINEFEATURES and $JOBFEATURES), its ``argv`` (a Python
+    expression; None: not shown) and the files of both directories; ``extra`` (code)
+    adds to ``out`` before ``name`` (an expression) is taken, ``after`` runs last."""
+    shown = ("MACHINEFEATURES", "JOBFEATURES", *variables)
+    return (
+        "import json, os, sys\n"
+        f"out = {{'env': {{k: os.environ.get(k) for k in {shown!r}}}}}\n"
+        + (f"out['argv'] = {argv}\n" if argv else "")
+        + FEATURES + extra + f"name = {name}\n" + WRITE + after)
+
+
+FEATURES = r'''
+for var in ("MACHINEFEATURES", "JOBFEATURES"):
+    d = os.environ.get(var)
+    out[var] = {n: open(os.path.join(d, n), "rb").read().decode()
+                for n in sorted(os.listdir(d))} if d and os.path.isdir(d) else None
+'''
+WRITE = r'''
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "out", name + ".json"),
+          "w") as f:
+    json.dump(out, f)
+'''
+
 # Appended to a job's dump script: `out["cgroup_limits"]` lists the memory limits the
 # kernel enforces on the job, at its cgroup v1 memory level and every ancestor.
 MEMORY_LIMITS = r'''

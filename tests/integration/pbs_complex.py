@@ -20,6 +20,7 @@ from pathlib import Path
 
 from tests.conftest import require
 from tests.integration.boot_dirs import make_boot_dirs
+from tests.integration.job_side import dump_script
 from tests.integration.site import HOOKS_BIN, admin_mjf, mjf_site, run, seen_in
 from tests.integration.site import (
     assert_no_job_directories_left as site_assert_no_job_directories_left,
@@ -144,24 +145,14 @@ class PBSComplex:
 
 
 # Runs inside the job as its user: records what the job sees.
-DUMP = r'''
-import json, os, sys
-names = ("MACHINEFEATURES", "JOBFEATURES", "JOBSTATUS", "PBS_JOBID", "PBS_ARRAY_INDEX",
-         "TMPDIR", "NCPUS")
-out = {"env": {name: os.environ.get(name) for name in names}, "argv": sys.argv}
-for var in ("MACHINEFEATURES", "JOBFEATURES"):
-    d = os.environ.get(var)
-    out[var] = {n: open(os.path.join(d, n), "rb").read().decode()
-                for n in sorted(os.listdir(d))} if d and os.path.isdir(d) else None
+# ``dump.py NAME SECONDS``: sleeps that long first.
+DUMP = dump_script(("JOBSTATUS", "PBS_JOBID", "PBS_ARRAY_INDEX", "TMPDIR", "NCPUS"),
+                   'sys.argv[1] + ("." + index if index else "")', extra=r'''
 index = os.environ.get("PBS_ARRAY_INDEX")
-name = sys.argv[1] + ("." + index if index else "")
 if len(sys.argv) > 2:
     import time
     time.sleep(float(sys.argv[2]))
-with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "out", name + ".json"),
-          "w") as f:
-    json.dump(out, f)
-'''
+''')
 
 
 @contextlib.contextmanager

@@ -16,18 +16,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.conftest import ConfigPath
+from tests.conftest import ConfigPath, run
+from tests.integration.job_side import install
 
 USERS = ("mjfuser1", "mjfuser2")
 # Rewritten by tests while jobs may still be ending: replaced atomically (ConfigPath).
 SITE_CONFIG = ConfigPath("/etc/mjf/mjf.conf")
 HOOKS_BIN = Path(os.environ.get("MJF_HOOKS_BIN", "/opt/mjf-hooks-ci/venv/bin"))
 GOOD_CONFIG = "[mjf]\nbase_dir = {base}\n[machinefeatures]\nhs06_per_cpu = 10\ngrace_secs = 600\n"
-
-
-def run(argv, check=True, timeout=60, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, check=check, timeout=timeout, capture_output=True, text=True,
-                          **kwargs)
 
 
 def ensure_user(name: str) -> tuple[int, int]:
@@ -55,8 +51,7 @@ def mjf_site(prefix: str, dump: str):
     root.chmod(0o755)
     (root / "out").mkdir(mode=0o1777)
     (root / "out").chmod(0o1777)
-    (root / "dump.py").write_text(dump)
-    (root / "dump.py").chmod(0o644)
+    install(root, {"dump.py": dump})
     for user in USERS:
         ensure_user(user)
     saved = SITE_CONFIG.read_bytes() if SITE_CONFIG.exists() else None

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tests.conftest import require
 from tests.integration.boot_dirs import make_boot_dirs
-from tests.integration.job_side import MEMORY_LIMITS
+from tests.integration.job_side import MEMORY_LIMITS, dump_script
 from tests.integration.site import HOOKS_BIN, SITE_CONFIG, mjf_site, run, seen_in
 from tests.integration.site import (
     assert_no_job_directories_left as site_assert_no_job_directories_left,
@@ -263,25 +263,15 @@ PartitionName=short Nodes={self.node} MaxTime=10 State=UP
 
 
 # Runs inside the job as its user: records what the job sees.
-DUMP = r'''
-import json, os, sys
-out = {"env": {k: os.environ.get(k) for k in
-               ("MACHINEFEATURES", "JOBFEATURES", "SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID",
-                "SITE_TASKPROLOG")}}
-for var in ("MACHINEFEATURES", "JOBFEATURES"):
-    d = os.environ.get(var)
-    out[var] = {n: open(os.path.join(d, n), "rb").read().decode()
-                for n in sorted(os.listdir(d))} if d and os.path.isdir(d) else None
-''' + MEMORY_LIMITS + r'''
+# Also: who owns jobfeatures/, the job directories in sight, the memory limits enforced.
+DUMP = dump_script(("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SITE_TASKPROLOG"),
+                   'sys.argv[1] + "." + suffix', argv=None, extra=MEMORY_LIMITS + r'''
 features = os.environ.get("JOBFEATURES")
 out["owner"] = os.stat(features).st_uid if features and os.path.isdir(features) else None
 jobs = os.path.dirname(os.path.dirname(os.environ.get("JOBFEATURES") or "/x/y/z"))
 out["jobs_seen"] = sorted(os.listdir(jobs)) if os.path.isdir(jobs) else None
 suffix = os.environ.get("SLURM_ARRAY_TASK_ID") or os.environ.get("SLURM_PROCID", "0")
-name = sys.argv[1] + "." + suffix
-with open(os.path.join(os.path.dirname(__file__), "out", name + ".json"), "w") as f:
-    json.dump(out, f)
-'''
+''')
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ failing prolog or epilog would put it into error state, blocking every later job
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import time
@@ -34,17 +35,7 @@ from tests.integration.site import HOOKS_BIN, ensure_user
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def cell():
-    with mjf_cell() as started:
-        hostile.install_job_scripts(started.job_root)
-        yield started
-
-
-@pytest.fixture
-def target(cell):
-    with hostile.precious_target(cell.job_root) as path:
-        yield path
+cell = hostile.started(mjf_cell)
 
 
 def submit(cell, user: str, command: list[str], log: str = "/dev/null") -> str:
@@ -72,7 +63,7 @@ def batch(cell) -> hostile.Batch:
 
     return hostile.Batch(
         cell.job_root, cell.mjf_base,
-        submit=lambda user, command, log="/dev/null": submit(cell, user, command, log),
+        submit=functools.partial(submit, cell),
         run_dump=run_dump, job_dir=lambda view: view["env"]["JOB_ID"], cancel=qdel,
         mjf=lambda *args: mjf(cell, *args), assert_up=lambda: assert_queue_up(cell))
 

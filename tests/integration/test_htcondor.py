@@ -15,37 +15,26 @@ import time
 import pytest
 
 from tests.integration.htcondor_pool import GOOD_CONFIG, USER, condor_arguments, condor_pool
-from tests.integration.job_side import MEMORY_LIMITS, enforced_memory_limit
+from tests.integration.job_side import MEMORY_LIMITS, dump_script, enforced_memory_limit, install
 from tests.integration.trixie_root import VENV
 
 pytestmark = pytest.mark.integration
 
-DUMP = r'''
-import json, os, sys
-out = {"argv": sys.argv[2:], "env": {k: os.environ.get(k) for k in
-       ("MACHINEFEATURES", "JOBFEATURES", "_CONDOR_SCRATCH_DIR")}}
-for var in ("MACHINEFEATURES", "JOBFEATURES"):
-    d = os.environ.get(var)
-    out[var] = {n: open(os.path.join(d, n)).read() for n in sorted(os.listdir(d))} \
-        if d and os.path.isdir(d) else None
+# Also: the machine and job ads, the memory limits enforced; exits $DUMP_EXIT.
+DUMP = dump_script(("_CONDOR_SCRATCH_DIR",), argv="sys.argv[2:]", extra=r'''
 ads = {}
 for var in ("_CONDOR_MACHINE_AD", "_CONDOR_JOB_AD"):
     for line in open(os.environ[var]):
         name, _, value = line.partition(" = ")
         ads[var + ":" + name] = value.strip()
 out["ads"] = ads
-''' + MEMORY_LIMITS + r'''
-with open(os.path.join(os.path.dirname(__file__), "out", sys.argv[1] + ".json"), "w") as f:
-    json.dump(out, f)
-sys.exit(int(os.environ.get("DUMP_EXIT", "0")))
-'''
+''' + MEMORY_LIMITS, after='sys.exit(int(os.environ.get("DUMP_EXIT", "0")))\n')
 
 
 @pytest.fixture(scope="module")
 def pool():
     with condor_pool() as condor:
-        (condor.work / "dump.py").write_text(DUMP)
-        (condor.work / "dump.py").chmod(0o644)
+        install(condor.work, {"dump.py": DUMP})
         yield condor
 
 

@@ -12,6 +12,7 @@ offline.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -33,17 +34,7 @@ from tests.integration.site import SITE_CONFIG
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def complex_():
-    with mjf_complex() as started:
-        hostile.install_job_scripts(started.job_root)
-        yield started
-
-
-@pytest.fixture
-def target(complex_):
-    with hostile.precious_target(complex_.job_root) as path:
-        yield path
+complex_ = hostile.started(mjf_complex)
 
 
 def submit(complex_, user: str, command: list[str], log: str = "/dev/null") -> str:
@@ -80,7 +71,7 @@ def batch(complex_) -> hostile.Batch:
 
     return hostile.Batch(
         complex_.job_root, complex_.mjf_base,
-        submit=lambda user, command, log="/dev/null": submit(complex_, user, command, log),
+        submit=functools.partial(submit, complex_),
         run_dump=run_dump, job_dir=lambda view: view["env"]["PBS_JOBID"], cancel=cancel,
         mjf=mjf, assert_up=lambda: assert_node_up(complex_), next_dirs=next_dirs)
 

@@ -10,6 +10,7 @@ or Epilog would drain it).
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import time
@@ -18,6 +19,7 @@ import pytest
 
 from tests.integration import hostile
 from tests.integration.hostile import ATTACKER, VICTIM, wait_for
+from tests.integration.job_side import install
 from tests.integration.site import SITE_CONFIG
 from tests.integration.slurm_cluster import (
     VERSIONS,
@@ -54,15 +56,8 @@ def cluster(request):
     # jobfeatures/ belongs to the job's user: the most a user can reach.
     with mjf_cluster(cgroups=True, version=request.param) as slurm:
         hostile.install_job_scripts(slurm.job_root)
-        (slurm.job_root / "fill.py").write_text(FILL)
-        (slurm.job_root / "fill.py").chmod(0o644)
+        install(slurm.job_root, {"fill.py": FILL})
         yield slurm
-
-
-@pytest.fixture
-def target(cluster):
-    with hostile.precious_target(cluster.job_root) as path:
-        yield path
 
 
 def submit(cluster, user: str, command, log: str = "/dev/null", memory: str = "100M") -> str:
@@ -90,7 +85,7 @@ def batch(cluster) -> hostile.Batch:
 
     return hostile.Batch(
         cluster.job_root, cluster.mjf_base,
-        submit=lambda user, command, log="/dev/null": submit(cluster, user, command, log),
+        submit=functools.partial(submit, cluster),
         run_dump=run_dump, job_dir=lambda view: view["env"]["SLURM_JOB_ID"],
         cancel=lambda *ids: cluster.command(["scancel", *ids], check=False),
         mjf=lambda *args: mjf(cluster, *args), assert_up=lambda: assert_node_up(cluster))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import configparser
 import contextlib
+import functools
 import os
 import shutil
 import subprocess
@@ -21,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+from tests.conftest import run as run_briefly
 from tests.integration.boot_dirs import make_boot_dirs
 
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -39,9 +41,8 @@ def extra_requirements() -> list[str]:
             if line.strip()]
 
 
-def run(argv, check=True, timeout=120, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, check=check, timeout=timeout, capture_output=True, text=True,
-                          **kwargs)
+# Building a root installs packages: longer than a daemon's command may take.
+run = functools.partial(run_briefly, timeout=120)
 
 
 class TrixieRoot:

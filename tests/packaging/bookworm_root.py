@@ -13,12 +13,15 @@ system's Python first on PATH, as a Debian build host has it.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import stat
 import subprocess
 import tempfile
 from pathlib import Path
+
+from tests.conftest import run as run_briefly
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 PRISTINE = Path(os.environ.get("MJF_BOOKWORM_ROOT", "/srv/mjf-bookworm-root"))
@@ -37,12 +40,8 @@ SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 CHROOT = shutil.which("chroot", path=SYSTEM_PATH) or "/usr/sbin/chroot"
 
 
-def run(argv, check=True, timeout=120, **kwargs) -> subprocess.CompletedProcess:
-    result = subprocess.run(argv, timeout=timeout, capture_output=True, text=True, **kwargs)
-    if check and result.returncode != 0:
-        raise AssertionError(f"{' '.join(map(str, argv))}: exit {result.returncode}\n"
-                             f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
-    return result
+# Building a root installs packages: longer than a daemon's command may take.
+run = functools.partial(run_briefly, timeout=120)
 
 
 def build_prerequisites() -> list[str]:

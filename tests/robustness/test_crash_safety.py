@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from mjf_hooks import spec
-from tests.conftest import ConfigPath, fixture_text
+from tests.conftest import ConfigPath, fixture_text, printing, write_script
 
 # The child: counts the filesystem-changing os calls, dies at the N-th.
 INJECTOR = r'''
@@ -96,9 +96,7 @@ class Node:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.base = root / "base"
-        scontrol = root / "scontrol"
-        scontrol.write_text(f"#!/bin/sh\ncat <<'EOF'\n{SCONTROL_OUTPUT}EOF\n")
-        scontrol.chmod(0o755)
+        scontrol = write_script(root / "scontrol", printing(SCONTROL_OUTPUT))
         self.config = ConfigPath(root / "mjf.conf")  # replaced atomically
         self.config.write_text(
             f"[mjf]\nbase_dir = {self.base}\nlog = stderr\ncommand_timeout = 2\n"
@@ -129,24 +127,18 @@ class Node:
         self.lower_spool.mkdir()
         (self.lower_spool / "config").write_text(config.replace("\nh_vmem=1G\n",
                                                                 "\nh_vmem=256M\n"))
-        qstat = root / "qstat"
-        qstat.write_text(
-            f"#!/bin/sh\ncase \"$1\" in\n"
-            f"-j) cat <<'EOF'\n{fixture_text(f'{GE_JOB}/qstat-j.txt')}EOF\n;;\n"
-            f"-F) cat <<'EOF'\n{fixture_text(f'{GE}/qstat-F-queue-instance.txt')}EOF\n;;\n"
-            f"-u) cat <<'EOF'\n{QSTAT_XML}EOF\n;;\n*) exit 2 ;;\nesac\n")
-        qstat.chmod(0o755)
+        qstat = write_script(root / "qstat", (
+            f"case \"$1\" in\n"
+            f"-j) {printing(fixture_text(f'{GE_JOB}/qstat-j.txt'))}\n;;\n"
+            f"-F) {printing(fixture_text(f'{GE}/qstat-F-queue-instance.txt'))}\n;;\n"
+            f"-u) {printing(QSTAT_XML)}\n;;\n*) exit 2 ;;\nesac"))
         self.config.write_text(self.config.read_text() + f"[gridengine]\nqstat = {qstat}\n")
         # PBS: PBS_EXEC here (never the host's /etc/pbs.conf), its pbsnodes saying jobs 1.vm
         # and 2.vm run on this host (what `mjf sync` asks), a pbs_cgroups prefix no host has.
-        (root / "pbs/bin").mkdir(parents=True)
-        pbsnodes = root / "pbs/bin/pbsnodes"
         short = HOST.split(".")[0]
-        pbsnodes.write_text(
-            "#!/bin/sh\ncat <<'EOF'\n"
+        write_script(root / "pbs/bin/pbsnodes", printing(
             f'{{"nodes": {{"{short}": {{"state": "job-busy", '
-            '"jobs": ["1.vm/0", "1.vm/1", "2.vm/0", "2.vm/1"]}}}\nEOF\n')
-        pbsnodes.chmod(0o755)
+            '"jobs": ["1.vm/0", "1.vm/1", "2.vm/0", "2.vm/1"]}}}\n'))
         self.config.write_text(self.config.read_text()
                                + f"[pbs]\npbs_exec = {root / 'pbs'}\ntmpdir = {root / 'scratch'}\n"
                                "cgroup_prefix = /mjf-crash-no-such-cgroup\nquery_qstat = no\n")
@@ -221,9 +213,7 @@ class Node:
         """Records kept (``[records] dir``), and an squeue saying that only job 1 runs, so
         that `mjf sync` can tell a job whose end never ran."""
         self.config.write_text(self.config.read_text() + f"[records]\ndir = {self.records}\n")
-        squeue = self.root / "squeue"  # beside [slurm] scontrol, where sync looks
-        squeue.write_text("#!/bin/sh\necho 1\n")
-        squeue.chmod(0o755)
+        write_script(self.root / "squeue", "echo 1")  # beside [slurm] scontrol, where sync looks
         return self
 
     @property
@@ -281,6 +271,87 @@ def stable(jobs: dict[str, dict[str, str]],
 
 
 GE_TIMED = ("jobstart_secs",)
+PBS_TIMED = ("jobstart_secs",)  # the time the hook ran
+
+
+class Hooks:
+    """A batch system's hooks at a job's start and end, as the scenarios drive them, and
+    the closures every scenario of a killed start or end hands to crash_everywhere:
+    job 1 (uninterrupted) and job 2 (the one killed), with the values of ``reference``."""
+
+    def __init__(self, start, end, reference: dict, timed: tuple[str, ...] = (),
+                 suffix: str = "") -> None:
+        self.start, self.end, self.reference, self.timed = start, end, reference, timed
+        self.one, self.two = f"1{suffix}", f"2{suffix}"
+
+    def started(self, *jobs: str):
+        """``prepare``: the jobs' start hooks ran, uninterrupted."""
+        def prepare(node):
+            for job in jobs:
+                node.run(self.start(node, job))
+        return prepare
+
+    def job_1_kept_job_2_whole_or_gone(self, two: str = ""):
+        """``check_crashed``: job 1 as it was, job 2 absent or whole (its values those of
+        ``reference[two]``, by default of job 2)."""
+        reference = self.reference
+
+        def check_crashed(node, kill_at):
+            seen = stable(node.jobs(), self.timed)
+            assert seen.get(self.one) == reference[self.one], f"job 1 touched (kill at {kill_at})"
+            assert seen.get(self.two) in (None, reference[two or self.two]), \
+                f"job 2 partial (kill at {kill_at})"
+        return check_crashed
+
+    def only_job_1_left(self, machine: bool = False, also=None):
+        """``check_repaired``: job 1 as it was and nothing else, nothing hidden left (with
+        ``machine``, the machine features there; ``also(node, kill_at)``: more checks)."""
+        def check_repaired(node, kill_at):
+            assert stable(node.jobs(), self.timed) == {self.one: self.reference[self.one]}, \
+                kill_at
+            if also:
+                also(node, kill_at)
+            assert node.hidden_leftovers() == [], kill_at
+            if machine:
+                assert node.machine().keys() >= {"total_cpu", "hs06"}
+        return check_repaired
+
+    def start_killed_anywhere(self, nodes, also=None) -> int:
+        """Job 2's start hook killed at each point, job 1 running; then, as the batch
+        system does, its start again, later its end, and the timer's `mjf sync`."""
+        return crash_everywhere(
+            nodes, self.started("1"), lambda node: self.start(node, "2"),
+            self.job_1_kept_job_2_whole_or_gone(),
+            lambda node: [self.start(node, "2"), self.end(node, "2"), SYNC],
+            self.only_job_1_left(machine=True, also=also))
+
+    def end_killed_anywhere(self, nodes) -> int:
+        """Job 2's end hook killed at each point, both jobs running; then its end again
+        (the batch system's retry) and the timer's `mjf sync`."""
+        return crash_everywhere(
+            nodes, self.started("1", "2"), lambda node: self.end(node, "2"),
+            self.job_1_kept_job_2_whole_or_gone(),
+            lambda node: [self.end(node, "2"), SYNC], self.only_job_1_left())
+
+
+def slurm_hooks(reference: dict) -> Hooks:
+    return Hooks(lambda node, job: node.slurm("prolog", job),
+                 lambda node, job: node.slurm("epilog", job), reference)
+
+
+def gridengine_hooks(reference: dict) -> Hooks:
+    return Hooks(lambda node, job: node.gridengine("prolog", job),
+                 lambda node, job: node.gridengine("epilog", job), reference, GE_TIMED)
+
+
+def pbs_hooks(kind: str, reference: dict) -> Hooks:
+    """execjob_begin and execjob_end (``begin``), or a Torque prologue and epilogue."""
+    if kind == "begin":
+        return Hooks(lambda node, job: node.pbs("begin", job),
+                     lambda node, job: node.pbs("end", job), reference, PBS_TIMED, ".vm")
+    return Hooks(lambda node, job: node.pbs_classic("prologue", job),
+                 lambda node, job: node.pbs_classic("epilogue", job), reference, PBS_TIMED,
+                 ".vm")
 
 
 def crash_everywhere(node_factory, prepare, command, check_crashed, repair, check_repaired):
@@ -324,46 +395,12 @@ def reference(nodes):
 
 
 def test_a_prolog_killed_anywhere_leaves_whole_jobs_and_the_next_hooks_repair(nodes, reference):
-    def prepare(node):
-        node.run(node.slurm("prolog", "1"))
-
-    def check_crashed(node, kill_at):
-        seen = stable(node.jobs())
-        assert seen.get("1") == reference["1"], f"job 1 touched (kill at {kill_at})"
-        assert seen.get("2") in (None, reference["2"]), f"job 2 partial (kill at {kill_at})"
-
-    def check_repaired(node, kill_at):
-        assert stable(node.jobs()) == {"1": reference["1"]}, kill_at
-        assert node.hidden_leftovers() == [], kill_at
-        assert node.machine().keys() >= {"total_cpu", "hs06"}
-
-    points = crash_everywhere(
-        nodes, prepare, lambda node: node.slurm("prolog", "2"), check_crashed,
-        # Slurm runs the Prolog again for the requeued job, later the Epilog; the timer
-        # runs `mjf sync`.
-        lambda node: [node.slurm("prolog", "2"), node.slurm("epilog", "2"), SYNC],
-        check_repaired)
-    assert points >= 10
+    # Slurm runs the Prolog again for the requeued job, later the Epilog.
+    assert slurm_hooks(reference).start_killed_anywhere(nodes) >= 10
 
 
 def test_an_epilog_killed_anywhere_is_finished_by_the_next(nodes, reference):
-    def prepare(node):
-        node.run(node.slurm("prolog", "1"))
-        node.run(node.slurm("prolog", "2"))
-
-    def check_crashed(node, kill_at):
-        seen = stable(node.jobs())
-        assert seen.get("1") == reference["1"], kill_at
-        assert seen.get("2") in (None, reference["2"]), kill_at
-
-    def check_repaired(node, kill_at):
-        assert stable(node.jobs()) == {"1": reference["1"]}, kill_at
-        assert node.hidden_leftovers() == [], kill_at
-
-    points = crash_everywhere(
-        nodes, prepare, lambda node: node.slurm("epilog", "2"), check_crashed,
-        lambda node: [node.slurm("epilog", "2"), SYNC], check_repaired)
-    assert points >= 2
+    assert slurm_hooks(reference).end_killed_anywhere(nodes) >= 2
 
 
 def test_an_epilog_keeping_records_hides_the_job_first_and_a_kill_leaves_what_sync_removes(
@@ -373,10 +410,10 @@ def test_an_epilog_keeping_records_hides_the_job_first_and_a_kill_leaves_what_sy
     point leaves the job whole and in sight (killed before it did anything: as if the
     Epilog never ran) or nothing in sight, and `mjf sync` alone - no second Epilog -
     removes what is left."""
+    hooks = slurm_hooks(reference)
+
     def prepare(node):
-        node.keep_records()
-        node.run(node.slurm("prolog", "1"))
-        node.run(node.slurm("prolog", "2"))
+        hooks.started("1", "2")(node.keep_records())
 
     def check_crashed(node, kill_at):
         seen = stable(node.jobs())
@@ -386,12 +423,8 @@ def test_an_epilog_keeping_records_hides_the_job_first_and_a_kill_leaves_what_sy
         else:
             assert "2" not in seen, f"job 2 in sight after the end's first act (kill at {kill_at})"
 
-    def check_repaired(node, kill_at):
-        assert stable(node.jobs()) == {"1": reference["1"]}, kill_at
-        assert node.hidden_leftovers() == [], kill_at
-
-    points = crash_everywhere(nodes, prepare, lambda node: node.slurm("epilog", "2"),
-                              check_crashed, lambda node: [SYNC], check_repaired)
+    points = crash_everywhere(nodes, prepare, lambda node: hooks.end(node, "2"),
+                              check_crashed, lambda node: [SYNC], hooks.only_job_1_left())
     assert points >= 5  # the rename, the record's files, the removal
 
 
@@ -501,61 +534,26 @@ def gridengine_reference(nodes):
 
 def test_a_gridengine_prolog_killed_anywhere_leaves_whole_jobs_and_the_next_hooks_repair(
         nodes, gridengine_reference):
-    reference = gridengine_reference
-
-    def prepare(node):
-        node.run(node.gridengine("prolog", "1"))
-
-    def check_crashed(node, kill_at):
-        seen = stable(node.jobs(), GE_TIMED)
-        assert seen.get("1") == reference["1"], f"job 1 touched (kill at {kill_at})"
-        assert seen.get("2") in (None, reference["2"]), f"job 2 partial (kill at {kill_at})"
-
-    def check_repaired(node, kill_at):
-        assert stable(node.jobs(), GE_TIMED) == {"1": reference["1"]}, kill_at
+    def still_pending(node, kill_at):
         assert node.pending("1"), kill_at
-        assert node.hidden_leftovers() == [], kill_at
-        assert node.machine().keys() >= {"total_cpu", "hs06"}
 
-    points = crash_everywhere(
-        nodes, prepare, lambda node: node.gridengine("prolog", "2"), check_crashed,
-        # Grid Engine runs the prolog again for the rescheduled job, later the epilog; the
-        # timer runs `mjf sync`.
-        lambda node: [node.gridengine("prolog", "2"), node.gridengine("epilog", "2"), SYNC],
-        check_repaired)
-    assert points >= 10
+    # Grid Engine runs the prolog again for the rescheduled job, later the epilog.
+    hooks = gridengine_hooks(gridengine_reference)
+    assert hooks.start_killed_anywhere(nodes, also=still_pending) >= 10
 
 
 def test_a_gridengine_epilog_killed_anywhere_is_finished_by_the_next(
         nodes, gridengine_reference):
-    reference = gridengine_reference
-
-    def prepare(node):
-        node.run(node.gridengine("prolog", "1"))
-        node.run(node.gridengine("prolog", "2"))
-
-    def check_crashed(node, kill_at):
-        seen = stable(node.jobs(), GE_TIMED)
-        assert seen.get("1") == reference["1"], kill_at
-        assert seen.get("2") in (None, reference["2"]), kill_at
-
-    def check_repaired(node, kill_at):
-        assert stable(node.jobs(), GE_TIMED) == {"1": reference["1"]}, kill_at
-        assert node.hidden_leftovers() == [], kill_at
-
-    points = crash_everywhere(
-        nodes, prepare, lambda node: node.gridengine("epilog", "2"), check_crashed,
-        lambda node: [node.gridengine("epilog", "2"), SYNC], check_repaired)
-    assert points >= 2
+    assert gridengine_hooks(gridengine_reference).end_killed_anywhere(nodes) >= 2
 
 
 def test_a_gridengine_starter_completing_a_pending_job_killed_anywhere_is_finished_by_the_next(
         nodes, gridengine_reference):
     reference = gridengine_reference
+    hooks = gridengine_hooks(reference)
 
     def prepare(node):
-        node.run(node.gridengine("prolog", "1"))
-        node.run(node.gridengine("prolog", "2"))
+        hooks.started("1", "2")(node)
         # Pending until the starter, the job's own process, completes the values.
         assert node.pending("2")
 
@@ -587,14 +585,7 @@ def test_a_gridengine_starter_completing_a_pending_job_killed_anywhere_is_finish
 def test_a_gridengine_starter_without_a_prolog_killed_anywhere_leaves_whole_jobs(
         nodes, gridengine_reference):
     reference = gridengine_reference
-
-    def prepare(node):
-        node.run(node.gridengine("prolog", "1"))
-
-    def check_crashed(node, kill_at):
-        seen = stable(node.jobs(), GE_TIMED)
-        assert seen.get("1") == reference["1"], f"job 1 touched (kill at {kill_at})"
-        assert seen.get("2") in (None, reference["2-started"]), f"job 2 partial ({kill_at})"
+    hooks = gridengine_hooks(reference)
 
     def check_repaired(node, kill_at):
         assert stable(node.jobs(), GE_TIMED) == {
@@ -604,7 +595,8 @@ def test_a_gridengine_starter_without_a_prolog_killed_anywhere_leaves_whole_jobs
         assert node.machine().keys() >= {"total_cpu", "hs06"}
 
     points = crash_everywhere(
-        nodes, prepare, lambda node: node.gridengine("starter", "2"), check_crashed,
+        nodes, hooks.started("1"), lambda node: node.gridengine("starter", "2"),
+        hooks.job_1_kept_job_2_whole_or_gone("2-started"),
         # The job, rescheduled, starts again; the timer runs `mjf sync` (job 2 still runs).
         lambda node: [node.gridengine("starter", "2"), SYNC], check_repaired)
     assert points >= 10
@@ -614,19 +606,15 @@ def test_a_gridengine_starter_without_a_prolog_killed_anywhere_leaves_whole_jobs
 # hook adapter hands over on stdin), execjob_end (removes it); a classic Torque prologue and
 # epilogue (the job in argv) do the same.
 
-PBS_TIMED = ("jobstart_secs",)  # the time the hook ran
-
-
 @pytest.fixture
 def pbs_reference(nodes):
     """Jobs 1.vm and 2.vm as uninterrupted execjob_begin hooks write them, and as
     uninterrupted Torque prologues do."""
     reference = {}
-    for name, role in (("begin", "pbs"), ("prologue", "pbs_classic")):
+    for name in ("begin", "prologue"):
         node = nodes()
         for job in ("1", "2"):
-            result = node.run(getattr(node, role)(("begin" if role == "pbs" else "prologue"),
-                                                  job))
+            result = node.run(pbs_hooks(name, reference).start(node, job))
             assert result.returncode == 0 and not result.stderr, result.stderr
         reference[name] = stable(node.jobs(), PBS_TIMED)
         assert set(reference[name]) == {"1.vm", "2.vm"}
@@ -636,58 +624,12 @@ def pbs_reference(nodes):
 @pytest.mark.parametrize("kind", ["begin", "prologue"])
 def test_a_pbs_begin_killed_anywhere_leaves_whole_jobs_and_the_next_hooks_repair(
         nodes, pbs_reference, kind):
-    reference = pbs_reference[kind]
-
-    def start(node, job):
-        return node.pbs("begin", job) if kind == "begin" else node.pbs_classic("prologue", job)
-
-    def finish(node, job):
-        return node.pbs("end", job) if kind == "begin" else node.pbs_classic("epilogue", job)
-
-    def prepare(node):
-        node.run(start(node, "1"))
-
-    def check_crashed(node, kill_at):
-        seen = stable(node.jobs(), PBS_TIMED)
-        assert seen.get("1.vm") == reference["1.vm"], f"job 1 touched (kill at {kill_at})"
-        assert seen.get("2.vm") in (None, reference["2.vm"]), f"job 2 partial ({kill_at})"
-
-    def check_repaired(node, kill_at):
-        assert stable(node.jobs(), PBS_TIMED) == {"1.vm": reference["1.vm"]}, kill_at
-        assert node.hidden_leftovers() == [], kill_at
-        assert node.machine().keys() >= {"total_cpu", "hs06"}
-
-    points = crash_everywhere(
-        nodes, prepare, lambda node: start(node, "2"), check_crashed,
-        # PBS requeues a job whose execjob_begin failed and runs it again, later its end;
-        # the timer runs `mjf sync` (pbsnodes: both jobs still run).
-        lambda node: [start(node, "2"), finish(node, "2"), SYNC], check_repaired)
-    assert points >= 10
+    # PBS requeues a job whose execjob_begin failed and runs it again, later its end
+    # (pbsnodes: both jobs still run).
+    assert pbs_hooks(kind, pbs_reference[kind]).start_killed_anywhere(nodes) >= 10
 
 
 @pytest.mark.parametrize("kind", ["end", "epilogue"])
 def test_a_pbs_end_killed_anywhere_is_finished_by_the_next(nodes, pbs_reference, kind):
-    reference = pbs_reference["begin" if kind == "end" else "prologue"]
-
-    def start(node, job):
-        return node.pbs("begin", job) if kind == "end" else node.pbs_classic("prologue", job)
-
-    def finish(node):
-        return node.pbs("end", "2") if kind == "end" else node.pbs_classic("epilogue", "2")
-
-    def prepare(node):
-        node.run(start(node, "1"))
-        node.run(start(node, "2"))
-
-    def check_crashed(node, kill_at):
-        seen = stable(node.jobs(), PBS_TIMED)
-        assert seen.get("1.vm") == reference["1.vm"], kill_at
-        assert seen.get("2.vm") in (None, reference["2.vm"]), kill_at
-
-    def check_repaired(node, kill_at):
-        assert stable(node.jobs(), PBS_TIMED) == {"1.vm": reference["1.vm"]}, kill_at
-        assert node.hidden_leftovers() == [], kill_at
-
-    points = crash_everywhere(nodes, prepare, finish, check_crashed,
-                              lambda node: [finish(node), SYNC], check_repaired)
-    assert points >= 2
+    started = "begin" if kind == "end" else "prologue"
+    assert pbs_hooks(started, pbs_reference[started]).end_killed_anywhere(nodes) >= 2

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from mjf_hooks import spec
-from tests.conftest import ConfigPath, fixture_text, installed_command
+from tests.conftest import ConfigPath, fixture_text, installed_command, printing, write_script
 
 JOBS = 240
 WORKERS = 4
@@ -51,13 +51,9 @@ class Cluster:
         self.lock = threading.Lock()
         self.set_running()
         bin_dir = root / "bin"
-        bin_dir.mkdir()
-        (bin_dir / "scontrol").write_text(
-            "#!/bin/sh\ncase \"$*\" in *reservation*) exit 0;; esac\n"
-            f"cat <<'EOF'\n{SCONTROL_OUTPUT}EOF\n")
-        (bin_dir / "squeue").write_text(f"#!/bin/sh\ncat {self.running_file}\n")
-        for command in bin_dir.iterdir():
-            command.chmod(0o755)
+        write_script(bin_dir / "scontrol", "case \"$*\" in *reservation*) exit 0;; esac\n"
+                     + printing(SCONTROL_OUTPUT))
+        write_script(bin_dir / "squeue", f"cat {self.running_file}")
         self.config = ConfigPath(root / "mjf.conf")  # replaced atomically
         self.config.write_text(
             f"[mjf]\nbase_dir = {self.base}\nlog = stderr\ncommand_timeout = 10\n"

@@ -10,6 +10,7 @@ from mjf_hooks.batch import htcondor
 from mjf_hooks.command import MAX_OUTPUT_BYTES, CommandError, run_command
 from mjf_hooks.config import Config
 from mjf_hooks.log import Log
+from tests.conftest import write_script
 
 NODE = os.uname().nodename
 
@@ -28,8 +29,7 @@ def test_an_endless_printer_is_stopped_at_the_bound_not_at_the_timeout():
 
 # A pool's collector: without a constraint every slot of the pool, this machine's last;
 # with one, what matches (as condor_status would evaluate it for these names).
-FAKE_CONDOR_STATUS = r'''#!/bin/sh
-echo "$@" > "$(dirname "$0")/argv"
+FAKE_CONDOR_STATUS = r'''echo "$@" > "$(dirname "$0")/argv"
 case " $* " in
     *" -constraint "*) ;;
     *) i=0; while [ $i -lt 40000 ]; do
@@ -41,9 +41,7 @@ echo "MACHINE,true,1795400000"
 
 @pytest.fixture
 def condor_status(tmp_path, monkeypatch):
-    path = tmp_path / "condor_status"
-    path.write_text(FAKE_CONDOR_STATUS.replace("MACHINE", NODE))
-    path.chmod(0o755)
+    path = write_script(tmp_path / "condor_status", FAKE_CONDOR_STATUS.replace("MACHINE", NODE))
     monkeypatch.setattr(htcondor, "CONDOR_STATUS", str(path))
     return path
 
