@@ -174,16 +174,23 @@ def write(config: Config, record: Record, log=None) -> str:
             return f"{day.path}/{stem}{RECORD_SUFFIX}"
 
 
+def _write_temps(directory: Dir, stem: str, files: dict[str, bytes],
+                 temps: list[tuple[str, str]]) -> None:
+    """Each file written under a hidden name carrying our pid (so expire() knows what a
+    killed writer left), each ``(hidden name, stem + suffix)`` added to ``temps`` as it is
+    made, so that the caller removes what a failure left."""
+    for suffix, data in files.items():
+        temp = f"{_TEMP_PREFIX}{suffix[1:]}.{os.getpid()}.{os.urandom(4).hex()}"
+        temps.append((temp, stem + suffix))
+        _write_new(directory, temp, data)
+
+
 def _write_whole(directory: Dir, stem: str, files: dict[str, bytes]) -> None:
     """``stem + suffix`` for each file, all or none, the last one renamed last."""
     temps: list[tuple[str, str]] = []
     renamed: list[str] = []
     try:
-        for suffix, data in files.items():
-            # Hidden, carrying our pid: expire() knows what a killed writer left.
-            temp = f"{_TEMP_PREFIX}{suffix[1:]}.{os.getpid()}.{os.urandom(4).hex()}"
-            temps.append((temp, stem + suffix))
-            _write_new(directory, temp, data)
+        _write_temps(directory, stem, files, temps)
         for temp, name in temps:
             os.rename(temp, name, src_dir_fd=directory.fd, dst_dir_fd=directory.fd)
             renamed.append(name)
@@ -599,10 +606,7 @@ def _link_whole(directory: Dir, stem: str, files: dict[str, bytes]) -> None:
     temps: list[tuple[str, str]] = []
     linked: list[str] = []
     try:
-        for suffix, data in files.items():
-            temp = f"{_TEMP_PREFIX}{suffix[1:]}.{os.getpid()}.{os.urandom(4).hex()}"
-            temps.append((temp, stem + suffix))
-            _write_new(directory, temp, data)
+        _write_temps(directory, stem, files, temps)
         for temp, name in temps:
             try:
                 os.link(temp, name, src_dir_fd=directory.fd, dst_dir_fd=directory.fd,
