@@ -1,5 +1,7 @@
 """What a job is told: its directories as paths, or as the URLs url_base serves them at."""
 
+from __future__ import annotations
+
 from mjf_hooks.config import Config
 from mjf_hooks.exports import export_lines, exports, served_url
 
