@@ -28,6 +28,25 @@ DAY = 86400
 END = 1700006399.7
 OTHER_UID = 54321
 
+
+def as_other_user(action) -> None:
+    """Run ``action`` in a child that became OTHER_UID (a real second user); it must
+    succeed (its traceback, if any, is printed)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgid(OTHER_UID)
+            os.setuid(OTHER_UID)
+            action()
+            os._exit(0)
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
 SOURCES = {"end_time": "wait4 rusage", "wall_secs": "mjf run's clock",
            "cpu_secs": "wait4 rusage", "peak_memory_bytes": "wait4 rusage"}
 
@@ -833,21 +852,11 @@ def test_a_real_user_can_hand_in_through_a_drop_box_it_cannot_read(config, recor
         if parent == Path("/tmp"):
             break
         parent.chmod(parent.stat().st_mode | 0o005)
-    pid = os.fork()
-    if pid == 0:  # the child: become the user, hand in, report by exit status
-        try:
-            os.setgid(OTHER_UID)
-            os.setuid(OTHER_UID)
-            assert not os.access(drop_box, os.R_OK)
-            record_files.hand_in(config, record("users"))
-            os._exit(0)
-        except BaseException:
-            import traceback
+    def hand_in() -> None:
+        assert not os.access(drop_box, os.R_OK)
+        record_files.hand_in(config, record("users"))
 
-            traceback.print_exc()
-            os._exit(1)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
+    as_other_user(hand_in)
     (handed,) = os.listdir(drop_box)
     assert os.stat(drop_box / handed).st_uid == OTHER_UID
     assert record_files.ingest(config, Recorded()) == 1
@@ -1129,24 +1138,14 @@ def test_a_real_user_cannot_replace_roots_record_through_the_drop_box(config, re
         parent.chmod(parent.stat().st_mode | 0o005)
     path = Path(record_files.write(config, record("4243")))
     before = path.read_bytes()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setgid(OTHER_UID)
-            os.setuid(OTHER_UID)
-            from mjf_hooks.records import record_from_json
+    def forge() -> None:
+        from mjf_hooks.records import record_from_json
 
-            stolen = record_from_json(json.loads(path.read_text()))
-            stolen.cpu_secs = 1.0
-            record_files.hand_in(config, stolen)
-            os._exit(0)
-        except BaseException:
-            import traceback
+        stolen = record_from_json(json.loads(path.read_text()))
+        stolen.cpu_secs = 1.0
+        record_files.hand_in(config, stolen)
 
-            traceback.print_exc()
-            os._exit(1)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
+    as_other_user(forge)
     assert len(os.listdir(drop_box)) == 1
     log = Recorded()
     assert record_files.ingest(config, log) == 0
