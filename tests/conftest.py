@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from mjf_hooks.log import Log
+
 FIXTURES = Path(__file__).parent / "fixtures"
 CHECKOUT_ROOT = Path(__file__).parent.parent
 REQUIRE_INTEGRATION = os.environ.get("MJF_REQUIRE_INTEGRATION") == "1"
@@ -135,3 +137,15 @@ def public_tmp_path():
     path.chmod(0o755)
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+
+class LeveledLog(Log):
+    """A log that keeps its lines with their levels, for tests that assert what was logged."""
+
+    def __init__(self) -> None:
+        super().__init__("test", ())
+        self.lines: list[tuple[str, str]] = []
+
+    def _emit(self, level: str, message: str) -> None:
+        self.lines.append((level, message))

@@ -32,7 +32,6 @@ from mjf_hooks import record_files, spec
 from mjf_hooks.batch import classad, htcondor
 from mjf_hooks.config import parse
 from mjf_hooks.errors import StoreError
-from mjf_hooks.log import Log
 from mjf_hooks.records import (
     MAX_NUMBER,
     MAX_TIME,
@@ -44,7 +43,7 @@ from mjf_hooks.records import (
     summary,
 )
 from mjf_hooks.store import job_dir_name
-from tests.conftest import FIXTURES, require
+from tests.conftest import FIXTURES, LeveledLog, require
 from tests.corpus.mutations import DIRECTORY, file_mutations
 
 ATTACKER, VICTIM = 4711, 4712
@@ -202,13 +201,6 @@ NAMES = [("hidden", ".a1"), ("not-json", "1795630299-x.1.txt"),
          ("space", "1795630299-a b.json")]
 
 
-class Lines(Log):
-    def __init__(self) -> None:
-        super().__init__("test", ())
-        self.lines: list[tuple[str, str]] = []
-
-    def _emit(self, level: str, message: str) -> None:
-        self.lines.append((level, message))
 
 
 @pytest.fixture
@@ -219,7 +211,7 @@ def site(tmp_path):
     records = tmp_path / "records"
     config = parse(f"[mjf]\nbase_dir = {tmp_path}/base\n[records]\ndir = {records}\n"
                    "format = sss, apel\nsite = TEST\n", "/test/mjf.conf")
-    assert record_files.ingest(config, Lines()) == 0  # the drop box, as `mjf sync` makes it
+    assert record_files.ingest(config, LeveledLog()) == 0  # the drop box, as `mjf sync` makes it
     return config, records, tmp_path
 
 
@@ -277,7 +269,7 @@ def test_hand_in(site, label, content):
     victim = dict(BASE, job_id="victim")
     hand_in(drop, "1795630299-victim.2.json", json.dumps(victim).encode(), VICTIM, tmp_path)
     before = everything(records)
-    log = Lines()
+    log = LeveledLog()
     filed = record_files.ingest(config, log)
     expected = isinstance(content, bytes) and expected_filed(content)
     messages = [message for _, message in log.lines]
@@ -304,7 +296,7 @@ def test_hand_in(site, label, content):
         assert filed == 1, messages
         assert len(about) == 1, messages
         assert attackers == []
-    assert record_files.ingest(config, Lines()) == 0
+    assert record_files.ingest(config, LeveledLog()) == 0
 
 
 @pytest.mark.parametrize("label, name", NAMES, ids=[label for label, _ in NAMES])
@@ -314,7 +306,7 @@ def test_a_name_that_is_no_hand_in_is_removed(site, label, name):
     hand_in(drop, name, BASE_TEXT.encode(), ATTACKER, tmp_path)
     hand_in(drop, "1795630299-victim.2.json", json.dumps(dict(BASE, job_id="victim")).encode(),
             VICTIM, tmp_path)
-    log = Lines()
+    log = LeveledLog()
     assert record_files.ingest(config, log) == 1
     assert os.listdir(drop) == []
     (line,) = [message for _, message in log.lines]

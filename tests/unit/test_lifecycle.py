@@ -10,6 +10,7 @@ from mjf_hooks.config import parse
 from mjf_hooks.errors import StoreError
 from mjf_hooks.log import Log
 from mjf_hooks.store import Store
+from tests.conftest import LeveledLog
 
 
 class Recorded(Log):
@@ -97,15 +98,6 @@ def test_a_runner_sets_up_and_a_task_completes_what_was_pending(site, tmp_path, 
     assert not (tmp_path / "private/jobs/10").exists()
 
 
-class Leveled(Log):
-    """A log that keeps its lines with their levels."""
-
-    def __init__(self) -> None:
-        super().__init__("test", ())
-        self.lines: list[tuple[str, str]] = []
-
-    def _emit(self, level: str, message: str) -> None:
-        self.lines.append((level, message))
 
 
 def test_a_jobs_end_takes_its_directory_out_of_sight_before_it_reads_the_record(
@@ -121,7 +113,7 @@ def test_a_jobs_end_takes_its_directory_out_of_sight_before_it_reads_the_record(
         seen.append((store.job_dir_names(), taken, store.read_job(job_id, taken)[0]))
 
     monkeypatch.setattr(lifecycle, "record_job", record)
-    assert lifecycle.end_job(store, Leveled(), "7", config=config,
+    assert lifecycle.end_job(store, LeveledLog(), "7", config=config,
                              ending=lifecycle.JobEnd("slurm"))
     [(visible, taken, values)] = seen
     assert visible == [] and taken.startswith(".old-7.")
@@ -132,7 +124,7 @@ def test_a_jobs_end_takes_its_directory_out_of_sight_before_it_reads_the_record(
 def test_a_jobs_end_that_finds_nothing_says_where_it_looked_and_which_config(tmp_path):
     config = parse(f"[mjf]\nbase_dir = {tmp_path}/base\n", str(tmp_path / "mjf.conf"))
     store = lifecycle.store_for(config)
-    log = Leveled()
+    log = LeveledLog()
     # No base_dir at all: this end read another config than the start did, or none.
     assert not lifecycle.end_job(store, log, "9", config=config)
     assert log.lines == [("warning", f"job 9: no directory to remove in base_dir {tmp_path}/base"

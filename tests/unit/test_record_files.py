@@ -17,10 +17,9 @@ import pytest
 from mjf_hooks import lifecycle, record_files
 from mjf_hooks.config import parse
 from mjf_hooks.errors import StoreError
-from mjf_hooks.log import Log
 from mjf_hooks.records import Record, apel, record_json, sss_xml
 from mjf_hooks.store import job_dir_name
-from tests.conftest import require
+from tests.conftest import LeveledLog, require
 
 GIB = 2**30
 DAY = 86400
@@ -520,16 +519,7 @@ def test_expire_refuses_a_directory_others_can_write(records_dir):
 
 # --- lifecycle: a job's end writes its record ----------------------------------------
 
-class Recorded(Log):
-    """A log that keeps its lines, with their levels."""
-
-    def __init__(self) -> None:
-        super().__init__("test", ())
-        self.lines: list[tuple[str, str]] = []
-
-    def _emit(self, level: str, message: str) -> None:
-        self.lines.append((level, message))
-
+class Recorded(LeveledLog):
     def at(self, level: str) -> list[str]:
         return [message for seen, message in self.lines if seen == level]
 
