@@ -55,6 +55,15 @@ class Case:
         return self.label
 
 
+
+def _mutated(rng, text: str) -> str:
+    """``text`` with one to four of its spans replaced by hostile pieces."""
+    pieces = list(text)
+    for _ in range(rng.randint(1, 4)):
+        at = rng.randint(0, len(pieces))
+        pieces[at:at + rng.randint(0, 3)] = [rng.choice(HOSTILE_PIECES)]
+    return "".join(pieces)
+
 def _match_cases() -> list[Case]:
     rng = random.Random(SEED)
     deep = [
@@ -75,12 +84,8 @@ def _match_cases() -> list[Case]:
     ]
     cases = [Case("mjf-match", f"expression:{label}", text) for label, text in deep]
     base = f"{TERM} && other.GlueHostMainMemoryRAMSize > 100"
-    for number in range(120):
-        text = list(base)
-        for _ in range(rng.randint(1, 4)):
-            at = rng.randint(0, len(text))
-            text[at:at + rng.randint(0, 3)] = [rng.choice(HOSTILE_PIECES)]
-        cases.append(Case("mjf-match", f"expression:mutated-{number}", "".join(text)))
+    cases += [Case("mjf-match", f"expression:mutated-{number}", _mutated(rng, base))
+              for number in range(120)]
     jdl_deep = [
         ("deep value", f"[ CPUTime = {' + '.join(['1'] * 600)}; ]"),
         ("deep requirements", f"[ Requirements = {' && '.join([TERM] * 500)}; ]"),
@@ -97,12 +102,8 @@ def _match_cases() -> list[Case]:
         ("300000 operators", f"[ Requirements = {'1&&' * 300000}1; ]"),
     ]
     cases += [Case("mjf-match", f"jdl:{label}", text) for label, text in jdl_deep]
-    for number in range(80):
-        text = list(VALID_JDL)
-        for _ in range(rng.randint(1, 4)):
-            at = rng.randint(0, len(text))
-            text[at:at + rng.randint(0, 3)] = [rng.choice(HOSTILE_PIECES)]
-        cases.append(Case("mjf-match", f"jdl:mutated-{number}", "".join(text)))
+    cases += [Case("mjf-match", f"jdl:mutated-{number}", _mutated(rng, VALID_JDL))
+              for number in range(80)]
     return cases
 
 
