@@ -23,6 +23,7 @@ from .config import Config
 from .errors import SiteInputError, StoreError
 from .log import Log
 from .store import Store
+from .terminal import printable
 
 # <base_dir>/state/ entries: the admin's drain (UNIX seconds), and the batch system's
 # ("<UNIX seconds> <what it is>").
@@ -169,7 +170,7 @@ class Drains:
     def save(self, store: Store) -> None:
         store.set_machine_state(ADMIN_DRAIN, None if self.admin is None else str(self.admin))
         store.set_machine_state(BATCH_DRAIN, None if self.batch is None
-                                else f"{self.batch[0]} {_printable(self.batch[1])}")
+                                else f"{self.batch[0]} {printable(self.batch[1])}")
 
     def shutdown(self) -> int | None:
         """The machine's shutdowntime: the earlier drain."""
@@ -182,10 +183,6 @@ def _time(text: str | None) -> int | None:
     value = spec.digits_value(text) if text else None
     return value if value is not None and spec.EARLIEST_TIME <= value <= spec.LATEST_TIME \
         else None
-
-
-def _printable(text: str) -> str:
-    return "".join(char if " " <= char <= "~" else "?" for char in text)[:200]
 
 
 def apply(config: Config, store: Store, log: Log, drains: Drains) -> tuple[str, bool]:
