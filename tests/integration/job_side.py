@@ -33,10 +33,13 @@ for var in ("MACHINEFEATURES", "JOBFEATURES"):
     out[var] = {n: open(os.path.join(d, n), "rb").read().decode()
                 for n in sorted(os.listdir(d))} if d and os.path.isdir(d) else None
 '''
+# Written under a temporary name, then renamed: a test polling for the file never
+# reads it half-written (CI once read it empty while two jobs wrote theirs).
 WRITE = r'''
-with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "out", name + ".json"),
-          "w") as f:
+path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out", name + ".json")
+with open(path + ".part", "w") as f:
     json.dump(out, f)
+os.replace(path + ".part", path)
 '''
 
 # Appended to a job's dump script: `out["cgroup_limits"]` lists the memory limits the

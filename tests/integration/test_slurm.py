@@ -107,6 +107,9 @@ def test_two_concurrent_jobs_each_see_their_own(cluster):
 
 
 def test_a_broken_config_neither_blocks_the_job_nor_drains_the_node(cluster):
+    # An earlier test's job ending under the broken config (which names no base_dir)
+    # could not remove its directory; this test is about its own job alone.
+    cluster.wait_until_no_jobs()
     SITE_CONFIG.write_text("[jobfeatures]\nwall_limit_secs = soon\n")
     try:
         sbatch(cluster, "mjfuser1", "broken", "--time=2", "--mem=100M")
