@@ -7,7 +7,7 @@ assumed to start new work (the conservative case: a pilot that does fill its fre
 cores only wastes less). For a shutdown at T, each job's waste:
 
 * a pilot that reports (``used_CPU``, ``first_exp_job_end``, ``last_exp_job_end``,
-  ``last_job_start`` valid, see :mod:`mjf_hooks.status`):
+  ``last_job_start`` valid, see :mod:`mjf_hooks.node_status`):
   - T at or after ``last_exp_job_end``: it winds down - the draft's
     ``draining_waste`` (at now), plus all its cores idle from ``last_exp_job_end`` to T;
   - T before: its running payloads are killed - ``kill_waste`` at T (``add_uncom_time +
@@ -17,7 +17,7 @@ cores only wastes less). For a shutdown at T, each job's waste:
   - T at or after that end: its cores idle from then to T;
   - T before (or no wall limit known): killed - all its work since it started is lost.
 
-Only counted jobs weigh (:mod:`mjf_hooks.status`: something other than a job's user
+Only counted jobs weigh (:mod:`mjf_hooks.node_status`: something other than a job's user
 vouches for it); an unverified one - a directory any local user can make - weighs
 nothing, whatever it claims.
 
@@ -28,7 +28,7 @@ window, are the candidates. Ties go to the earlier time (the node is back sooner
 
 from __future__ import annotations
 
-from .status import JobReport
+from .node_status import JobReport
 
 # What a reporting pilot must have given for its own model; otherwise it is assumed.
 _REPORTED_INPUTS = ("first_exp_job_end", "last_exp_job_end", "last_job_start")

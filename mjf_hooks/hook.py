@@ -80,7 +80,7 @@ class HookContext:
         found = command(options)
         if found is None:
             return None
-        from .command import ask  # only here: most roles run no command
+        from .external_command import ask  # only here: most roles run no command
 
         output = ask(found[0], self.config.command_timeout_secs, found[1], self.log, unwritten)
         if output is None:

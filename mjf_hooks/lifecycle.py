@@ -101,23 +101,25 @@ class JobStart:
 
     ``facts``: ``{key: (value, source)}`` from the batch system; ``cgroup_pid``: a
     process in the job's cgroup (None where it does not exist yet); ``scratch_dir``:
-    where the job's scratch space is; ``uid``/``gid``: the job's user and group, when
-    root writes for them; ``pending``: values are to be completed from inside the job
-    (:func:`complete_if_pending`); ``runner``: the identity of the process the job
+    where the job's scratch space is; ``gid``: the job's group, when root writes for
+    it (the job may read what root wrote); ``features_owner``: the uid that owns
+    ``jobfeatures/`` - the job's user, when its values are ``pending``: to be completed
+    from inside the job (:func:`complete_if_pending`), else None (root, or the writer); ``runner``: the identity of the process the job
     lives in, where no batch system will say when it ended (standalone); ``backend``:
-    the batch system that runs the job, recorded for `mjf sync`; ``user``: the job's
-    user, when root writes for it (its ``jobstatus/`` is that user's); ``reports_usage``:
+    the batch system that runs the job, recorded for `mjf sync`; ``job_uid``: the job's
+    user, when root writes for it (its ``jobstatus/`` is that user's; defaults to
+    ``features_owner``); ``reports_usage``:
     a hook of the job's user reports what the job used (into ``usage/``, where records
     are kept), since root's end of the job cannot measure it.
     """
 
-    __slots__ = ("backend", "cgroup_pid", "facts", "gid", "pending", "reports_usage", "runner",
-                 "scratch_dir", "uid", "user")
+    __slots__ = ("backend", "cgroup_pid", "facts", "features_owner", "gid", "job_uid",
+                 "pending", "reports_usage", "runner", "scratch_dir")
 
     def __init__(self, backend: str, facts: Mapping[str, tuple],
                  cgroup_pid: int | str | None = "self", scratch_dir: str | None = None,
-                 gid: int | None = None, uid: int | None = None, pending: bool = False,
-                 runner: str | None = None, user: int | None = None,
+                 gid: int | None = None, features_owner: int | None = None,
+                 pending: bool = False, runner: str | None = None, job_uid: int | None = None,
                  reports_usage: bool = False) -> None:
         self.backend = backend
         self.reports_usage = reports_usage
@@ -125,10 +127,10 @@ class JobStart:
         self.cgroup_pid = cgroup_pid
         self.scratch_dir = scratch_dir
         self.gid = gid
-        self.uid = uid
+        self.features_owner = features_owner
         self.pending = pending
         self.runner = runner
-        self.user = user if user is not None else uid
+        self.job_uid = job_uid if job_uid is not None else features_owner
 
 
 def set_up_job(config: Config, log: Log, site: Store, store: Store, job: JobStart,
@@ -171,8 +173,8 @@ def start_job(config: Config, store: Store, log: Log, machine: Features, job: Jo
     path = store.job_features_dir(job_id)
     report(log, path, features, rendered, dry_run)
     if not dry_run:
-        store.create_job(job_id, rendered, job.gid, job.uid, job.pending, state,
-                         status=config.jobstatus, status_uid=job.user,
+        store.create_job(job_id, rendered, job.gid, job.features_owner, job.pending, state,
+                         status=config.jobstatus, status_uid=job.job_uid,
                          usage=job.reports_usage and bool(config.records_dir))
         log.info(f"{path}: created with {len(rendered)} keys")
         used = machine.get("shutdowntime")
@@ -253,7 +255,7 @@ def complete_job(config: Config, store: Store, log: Log, machine: Features, job_
 class JobEnd:
     """What a backend knows about a job as it ends, for its record (``[records] dir``).
 
-    ``delivered``: ``{name: (value, source)}`` for the :data:`records.DELIVERED` values
+    ``delivered``: ``{name: (value, source)}`` for the :data:`job_record.DELIVERED` values
     the backend measured (``end_time``, ``wall_secs``, ``cpu_secs``,
     ``peak_memory_bytes``); what it could not measure is left out, never guessed.
     ``user`` and ``queue``: the job's user name and queue (partition), where known.
@@ -278,8 +280,8 @@ def report_usage(config: Config, log: Log, job_id: str, level, dry_run: bool = F
     """From inside the job, as its user: leave the job's cgroup counters (the cgroup
     ``level`` picks, see :func:`mjf_hooks.probe.cgroup.usage`) in its ``usage/`` for the
     root end of the job, which runs once the cgroup is gone."""
+    from .job_record import usage_report
     from .probe import cgroup
-    from .records import usage_report
 
     usage = cgroup.usage("self", level)
     if usage is None:
@@ -359,8 +361,8 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
     log line) if it could not be written. A job without a directory (MJF set up
     nothing for it, or its end already ran) gets no record. ``taken``: where the job's
     end moved its directory (:meth:`Store.take_job`), read there."""
-    from . import record_files
-    from .records import Record, out_of_bounds
+    from . import record_store
+    from .job_record import Record, out_of_bounds
 
     try:
         written, _ = store.read_job(job_id, taken)
@@ -379,7 +381,7 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
     if ending.usage_source:
         report = store.read_usage_report(job_id, taken)
         if report is not None:
-            from .records import parse_usage_report
+            from .job_record import parse_usage_report
 
             delivered.update(parse_usage_report(report, ending.usage_source))
     delivered.update((name, fact) for name, fact in ending.delivered.items()
@@ -413,9 +415,9 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
         benchmark=config.benchmark if "hs06_job" in requested else None)
     try:
         if os.geteuid() == 0:
-            path = record_files.write(config, record, log)
+            path = record_store.write(config, record, log)
         else:  # records are root's: `mjf sync` files it
-            path = record_files.hand_in(config, record)
+            path = record_store.hand_in(config, record)
     except StoreError as error:
         log.error(f"job {job_id} not recorded: {error}")
         return None

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from . import records
-from .records import Record
+from . import job_record
+from .job_record import Record
 from .terminal import figure, printable
 
 TABLE_HEADER = (f"{'END (UTC)':<19} {'JOB':<24} {'USER':<10} {'CPUS':>4} {'CPU EFF':>7} "
@@ -14,7 +14,7 @@ TABLE_HEADER = (f"{'END (UTC)':<19} {'JOB':<24} {'USER':<10} {'CPUS':>4} {'CPU E
 
 def table_row(record: Record) -> str:
     """One record under :data:`TABLE_HEADER`."""
-    figures = records.figures(record)
+    figures = job_record.figures(record)
     end = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(record.end_time or 0))
     return (f"{end:<19} {printable(record.job_id)[:24]:<24} "
             f"{printable(record.user or '?')[:10]:<10} {figure(record.allocated_cpu):>4} "
@@ -28,12 +28,12 @@ def table_row(record: Record) -> str:
 
 def records_json(found: list[Record]) -> list[dict]:
     """Each record as JSON, with its figures."""
-    return [{**records.record_json(record), "figures": records.figures(record)}
+    return [{**job_record.record_json(record), "figures": job_record.figures(record)}
             for record in found]
 
 
 def summary_lines(totals: dict) -> list[str]:
-    """:func:`records.summary`'s totals, as lines."""
+    """:func:`job_record.summary`'s totals, as lines."""
     over = totals["over"]
     return [
         f"jobs: {totals['jobs']} ({totals['jobs_with_cpu_figures']} with CPU figures)",

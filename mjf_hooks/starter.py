@@ -78,7 +78,7 @@ def set_up(context: HookContext, backend: str, job_id: str, in_job: bool,
         scratch_dir = os.getcwd()
     job = lifecycle.JobStart(backend, facts, cgroup_pid="self" if in_job else None,
                              scratch_dir=scratch_dir,
-                             gid=gid, uid=uid, pending=not in_job)
+                             gid=gid, features_owner=uid, pending=not in_job)
     return lifecycle.set_up_job(config, log, site, store, job, context.dry_run)
 
 

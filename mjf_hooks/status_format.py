@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from .drainplan import Candidate
-from .status import JobReport
+from .node_status import JobReport
 from .terminal import figure, printable
 
 

@@ -198,7 +198,7 @@ class Store:
 
     # Job features.
     def create_job(self, job_id: str, values: dict[str, str], gid: int | None = None,
-                   uid: int | None = None, pending: bool = False,
+                   features_owner: int | None = None, pending: bool = False,
                    state: dict[str, str] | None = None, status: bool = False,
                    status_uid: int | None = None, usage: bool = False) -> str:
         """Build a job's directory completely, then make it appear at once.
@@ -206,7 +206,7 @@ class Store:
         An existing directory of the same job id (a requeued job, a leftover)
         is replaced. With ``gid`` (root writing for a job's user) the
         directories and files belong to that group, so narrowed modes still
-        let the job read them. With ``uid`` the jobfeatures (and state)
+        let the job read them. With ``features_owner`` the jobfeatures (and state)
         directory belongs to the job's user, so values can be completed from
         inside the job (``pending`` marks that they are to be). ``state``: the
         suite's bookkeeping files for the job. With ``status`` an empty ``jobstatus/``
@@ -220,12 +220,12 @@ class Store:
             temp = jobs.make_temp_dir(_TEMP_PREFIX + name[:64], self.dir_mode, gid)
             try:
                 with jobs.open_subdir(temp) as top:
-                    with top.make_dir(JOB_FEATURES_DIR, self.dir_mode, gid, uid) as features:
+                    with top.make_dir(JOB_FEATURES_DIR, self.dir_mode, gid, features_owner) as features:
                         for key, content in values.items():
                             features.create(key, content, self.file_mode, gid)
                     state = {**(state or {}), **({PENDING_MARKER: ""} if pending else {})}
                     if state:
-                        with top.make_dir(STATE_DIR, self.dir_mode, gid, uid) as bookkeeping:
+                        with top.make_dir(STATE_DIR, self.dir_mode, gid, features_owner) as bookkeeping:
                             for entry, content in state.items():
                                 bookkeeping.create(entry, content, self.file_mode, gid)
                     if status:

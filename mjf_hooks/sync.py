@@ -28,8 +28,8 @@ import os
 import time
 
 from . import batch, drain, lifecycle
-from .command import ask
 from .config import Config
+from .external_command import ask
 from .log import Log
 from .probe import process
 from .store import BACKEND_MARKER, JOBS_DIR, RUNNER_MARKER, Store
@@ -91,9 +91,9 @@ def _empty_trash(store: Store, log: Log) -> list[str]:
 
 
 def _file_records(config: Config, log: Log) -> list[str]:
-    from . import record_files
+    from . import record_store
 
-    filed = record_files.ingest(config, log)
+    filed = record_store.ingest(config, log)
     done = [f"filed {filed} job record(s) handed in by jobs' users"] if filed else []
     for line in done:
         log.info(line)
@@ -101,9 +101,9 @@ def _file_records(config: Config, log: Log) -> list[str]:
 
 
 def _expire_records(config: Config, log: Log, now: float) -> list[str]:
-    from . import record_files
+    from . import record_store
 
-    removed = record_files.expire(config, now)
+    removed = record_store.expire(config, now)
     done = [f"removed {removed} job record(s) older than {config.records_keep_days} days "
             f"from {config.records_dir}"] if removed else []
     for line in done:

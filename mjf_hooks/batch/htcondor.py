@@ -1,6 +1,6 @@
 """HTCondor: a job's ``.machine.ad``/``.job.ad`` and wrapper environment -> job facts.
 
-Pure functions of parsed ads (:mod:`mjf_hooks.batch.classad`); the wrapper in
+Pure functions of parsed ads (:mod:`mjf_hooks.classad_files`); the wrapper in
 :mod:`mjf_hooks.cli.htcondor` reads the files. Facts (HTCondor's manual, README "HTCondor"):
 
 * the slot's ``Cpus``, ``Memory`` (MiB) and ``Disk`` (KiB) are what the job got;
@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from .. import spec
-from .classad import Expression
+from ..classad_files import Expression
 
 MIB = 2**20
 KIB = 2**10

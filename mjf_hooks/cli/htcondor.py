@@ -23,8 +23,8 @@ import os
 import sys
 import time
 
-from .. import features, lifecycle, spec
-from ..batch import classad, htcondor
+from .. import classad_files, features, lifecycle, spec
+from ..batch import htcondor
 from ..errors import SiteInputError
 from ..hook import COMMON_HELP, HookContext, exec_job, run_hook
 from ..options import UsageError
@@ -97,7 +97,7 @@ def _read_ad(context: HookContext, variable: str) -> dict | None:
         context.log.warning(f"${variable} is not set: its values are not written")
         return None
     try:
-        return classad.read_ad(path)
+        return classad_files.read_ad(path)
     except (OSError, ValueError) as error:
         reason = getattr(error, "strerror", None) or str(error)
         context.log.warning(f"${variable} {path}: {reason}: its values are not written")
@@ -154,10 +154,11 @@ def _job_exit(context: HookContext) -> int:
     if not scratch or not scratch.startswith("/") or not os.path.isdir(scratch):
         raise SiteInputError("$_CONDOR_SCRATCH_DIR is not an existing absolute path: "
                              "not run by HTCondor's starter?")
-    data = sys.stdin.buffer.read(classad.MAX_AD_BYTES + 1)
-    if len(data) > classad.MAX_AD_BYTES:
-        raise SiteInputError(f"the job ad on stdin is larger than {classad.MAX_AD_BYTES} bytes")
-    final_ad = classad.parse_ad(data.decode("utf-8", "replace"))
+    data = sys.stdin.buffer.read(classad_files.MAX_AD_BYTES + 1)
+    if len(data) > classad_files.MAX_AD_BYTES:
+        raise SiteInputError(
+            f"the job ad on stdin is larger than {classad_files.MAX_AD_BYTES} bytes")
+    final_ad = classad_files.parse_ad(data.decode("utf-8", "replace"))
     warnings: list[str] = []
     found = htcondor.job_id_of(final_ad, config.backend[htcondor.NAME].get("job_id", "global"),
                                warnings)

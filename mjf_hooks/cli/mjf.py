@@ -2,7 +2,7 @@
 
 ``mjf run``, ``mjf machine``, ``mjf sync`` and ``mjf htcondor-wrapper`` are hooks
 (:mod:`mjf_hooks.cli.hook_commands`), dispatched here without importing click, as is
-``mjf status set`` (a pilot's update, :mod:`mjf_hooks.cli.status_set`); every
+``mjf status set`` (a pilot's update, :mod:`mjf_hooks.cli.mjf_status_set`); every
 other subcommand is interactive and served by click (:mod:`mjf_hooks.cli.interactive`).
 """
 
@@ -18,7 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] in HOOK_COMMANDS:
         return HOOK_COMMANDS[argv[0]](argv[1:])
     if argv[:2] == ["status", "set"]:  # a pilot's update, at every payload start and end
-        from .status_set import main as status_set
+        from .mjf_status_set import main as status_set
 
         return status_set(argv[2:])
     from .interactive import cli

@@ -55,7 +55,7 @@ def drain_command(in_: str | None, at: str | None, cancel: bool, plan: bool,
 
 def _drain_plan(config, store, log, within: int, apply_: bool, as_json: bool,
                 force: bool) -> None:
-    from .. import drain, drainplan, status
+    from .. import drain, drainplan, node_status
     from ..status_format import DrainPlan
 
     grace, promise = drain.earliest_notice(config, store)
@@ -64,7 +64,7 @@ def _drain_plan(config, store, log, within: int, apply_: bool, as_json: bool,
             f"the window ends in {within} s, before the earliest shutdown allowed "
             f"({promise} = {grace} s from now): give a longer --within")
     # May wait for pilots' locks: now is taken after.
-    reports = status.collect(config, log=log)
+    reports = node_status.collect(config, log=log)
     now = int(time.time())
     earliest, latest = now + grace, now + within
     candidates = drainplan.plan(reports, now, earliest, latest)
@@ -94,16 +94,16 @@ def status_command(as_json: bool, timeout: float, jobs: tuple[str, ...]) -> None
     Exit 1 if a named job is not found.
     """
     from .. import config as config_module
-    from .. import status, status_format
+    from .. import node_status, status_format
     from ..log import Log
 
     try:
         config = config_module.load()
-        reports = status.collect(config, jobs, timeout, Log("mjf status", config.log))
+        reports = node_status.collect(config, jobs, timeout, Log("mjf status", config.log))
     except MJFError as error:
         raise click.ClickException(str(error)) from None
     now = int(time.time())
-    ordered = status.least_critical_first(reports, now)
+    ordered = node_status.least_critical_first(reports, now)
     if as_json:
         click.echo(json.dumps(status_format.status_json(ordered, now), indent=2))
     else:

@@ -23,20 +23,20 @@ def records_command(since: str | None, as_json: bool, summary: bool) -> None:
     wall_limit_secs - and the jobs that went past a promise; --summary totals them.
     """
     from .. import config as config_module
-    from .. import record_files, records, records_format, timeparse
+    from .. import job_record, record_store, records_format, timeparse
 
     try:
         config = config_module.load()
         if not config.records_dir:
             raise MJFError(f"{config.path}: no records are kept here: set [records] dir")
         start = None if since is None else timeparse.parse_since(since, int(time.time()))
-        listing = record_files.read_all(config.records_dir, start)
+        listing = record_store.read_all(config.records_dir, start)
     except MJFError as error:
         raise click.ClickException(str(error)) from None
     found = []
     for data in listing.records:
         try:
-            found.append(records.record_from_json(data))
+            found.append(job_record.record_from_json(data))
         except (ValueError, TypeError, RecursionError):
             job = data.get("job_id")
             listing.unreadable.append(
@@ -44,7 +44,7 @@ def records_command(since: str | None, as_json: bool, summary: bool) -> None:
     for what in listing.unreadable:
         click.echo(f"mjf records: {what} is not a record: skipped", err=True)
     if summary:
-        totals = records.summary(found)
+        totals = job_record.summary(found)
         click.echo(json.dumps(totals, indent=2) if as_json
                    else "\n".join(records_format.summary_lines(totals)))
         return

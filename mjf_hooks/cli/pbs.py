@@ -169,7 +169,7 @@ def set_up(context: HookContext, attributes: dict[str, str]) -> str:
     start = lifecycle.JobStart(pbs.NAME, facts, cgroup_pid=None,
                                scratch_dir=tmpdir if os.path.isdir(tmpdir)
                                else os.path.dirname(tmpdir),
-                               gid=gid, user=uid)
+                               gid=gid, job_uid=uid)
     return lifecycle.start_job(config, store, log, machine, start, context.dry_run)
 
 

@@ -112,7 +112,7 @@ def prolog(context: HookContext, args: list[str]) -> int:
     job = lifecycle.JobStart(
         slurm.NAME, facts, cgroup_pid="self" if in_job else None,
         scratch_dir=config.backend[slurm.NAME].get("scratch_dir") or settings.get("tmpfs", "/tmp"),
-        gid=gid, uid=uid if pending else None, pending=pending, user=uid,
+        gid=gid, features_owner=uid if pending else None, pending=pending, job_uid=uid,
         reports_usage=uid is not None)
     lifecycle.start_job(config, store, log, machine, job, context.dry_run)
     return 0

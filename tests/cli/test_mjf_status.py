@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from mjf_hooks import config as config_module
-from mjf_hooks import jobstatus, status, store_locations
+from mjf_hooks import jobstatus, node_status, store_locations
 from mjf_hooks.cli.interactive import cli
 from mjf_hooks.probe import process
 from mjf_hooks.store import BACKEND_MARKER, Store
@@ -564,7 +564,7 @@ def test_a_standalone_run_counts_while_its_runner_runs_bounded_by_the_kernel(bus
     assert plan["unverified"] == []
     [job] = [job for job in plan["candidates"][0]["jobs"] if job["job_id"] == "run"]
     cpus = len(os.sched_getaffinity(pid))
-    reports = {report.job_id: report for report in status.collect(config_module.load())}
+    reports = {report.job_id: report for report in node_status.collect(config_module.load())}
     counted = reports["run"].counted
     assert counted.startswith(f"its runner process {pid} (uid {NOBODY}) runs"), counted
     assert f"allocated_cpu 1000000 counted as {cpus}, the CPUs process {pid} may run on" \
@@ -578,6 +578,6 @@ def test_one_job_alone_in_its_htcondor_scratch_counts(busy, tmp_path):
     require(os.geteuid() == 0, "needs root: the scratch is another user's")
     plant(tmp_path / "execute" / "dir_9" / ".mjf", "condor-job", backend="htcondor", cpus=2,
           end_in=4000)
-    reports = {report.job_id: report for report in status.collect(config_module.load())}
+    reports = {report.job_id: report for report in node_status.collect(config_module.load())}
     assert reports["condor-job"].counted == "it is alone in the scratch htcondor made for its job"
     assert reports["condor-job"].unverified is None

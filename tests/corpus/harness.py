@@ -17,10 +17,10 @@ import signal
 import stat
 import sys
 
-from mjf_hooks import command, probe, spec, sync
 from mjf_hooks import config as config_module
+from mjf_hooks import external_command, probe, spec, sync
 from mjf_hooks.batch import htcondor as htcondor_batch
-from mjf_hooks.command import CommandError
+from mjf_hooks.external_command import CommandError
 from mjf_hooks.probe import cgroup, cpu
 from mjf_hooks.store import JOB_DIR_NAME_CHARS, job_dir_name
 from tests.corpus.mutations import (
@@ -113,7 +113,7 @@ class Sandbox:
         patch = self.monkeypatch.setattr
         for module in (cgroup, cpu):
             patch(module, "read_text", self.read_text)
-        for module in [command, sync, *self._hook_modules()]:
+        for module in [external_command, sync, *self._hook_modules()]:
             if hasattr(module, "run_command"):
                 patch(module, "run_command", self._run_command)
         patch(htcondor_batch, "CONDOR_STATUS", self.path("bin/condor_status"))

@@ -1015,7 +1015,7 @@ def output_cases(entry: str, command: str, output: str, fields: tuple[str, ...])
     """What a batch-system command prints, field by field and as a whole; and failing.
 
     ``command`` names the output (``scontrol-partition``: scontrol's second record)."""
-    from mjf_hooks.command import CommandError
+    from mjf_hooks.external_command import CommandError
 
     program = command.split("-")[0]
     cases = [

@@ -517,7 +517,7 @@ def build_cases() -> list[Case]:
     return cases
 
 
-# The days a record of a case may be filed under (record_files.day_name, UTC): the clock's
+# The days a record of a case may be filed under (record_store.day_name, UTC): the clock's
 # (today's, or tomorrow's where the corpus runs over midnight), the recorded 24.11 Epilog's
 # SLURM_JOB_END_TIME, the Grid Engine usage file's end_time.
 RECORD_DAYS = tuple(sorted({time.strftime("%Y-%m-%d", time.gmtime(when)) for when in (
@@ -539,7 +539,7 @@ def _stdin_cases(name: str) -> list[Case]:
     attribute (mutations.ad_cases: without a job id set-up fails), and larger than an ad
     can be (classad.MAX_AD_BYTES, as a sparse file). Only a broken id can name another
     job: elsewhere the job's directory goes."""
-    from mjf_hooks.batch.classad import MAX_AD_BYTES
+    from mjf_hooks.classad_files import MAX_AD_BYTES
 
     cases = ad_cases(name, "_CONDOR_JOB_AD", FINAL_AD_PATH, FINAL_AD, (
         "GlobalJobId", "ClusterId", "ProcId", "RemoteUserCpu", "RemoteSysCpu",
@@ -607,7 +607,7 @@ def _pbs_qstat_cases(name: str) -> list[Case]:
     """What ``qstat -f JOB`` prints an OpenPBS prologue (whose argv names only the job, its
     user and group) broken as a whole, attribute by attribute, naming another job; failing.
     It only gives values: set-up goes on with what the argv says."""
-    from mjf_hooks.command import CommandError
+    from mjf_hooks.external_command import CommandError
 
     # Where qstat gives nothing of the job, its CPUs are unknown (the argv has none).
     lost = ("qstat", "allocated_cpu")
@@ -1418,7 +1418,7 @@ def check_baseline_job(sandbox, entry: Entry, outcome, jobstatus: bool = False) 
     return problems
 
 
-# What each end-of-job hook's record holds (record_files.contents with format = sss, apel):
+# What each end-of-job hook's record holds (record_store.contents with format = sss, apel):
 # the JSON and the SSS XML always, the APEL message where the record has a CPU time - the
 # TaskEpilog's report (Slurm 22.05, after its task), the shepherd's usage file, the final
 # job ad; not an LSF post-exec's, nor a 24.11 Epilog's without a report.

@@ -28,11 +28,11 @@ from pathlib import Path
 
 import pytest
 
-from mjf_hooks import record_files, spec
-from mjf_hooks.batch import classad, htcondor
+from mjf_hooks import classad_files, record_store, spec
+from mjf_hooks.batch import htcondor
 from mjf_hooks.config import parse
 from mjf_hooks.errors import StoreError
-from mjf_hooks.records import (
+from mjf_hooks.job_record import (
     MAX_NUMBER,
     MAX_TIME,
     Record,
@@ -53,7 +53,7 @@ SECRET = "31337424242"
 
 def recorded_hand_in() -> dict:
     """What the job-exit hook hands in for the recorded final ad: the JSON of its record."""
-    ad = classad.parse_ad((FIXTURES / "htcondor-23.9/job-exit-hook-stdin.ad").read_text())
+    ad = classad_files.parse_ad((FIXTURES / "htcondor-23.9/job-exit-hook-stdin.ad").read_text())
     delivered, owner = htcondor.exit_facts(ad)
     job_id, _ = htcondor.job_id_of(ad, "global", [])
     delivered["end_time"] = (1795630299, "the clock as the job's end ran")
@@ -148,7 +148,7 @@ def expected_filed(text: str | bytes) -> bool:
         limit = MAX_TIME if name in ("start_time", "end_time") else MAX_NUMBER
         return 0 <= value <= limit
 
-    from mjf_hooks.records import DELIVERED, REQUESTED
+    from mjf_hooks.job_record import DELIVERED, REQUESTED
 
     if not all(number_ok(name, requested.get(name)) for name in REQUESTED):
         return False
@@ -211,7 +211,7 @@ def site(tmp_path):
     records = tmp_path / "records"
     config = parse(f"[mjf]\nbase_dir = {tmp_path}/base\n[records]\ndir = {records}\n"
                    "format = sss, apel\nsite = TEST\n", "/test/mjf.conf")
-    assert record_files.ingest(config, LeveledLog()) == 0  # the drop box, as `mjf sync` makes it
+    assert record_store.ingest(config, LeveledLog()) == 0  # the drop box, as `mjf sync` makes it
     return config, records, tmp_path
 
 
@@ -243,7 +243,7 @@ def everything(directory: Path) -> dict[str, bytes | None]:
 def check_filed(records: Path) -> list[dict]:
     """The records filed, through what `mjf records` does with them."""
     found = []
-    for data in record_files.read_all(str(records)).records:
+    for data in record_store.read_all(str(records)).records:
         record = record_from_json(data)
         figures(record)
         sss_xml(record)
@@ -259,7 +259,7 @@ def test_hand_in(site, label, content):
     # Root's own record of the job, same end second: what an attacker would replace.
     root_record = Record("vm#1.0#1795630282", end_time=1795630299,
                          sources={"end_time": "the epilog's clock"})
-    record_files.write(config, root_record)
+    record_store.write(config, root_record)
     # Without root's note that the job was root's (an earlier version wrote none): the
     # hand-in is then filed when it is a record - under a name of its own.
     for note in (records / "ended").glob("*/*"):
@@ -270,7 +270,7 @@ def test_hand_in(site, label, content):
     hand_in(drop, "1795630299-victim.2.json", json.dumps(victim).encode(), VICTIM, tmp_path)
     before = everything(records)
     log = LeveledLog()
-    filed = record_files.ingest(config, log)
+    filed = record_store.ingest(config, log)
     expected = isinstance(content, bytes) and expected_filed(content)
     messages = [message for _, message in log.lines]
     assert os.listdir(drop) == [], os.listdir(drop)
@@ -296,7 +296,7 @@ def test_hand_in(site, label, content):
         assert filed == 1, messages
         assert len(about) == 1, messages
         assert attackers == []
-    assert record_files.ingest(config, LeveledLog()) == 0
+    assert record_store.ingest(config, LeveledLog()) == 0
 
 
 @pytest.mark.parametrize("label, name", NAMES, ids=[label for label, _ in NAMES])
@@ -307,7 +307,7 @@ def test_a_name_that_is_no_hand_in_is_removed(site, label, name):
     hand_in(drop, "1795630299-victim.2.json", json.dumps(dict(BASE, job_id="victim")).encode(),
             VICTIM, tmp_path)
     log = LeveledLog()
-    assert record_files.ingest(config, log) == 1
+    assert record_store.ingest(config, log) == 1
     assert os.listdir(drop) == []
     (line,) = [message for _, message in log.lines]
     assert "removed 1 file(s) that are not records handed in by a user" in line

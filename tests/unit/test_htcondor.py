@@ -4,11 +4,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mjf_hooks.batch import classad, htcondor
+from mjf_hooks import classad_files
+from mjf_hooks.batch import htcondor
 from tests.conftest import FIXTURES, fixture_text
 
-JOB_AD = classad.parse_ad(fixture_text("htcondor-23.9/job.ad"))
-MACHINE_AD = classad.parse_ad(fixture_text("htcondor-23.9/machine.ad"))
+JOB_AD = classad_files.parse_ad(fixture_text("htcondor-23.9/job.ad"))
+MACHINE_AD = classad_files.parse_ad(fixture_text("htcondor-23.9/machine.ad"))
 
 
 @pytest.mark.parametrize(("text", "value"), [
@@ -16,10 +17,10 @@ MACHINE_AD = classad.parse_ad(fixture_text("htcondor-23.9/machine.ad"))
     ("6e-1", 0.6), ("true", True), ("FALSE", False), ("undefined", None),
     ('"vm#1.0#1795319385"', "vm#1.0#1795319385"), ('""', ""),
     ('"say \\"hi\\"\\n"', 'say "hi"\n'), ('"back\\\\slash"', "back\\slash"),
-    ('"\\101"', "A"), ("error", classad.ERROR),
+    ('"\\101"', "A"), ("error", classad_files.ERROR),
 ])
 def test_literals(text, value):
-    assert classad.parse_value(text) == value
+    assert classad_files.parse_value(text) == value
 
 
 @pytest.mark.parametrize("text", [
@@ -28,7 +29,7 @@ def test_literals(text, value):
     "inf", "nan", "1e", "",
 ])
 def test_everything_else_is_an_unevaluated_expression(text):
-    assert classad.parse_value(text) == classad.Expression(text)
+    assert classad_files.parse_value(text) == classad_files.Expression(text)
 
 
 def test_recorded_ads():
@@ -37,26 +38,27 @@ def test_recorded_ads():
     assert JOB_AD["arguments"].startswith("-c echo' 'job' 'FOO=$FOO;'")
     assert MACHINE_AD["cpus"] == 1 and MACHINE_AD["memory"] == 384
     assert MACHINE_AD["totalcpus"] == 2.0
-    assert MACHINE_AD["machinemaxvacatetime"] == classad.Expression("10 * 60")
+    assert MACHINE_AD["machinemaxvacatetime"] == classad_files.Expression("10 * 60")
     assert MACHINE_AD["addressv1"].startswith("{[ p=\"primary\"")
 
 
 def test_names_are_case_insensitive_and_junk_lines_skipped():
-    ad = classad.parse_ad("Cpus = 4\n\n# comment\nnot an attribute\n9x = 1\n a-b = 2\nMEMORY=2\n")
+    ad = classad_files.parse_ad(
+        "Cpus = 4\n\n# comment\nnot an attribute\n9x = 1\n a-b = 2\nMEMORY=2\n")
     assert ad == {"cpus": 4, "memory": 2}
 
 
 @given(st.text(max_size=60))
 def test_any_value_text_parses_to_something(text):
-    value = classad.parse_value(text.strip())
+    value = classad_files.parse_value(text.strip())
     assert value is None or isinstance(
-        value, (bool, int, float, str, classad.Expression, classad.Error))
+        value, (bool, int, float, str, classad_files.Expression, classad_files.Error))
 
 
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40))
 def test_strings_round_trip_through_escaping(text):
     escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    assert classad.parse_value(f'"{escaped}"') == text
+    assert classad_files.parse_value(f'"{escaped}"') == text
 
 
 def test_facts_from_a_recorded_job():
@@ -92,7 +94,7 @@ def test_fallbacks_when_the_slot_does_not_say():
 
 @pytest.mark.parametrize(("attribute", "value", "warning"), [
     ("cpus", "four", "machine ad Cpus is 'four', not a whole number"),
-    ("cpus", classad.Expression("RequestCpus * 2"), "machine ad Cpus is an unevaluated"),
+    ("cpus", classad_files.Expression("RequestCpus * 2"), "machine ad Cpus is an unevaluated"),
     ("cpus", True, "machine ad Cpus is True"),
     ("memory", -1, "machine ad Memory = -1 is out of range"),
     ("memory", 2**80, "is out of range"),
@@ -116,7 +118,7 @@ def test_cron_attributes():
 def test_read_ad_limits_size_and_decodes_anything(tmp_path):
     path = tmp_path / "ad"
     path.write_bytes(b"Name = \"caf\xe9\"\nCpus = 2\n")
-    assert classad.read_ad(str(path)) == {"name": "caf\ufffd", "cpus": 2}
+    assert classad_files.read_ad(str(path)) == {"name": "caf\ufffd", "cpus": 2}
     with pytest.raises(OSError):
-        classad.read_ad(str(tmp_path / "missing"))
+        classad_files.read_ad(str(tmp_path / "missing"))
     assert FIXTURES.exists()

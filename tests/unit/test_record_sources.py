@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mjf_hooks import records
-from mjf_hooks.batch import classad, gridengine, htcondor, slurm
+from mjf_hooks import classad_files, job_record
+from mjf_hooks.batch import gridengine, htcondor, slurm
 from mjf_hooks.probe import cgroup
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -78,10 +78,10 @@ def test_a_counter_that_is_not_a_number_is_not_taken(fs, text):
 
 
 def test_the_usage_report_carries_the_two_values_and_root_names_its_own_source():
-    report = records.usage_report({"cpu_secs": (9.7762, "x"), "peak_memory_bytes": (5, "y"),
+    report = job_record.usage_report({"cpu_secs": (9.7762, "x"), "peak_memory_bytes": (5, "y"),
                                    "wall_secs": (3, "z")})
     assert report == "cpu_secs 9.7762\npeak_memory_bytes 5\n"
-    assert records.parse_usage_report(report, "the TaskEpilog") == {
+    assert job_record.parse_usage_report(report, "the TaskEpilog") == {
         "cpu_secs": (9.7762, "the TaskEpilog"), "peak_memory_bytes": (5, "the TaskEpilog")}
 
 
@@ -91,12 +91,12 @@ def test_the_usage_report_carries_the_two_values_and_root_names_its_own_source()
     "end_time 5\n", "cpu_secs\n", "cpu_secs 5 6\n", "\0\0\0",
 ])
 def test_a_report_value_that_is_not_a_plain_bounded_number_is_left_out(text):
-    assert records.parse_usage_report(text, "s") == {}
+    assert job_record.parse_usage_report(text, "s") == {}
 
 
 @given(st.text(max_size=300))
 def test_no_report_text_makes_the_parser_fail_or_yield_a_bad_value(text):
-    for value, source in records.parse_usage_report(text, "s").values():
+    for value, source in job_record.parse_usage_report(text, "s").values():
         assert 0 <= value < 1e16 and source == "s"
 
 
@@ -136,7 +136,7 @@ def test_a_usage_file_without_usable_values_gives_what_it_has(text):
 
 def test_htcondors_final_job_ad_given_to_the_job_exit_hook():
     # Recorded on HTCondor 23.9 (procd sampling every second, no cgroups on that host).
-    ad = classad.parse_ad((FIXTURES / "htcondor-23.9/job-exit-hook-stdin.ad").read_text())
+    ad = classad_files.parse_ad((FIXTURES / "htcondor-23.9/job-exit-hook-stdin.ad").read_text())
     facts, owner = htcondor.exit_facts(ad)
     assert owner == "mjfuser1"
     assert facts == {
@@ -149,6 +149,6 @@ def test_htcondors_final_job_ad_given_to_the_job_exit_hook():
 
 
 def test_an_exit_ad_with_odd_values_gives_only_the_sound_ones():
-    ad = classad.parse_ad('JobDuration = "long"\nRemoteUserCpu = -1.0\nRemoteSysCpu = 0.0\n'
+    ad = classad_files.parse_ad('JobDuration = "long"\nRemoteUserCpu = -1.0\nRemoteSysCpu = 0.0\n'
                           "ResidentSetSize = true\nOwner = 5\n")
     assert htcondor.exit_facts(ad) == ({}, None)

@@ -1,5 +1,5 @@
-"""`mjf_hooks.status` (the draft-0.99 figures of each job) and `mjf_hooks.drainplan` (the
-shutdown time that wastes least), on JobReports built by hand; and `status.collect` on a
+"""`mjf_hooks.node_status` (the draft-0.99 figures of each job) and `mjf_hooks.drainplan` (the
+shutdown time that wastes least), on JobReports built by hand; and `node_status.collect` on a
 real store."""
 
 import os
@@ -8,7 +8,7 @@ import time
 import pytest
 
 from mjf_hooks import config as config_module
-from mjf_hooks import drainplan, jobstatus, status, store_locations
+from mjf_hooks import drainplan, jobstatus, node_status, store_locations
 from mjf_hooks.store import Store
 from tests import lock_holder
 from tests.conftest import require
@@ -19,7 +19,7 @@ NOW = 1795000000
 def report(job_id="j", features=None, values=None, offered=True, unreadable=None):
     """A job as `mjf status` sees it: its jobfeatures, and its pilot's values (None: no
     status read)."""
-    job = status.JobReport(job_id, f"/base/jobs/{job_id}/jobstatus", dict(features or {}))
+    job = node_status.JobReport(job_id, f"/base/jobs/{job_id}/jobstatus", dict(features or {}))
     job.offered = offered
     job.unreadable = unreadable
     if values is not None:
@@ -146,7 +146,7 @@ def test_least_critical_first():
         report("g", four),  # reports nothing: assumed kill 4 * 100 = 400
         report("0", EIGHT, {"used_CPU": 1, "last_job_start": NOW - 100}),  # as a, by id
     ]
-    ordered = [job.job_id for job in status.least_critical_first(jobs, NOW)]
+    ordered = [job.job_id for job in node_status.least_critical_first(jobs, NOW)]
     assert ordered == ["b", "d", "0", "a", "c", "g", "e", "f"]
 
 
@@ -161,7 +161,7 @@ def test_priority_factor_orders_only_one_users_jobs():
 
     jobs = [owned("a1", 1001, 5), owned("b1", 1002, -9), owned("a2", 1001, 1),
             owned("b2", 1002, 3)]
-    ordered = [job.job_id for job in status.least_critical_first(jobs, NOW)]
+    ordered = [job.job_id for job in node_status.least_critical_first(jobs, NOW)]
     assert ordered == ["a2", "a1", "b1", "b2"]
 
 
@@ -330,7 +330,7 @@ def test_collect_reads_every_job_and_waits_once_for_all_held_locks(node):
     jobstatus.update({"used_CPU": 1}, str(base / "jobs/j5/jobstatus"))
     with lock_holder.held(*(base / f"jobs/{name}/jobstatus/used_CPU" for name in ("j2", "j5"))):
         started = time.monotonic()
-        reports = {job.job_id: job for job in status.collect(config, timeout=1)}
+        reports = {job.job_id: job for job in node_status.collect(config, timeout=1)}
         took = time.monotonic() - started
     assert 1 <= took < 1.9  # not 1 s for each of the two held locks
     assert sorted(reports) == ["j1", "j2", "j3", "j4", "j5"]
@@ -345,7 +345,7 @@ def test_collect_reads_every_job_and_waits_once_for_all_held_locks(node):
     assert reports["j3"].describe() == "reports nothing"
     assert reports["j4"].describe().startswith("no $JOBSTATUS")
     # Named jobs only; the lock now free.
-    reports = status.collect(config, ("j2", "j9"), timeout=0.5)
+    reports = node_status.collect(config, ("j2", "j9"), timeout=0.5)
     assert [job.job_id for job in reports] == ["j2"] and reports[0].status.values == {
         "used_CPU": 3}
     assert not [path for path in open_files() if path.startswith(str(base))]  # all closed
@@ -370,7 +370,7 @@ def test_collect_reports_a_broken_jobstatus_and_shows_the_others(node):
     (base / "jobs/dir/jobstatus/used_CPU").mkdir()
     (base / "jobs/link/jobstatus").rmdir()
     os.symlink(base / "jobs/ok/jobstatus", base / "jobs/link/jobstatus")
-    reports = {job.job_id: job for job in status.collect(config, timeout=0.1)}
+    reports = {job.job_id: job for job in node_status.collect(config, timeout=0.1)}
     assert reports["ok"].status.values == {}  # used_CPU above allocated_cpu: refused
     assert "allocated_cpu 2" in reports["ok"].status.problems["used_CPU"]
     assert reports["ok"].describe() == "reports no valid used_CPU"
@@ -386,11 +386,11 @@ def test_collect_takes_only_the_files_of_the_jobstatus_owner(node):
     directory = base / "jobs/u/jobstatus"
     assert directory.stat().st_uid == 65534
     jobstatus.update({"used_CPU": 1, "priority_factor": 4}, str(directory))  # root's files
-    [job] = status.collect(config, timeout=0.1)
+    [job] = node_status.collect(config, timeout=0.1)
     assert job.unreadable == (f"{directory}/used_CPU belongs to uid 0, not the job's user "
                               "65534")
     os.chown(directory / "used_CPU", 65534, 65534)  # the pilot's, but for one
-    [job] = status.collect(config, timeout=0.1)
+    [job] = node_status.collect(config, timeout=0.1)
     assert job.status.values == {"used_CPU": 1}
     assert job.status.problems == {
         "priority_factor": "priority_factor belongs to uid 0, not the job's user 65534"}
@@ -422,5 +422,5 @@ def test_an_unverified_job_is_never_the_least_critical():
     cheap = report("cheap", features={"allocated_cpu": 1, "jobstart_secs": NOW - 10})
     dear = report("dear", features={"allocated_cpu": 8, "jobstart_secs": NOW - 10000})
     cheap.unverified = "its runner process 4242 has ended"
-    assert [job.job_id for job in status.least_critical_first([cheap, dear], NOW)] == [
+    assert [job.job_id for job in node_status.least_critical_first([cheap, dear], NOW)] == [
         "dear", "cheap"]

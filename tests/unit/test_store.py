@@ -419,7 +419,7 @@ def test_removing_what_a_job_made_takes_bounded_time_the_rest_waits_in_the_trash
 def test_a_user_look_alike_of_our_temporary_files_is_not_swept_by_root(tmp_path):
     require(os.geteuid() == 0, "needs root to own files as another user")
     store = Store(str(tmp_path / "base"))
-    features = Path(store.create_job("7", VALUES, uid=4321, pending=True))
+    features = Path(store.create_job("7", VALUES, features_owner=4321, pending=True))
     dead = _dead_pid()
     planted = features / f".max_rss_bytes.{dead}.0badcafe"
     planted.write_text("1")
