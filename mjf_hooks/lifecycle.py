@@ -103,14 +103,14 @@ class JobStart:
     process in the job's cgroup (None where it does not exist yet); ``scratch_dir``:
     where the job's scratch space is; ``gid``: the job's group, when root writes for
     it (the job may read what root wrote); ``features_owner``: the uid that owns
-    ``jobfeatures/`` - the job's user, when its values are ``pending``: to be completed
-    from inside the job (:func:`complete_if_pending`), else None (root, or the writer); ``runner``: the identity of the process the job
-    lives in, where no batch system will say when it ended (standalone); ``backend``:
-    the batch system that runs the job, recorded for `mjf sync`; ``job_uid``: the job's
-    user, when root writes for it (its ``jobstatus/`` is that user's; defaults to
-    ``features_owner``); ``reports_usage``:
-    a hook of the job's user reports what the job used (into ``usage/``, where records
-    are kept), since root's end of the job cannot measure it.
+    ``jobfeatures/`` - the job's user, when its values are ``pending``: to be
+    completed from inside the job (:func:`complete_if_pending`), else None (root, or
+    the writer); ``runner``: the identity of the process the job lives in, where no
+    batch system will say when it ended (standalone); ``backend``: the batch system
+    that runs the job, recorded for `mjf sync`; ``job_uid``: the job's user, when root
+    writes for it (its ``jobstatus/`` is that user's; defaults to ``features_owner``);
+    ``reports_usage``: a hook of the job's user reports what the job used (into
+    ``usage/``, where records are kept), since root's end of the job cannot measure it.
     """
 
     __slots__ = ("backend", "cgroup_pid", "facts", "features_owner", "gid", "job_uid",
