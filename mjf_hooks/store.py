@@ -219,13 +219,14 @@ class Store:
             jobs.sweep_leftovers()
             temp = jobs.make_temp_dir(_TEMP_PREFIX + name[:64], self.dir_mode, gid)
             try:
+                owner = features_owner
                 with jobs.open_subdir(temp) as top:
-                    with top.make_dir(JOB_FEATURES_DIR, self.dir_mode, gid, features_owner) as features:
+                    with top.make_dir(JOB_FEATURES_DIR, self.dir_mode, gid, owner) as features:
                         for key, content in values.items():
                             features.create(key, content, self.file_mode, gid)
                     state = {**(state or {}), **({PENDING_MARKER: ""} if pending else {})}
                     if state:
-                        with top.make_dir(STATE_DIR, self.dir_mode, gid, features_owner) as bookkeeping:
+                        with top.make_dir(STATE_DIR, self.dir_mode, gid, owner) as bookkeeping:
                             for entry, content in state.items():
                                 bookkeeping.create(entry, content, self.file_mode, gid)
                     if status:
