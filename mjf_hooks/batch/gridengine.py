@@ -1,7 +1,7 @@
 """Grid Engine: a job's environment, spool ``config`` and ``qstat`` output -> job facts.
 
 Facts seen on a real Son of Grid Engine 8.1.9 cell (Debian's packages) and in its
-documentation (sge_types(5), queue_conf(5)); pure functions, :mod:`mjf_hooks.cli.gridengine`
+documentation (sge_types(5), queue_conf(5)); pure functions, :mod:`mjf_hooks.hooks.gridengine`
 does the I/O:
 
 * ``JOB_ID``; ``SGE_TASK_ID`` is the array task (``undefined`` outside an array),

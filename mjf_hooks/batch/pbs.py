@@ -1,7 +1,7 @@
 """PBS (OpenPBS, PBS Professional, Torque): a job's attributes -> job facts.
 
 Facts seen on a real OpenPBS 23.06 complex (``tests/fixtures/pbs-23.06/``) and in the
-PBS Professional and Torque documentation; pure functions, :mod:`mjf_hooks.cli.pbs`
+PBS Professional and Torque documentation; pure functions, :mod:`mjf_hooks.hooks.pbs`
 does the I/O. A job is described by its *attributes*, named as ``qstat -f`` prints
 them (``Resource_List.walltime``, ``exec_vnode``, ``euser``...), whoever gave them:
 

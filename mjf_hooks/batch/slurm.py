@@ -1,7 +1,7 @@
 """Slurm: a job's Prolog/TaskProlog environment and ``scontrol`` output -> job facts.
 
 Everything here is a pure function of text (an environment mapping, a line of
-``scontrol show ... -o``); the hook in :mod:`mjf_hooks.cli.slurm` does the I/O.
+``scontrol show ... -o``); the hook in :mod:`mjf_hooks.hooks.slurm` does the I/O.
 Facts are ``{mjf key: (value, source)}`` as :mod:`mjf_hooks.features` expects.
 
 Facts about Slurm's contract (the Slurm docs, and README "Slurm"):

@@ -1,1 +1,2 @@
-"""Entry points. Hook entry points stay click-free (the start-up budget, README "The contract")."""
+"""The ``mjf`` command: the click-free subcommands that are hooks (:mod:`.hook_commands`)
+and the interactive ones (click), one module per subject."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from ..hook import COMMON_HELP, run_hook
+from ..hooks.frame import COMMON_HELP, run_hook
 
 RUN_USAGE = """\
 usage: mjf run [options] [--] CMD [ARGS...]
@@ -32,7 +32,7 @@ Idempotent: unchanged values are not rewritten.
 
 
 def run_command(argv: list[str]) -> int:
-    from ..standalone import run
+    from ..hooks.standalone import run
 
     return run_hook("mjf run", argv, run, RUN_USAGE,
                     valued=("--cpus", "--wall-limit", "--memory", "--job-id"),
@@ -76,7 +76,7 @@ def sync_command(argv: list[str]) -> int:
 
 
 def htcondor_wrapper_command(argv: list[str]) -> int:
-    from .htcondor import wrapper_command
+    from ..hooks.htcondor import wrapper_command
 
     return wrapper_command(argv)
 

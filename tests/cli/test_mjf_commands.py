@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from mjf_hooks.hook import read_env_file, run_hook
+from mjf_hooks.hooks.frame import read_env_file, run_hook
 from mjf_hooks.log import Log
 from tests.conftest import FIXTURES, installed_command
 
@@ -138,24 +138,24 @@ _COMPUTING = {"mjf_hooks.features", "mjf_hooks.probe.cgroup", "mjf_hooks.probe.c
 @pytest.mark.parametrize(("module", "function", "argv", "needs"), [
     ("mjf_hooks.cli.mjf", "main", ["run", "--dry-run", "--", "true"], _COMPUTING),
     ("mjf_hooks.cli.mjf", "main", ["machine", "--dry-run"], _COMPUTING),
-    ("mjf_hooks.cli.slurm", "main", ["prolog", "--dry-run"], _COMPUTING),
-    ("mjf_hooks.cli.slurm", "main", ["epilog", "--dry-run"], set()),
-    ("mjf_hooks.cli.htcondor", "wrapper_command", ["--dry-run", "--", "true"], _COMPUTING),
-    ("mjf_hooks.cli.lsf", "main", ["--dry-run", "starter", "true"], _COMPUTING | {"resource"}),
-    ("mjf_hooks.cli.lsf", "main", ["--dry-run", "post-exec"], set()),
+    ("mjf_hooks.hooks.slurm", "main", ["prolog", "--dry-run"], _COMPUTING),
+    ("mjf_hooks.hooks.slurm", "main", ["epilog", "--dry-run"], set()),
+    ("mjf_hooks.hooks.htcondor", "wrapper_command", ["--dry-run", "--", "true"], _COMPUTING),
+    ("mjf_hooks.hooks.lsf", "main", ["--dry-run", "starter", "true"], _COMPUTING | {"resource"}),
+    ("mjf_hooks.hooks.lsf", "main", ["--dry-run", "post-exec"], set()),
     # pwd: a root prolog writes for the job's user
-    ("mjf_hooks.cli.gridengine", "main", ["--dry-run", "prolog"], _COMPUTING | {"pwd"}),
-    ("mjf_hooks.cli.gridengine", "main", ["--dry-run", "starter", "true"], _COMPUTING),
-    ("mjf_hooks.cli.gridengine", "main", ["--dry-run", "epilog"], set()),
+    ("mjf_hooks.hooks.gridengine", "main", ["--dry-run", "prolog"], _COMPUTING | {"pwd"}),
+    ("mjf_hooks.hooks.gridengine", "main", ["--dry-run", "starter", "true"], _COMPUTING),
+    ("mjf_hooks.hooks.gridengine", "main", ["--dry-run", "epilog"], set()),
     # PBS: the job's attributes on stdin (_PBS_STDIN); pwd: root writes for the job's user
-    ("mjf_hooks.cli.pbs", "main", ["--dry-run", "begin"], _COMPUTING | {"pwd"}),
-    ("mjf_hooks.cli.pbs", "main", ["--dry-run", "launch"], set()),
-    ("mjf_hooks.cli.pbs", "main", ["--dry-run", "end"], set()),
+    ("mjf_hooks.hooks.pbs", "main", ["--dry-run", "begin"], _COMPUTING | {"pwd"}),
+    ("mjf_hooks.hooks.pbs", "main", ["--dry-run", "launch"], set()),
+    ("mjf_hooks.hooks.pbs", "main", ["--dry-run", "end"], set()),
 ])
 def test_hook_paths_import_neither_click_nor_heavy_modules(module, function, argv, needs,
                                                            tmp_path):
     # The start-up budget (README "The contract"): hooks must not import what they do not use.
-    if module in ("mjf_hooks.cli.gridengine", "mjf_hooks.cli.lsf"):
+    if module in ("mjf_hooks.hooks.gridengine", "mjf_hooks.hooks.lsf"):
         # As a queue gives it: their root roles take no $MJF_CONFIG (the job's environment).
         argv = ["--config", str(tmp_path / "mjf.conf"), *argv]
     code = (f"import sys\nfrom {module} import {function}\n"
@@ -170,7 +170,7 @@ def test_hook_paths_import_neither_click_nor_heavy_modules(module, function, arg
            "SLURM_JOB_START_TIME": "1", "SLURM_JOB_END_TIME": "61", "LSB_JOBID": "5",
            "JOB_ID": "5", "USER": pwd.getpwuid(os.getuid()).pw_name}
     stdin = None
-    if module == "mjf_hooks.cli.pbs":  # the recorded hook input, for this machine's user
+    if module == "mjf_hooks.hooks.pbs":  # the recorded hook input, for this machine's user
         stdin = (FIXTURES / f"pbs-23.06/hook-input/{argv[-1]}-a.txt").read_text().replace(
             "pbsuser1", env["USER"])
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

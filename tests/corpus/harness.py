@@ -124,14 +124,14 @@ class Sandbox:
 
         patch(syslog, "openlog", lambda *args, **kwargs: None)
         patch(syslog, "syslog", self._syslog)
-        from mjf_hooks import standalone
+        from mjf_hooks.hooks import standalone
 
         patch(standalone, "_spawn_and_wait", self._spawn)
         self.monkeypatch.chdir(self.d)
 
     @staticmethod
     def _hook_modules():
-        from mjf_hooks.cli import gridengine, htcondor, lsf, slurm
+        from mjf_hooks.hooks import gridengine, htcondor, lsf, slurm
 
         return [slurm, lsf, htcondor, gridengine]
 

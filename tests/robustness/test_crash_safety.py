@@ -70,19 +70,19 @@ main = getattr(__import__(module, fromlist=[function]), function)
 sys.exit(main(argv))
 '''
 MAX_POINTS = 400
-SLURM = "mjf_hooks.cli.slurm:main"
+SLURM = "mjf_hooks.hooks.slurm:main"
 MJF = "mjf_hooks.cli.mjf:main"
 # What a killed hook left, and what a job end had no time for, `mjf sync` removes.
 SYNC = [MJF, "sync"]
 SCONTROL_OUTPUT = fixture_text("slurm-22.05/scontrol-show-job-o.txt")
-GRIDENGINE = "mjf_hooks.cli.gridengine:main"
+GRIDENGINE = "mjf_hooks.hooks.gridengine:main"
 GE = "gridengine-8.1.9"
 GE_JOB = f"{GE}/pe-job"  # qsub -pe smp 2 -l h_rt=1:00:00,h_vmem=1G,h_cpu=1800
 HOST = os.uname().nodename
 # A root prolog gives the job's directory to the job's user, who must exist here.
 USER = pwd.getpwuid(os.getuid()).pw_name
 # What `mjf sync` asks Grid Engine (qstat -u '*' -q '*@host*' -xml): jobs 1 and 2 run.
-PBS = "mjf_hooks.cli.pbs:main"
+PBS = "mjf_hooks.hooks.pbs:main"
 # The job's user and group in the PBS attributes (pbsuser1 where they were recorded).
 GROUP = grp.getgrgid(pwd.getpwnam(USER).pw_gid).gr_name
 QSTAT_XML = "<?xml version='1.0'?>\n<job_info><queue_info>{}</queue_info></job_info>\n".format(

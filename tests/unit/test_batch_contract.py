@@ -58,7 +58,7 @@ def test_each_batch_system_has_what_adding_one_lists(name):
     """README "Adding a batch system": the pieces besides the batch module."""
     missing = [piece for piece, present in [
         (f"[{name}] in config.BACKEND_OPTIONS", name in BACKEND_OPTIONS),
-        (f"mjf_hooks/cli/{name}.py", (ROOT / f"mjf_hooks/cli/{name}.py").is_file()),
+        (f"mjf_hooks/hooks/{name}.py", (ROOT / f"mjf_hooks/hooks/{name}.py").is_file()),
         (f"a bin/mjf-{name}* launcher in setup.cfg's scripts",
          any(script.startswith(f"mjf-{name}") and (ROOT / "bin" / script).is_file()
              for script in _scripts())),

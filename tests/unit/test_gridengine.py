@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from mjf_hooks.batch import gridengine
 from mjf_hooks.errors import SiteInputError
-from mjf_hooks.hook import read_env_file
+from mjf_hooks.hooks.frame import read_env_file
 from tests.conftest import FIXTURES, fixture_text
 
 GIB = 1024 ** 3

@@ -4,7 +4,7 @@ asks its batch system (HookContext.query)."""
 import pytest
 
 from mjf_hooks.config import Config
-from mjf_hooks.hook import HookContext, run_roles
+from mjf_hooks.hooks.frame import HookContext, run_roles
 from mjf_hooks.log import Log
 
 

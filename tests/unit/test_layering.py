@@ -1,5 +1,5 @@
-"""The layers: the library never imports its command-line entry points, and the
-entry points import each other in one direction only."""
+"""The layers: the library never imports its entry points (hooks/, cli/), the hooks
+never the `mjf` command, and the entry points import each other in one direction only."""
 
 import ast
 from pathlib import Path
@@ -23,12 +23,18 @@ def imported_modules(path: Path) -> set[str]:
     return {name for name in found if name.startswith("mjf_hooks")}
 
 
-def test_no_module_outside_cli_imports_from_it():
-    offenders = {
-        str(path.relative_to(PACKAGE)): sorted(name for name in imported_modules(path)
-                                               if name.startswith("mjf_hooks.cli"))
-        for path in PACKAGE.rglob("*.py") if "cli" not in path.relative_to(PACKAGE).parts}
-    assert {path: names for path, names in offenders.items() if names} == {}
+def test_the_library_imports_no_entry_point():
+    """Neither the hooks (hooks/) nor the `mjf` command (cli/) are imported by the
+    library they stand on; the hooks never import the `mjf` command."""
+    def offenders(outside: tuple[str, ...], prefixes: tuple[str, ...]) -> dict:
+        found = {str(path.relative_to(PACKAGE)): sorted(
+                     name for name in imported_modules(path) if name.startswith(prefixes))
+                 for path in PACKAGE.rglob("*.py")
+                 if not set(path.relative_to(PACKAGE).parts) & set(outside)}
+        return {path: names for path, names in found.items() if names}
+
+    assert offenders(("cli", "hooks"), ("mjf_hooks.cli", "mjf_hooks.hooks")) == {}
+    assert offenders(("cli",), ("mjf_hooks.cli",)) == {}
 
 
 def test_the_entry_points_import_in_one_direction():

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from mjf_hooks.batch import slurm
 from mjf_hooks.errors import SiteInputError
-from mjf_hooks.hook import read_env_file
+from mjf_hooks.hooks.frame import read_env_file
 from tests.conftest import FIXTURES, fixture_text
 
 PROLOG_ENV = read_env_file(str(FIXTURES / "slurm-22.05/prolog-sbatch.env"))

@@ -3,7 +3,7 @@ starter_method and by role), on the recorded job 13 (Grid Engine 8.1.9)."""
 
 from __future__ import annotations
 
-from mjf_hooks.cli import gridengine as cli_gridengine
+from mjf_hooks.hooks import gridengine as gridengine_hook
 from tests.conftest import FIXTURES
 from tests.corpus.entries import COMMON_CONFIG, Entry, options, prepare
 from tests.corpus.mutations import (
@@ -41,14 +41,14 @@ def gridengine(role):
     def call(sandbox, case, environ):
         job = [sandbox.expand(arg) for arg in GE_JOB] if role == "starter" else []
         argv = [*options(sandbox, case), role, *job]
-        return sandbox.run(lambda: cli_gridengine.main(argv), environ, case.outputs)
+        return sandbox.run(lambda: gridengine_hook.main(argv), environ, case.outputs)
     return call
 
 
 def gridengine_starter_method(sandbox, case, environ):
     """mjf-gridengine-starter: every argument is the job's (the config comes from MJF_CONFIG)."""
     job = [sandbox.expand(arg) for arg in GE_JOB]
-    return sandbox.run(lambda: cli_gridengine.starter_main(job), environ, case.outputs)
+    return sandbox.run(lambda: gridengine_hook.starter_main(job), environ, case.outputs)
 
 
 def prepare_two_gridengine_jobs(sandbox):

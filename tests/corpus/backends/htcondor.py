@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mjf_hooks.cli import htcondor as cli_htcondor
+from mjf_hooks.hooks import htcondor as htcondor_hook
 from tests.conftest import FIXTURES
 from tests.corpus.entries import COMMON_CONFIG, JOB_ARGV, Entry, options, prepare
 
@@ -26,18 +26,18 @@ CONDOR_ENV = {
 
 def wrapper(sandbox, case, environ):
     argv0 = ["mjf-htcondor-wrapper", *JOB_ARGV]
-    return sandbox.run(cli_htcondor.wrapper_main, environ, case.outputs, argv0=argv0)
+    return sandbox.run(htcondor_hook.wrapper_main, environ, case.outputs, argv0=argv0)
 
 
 def job_exit(sandbox, case, environ):
     argv = options(sandbox, case)
-    return sandbox.run(lambda: cli_htcondor.job_exit_main(argv), environ, case.outputs,
+    return sandbox.run(lambda: htcondor_hook.job_exit_main(argv), environ, case.outputs,
                        stdin=FINAL_AD_PATH)
 
 
 def cron(sandbox, case, environ):
     argv = options(sandbox, case)
-    return sandbox.run(lambda: cli_htcondor.cron_main(argv), environ, case.outputs)
+    return sandbox.run(lambda: htcondor_hook.cron_main(argv), environ, case.outputs)
 
 
 ENTRIES = [

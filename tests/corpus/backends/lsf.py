@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mjf_hooks.cli import lsf as cli_lsf
+from mjf_hooks.hooks import lsf as lsf_hook
 from tests.corpus.entries import COMMON_CONFIG, Entry, options, prepare
 from tests.corpus.mutations import recorded_env
 
@@ -16,7 +16,7 @@ LSF_COMMAND = "echo a b"  # "%USRCMD": one shell command line
 def lsf(role):
     def call(sandbox, case, environ):
         argv = options(sandbox, case) + [role] + ([LSF_COMMAND] if role == "starter" else [])
-        return sandbox.run(lambda: cli_lsf.main(argv), environ, case.outputs)
+        return sandbox.run(lambda: lsf_hook.main(argv), environ, case.outputs)
     return call
 
 

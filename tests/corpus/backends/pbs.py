@@ -3,7 +3,7 @@ prologue and epilogue (OpenPBS's and Torque's argv) and the profile.d export lin
 
 from __future__ import annotations
 
-from mjf_hooks.cli import pbs as cli_pbs
+from mjf_hooks.hooks import pbs as pbs_hook
 from tests.corpus.entries import COMMON_CONFIG, Entry, prepare
 from tests.corpus.mutations import PBS_GROUP, PBS_QSTAT_F, PBS_USER, PBS_WORDS, Case, pbs_hook_input
 
@@ -45,12 +45,12 @@ def pbs(role, words=(), stdin=None):
     """mjf-pbs ROLE [WORDS] (the hook adapter's stdin ``stdin``, where the role reads one),
     /proc/self/mountinfo read from the fake tree (where pbs_cgroups would have put the job)."""
     def call(sandbox, case, environ):
-        sandbox.monkeypatch.setattr(cli_pbs, "read_text", sandbox.read_text)
+        sandbox.monkeypatch.setattr(pbs_hook, "read_text", sandbox.read_text)
         argv = ["--config", sandbox.path("mjf.conf")]
         if case.via_env_file:
             argv += ["--env-file", sandbox.path("job.env")]
         argv += [role, *pbs_words(case, words)]
-        return sandbox.run(lambda: cli_pbs.main(argv), environ, case.outputs, stdin=stdin)
+        return sandbox.run(lambda: pbs_hook.main(argv), environ, case.outputs, stdin=stdin)
     return call
 
 

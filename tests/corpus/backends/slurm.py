@@ -3,7 +3,7 @@ as recorded on Slurm 22.05 and 24.11."""
 
 from __future__ import annotations
 
-from mjf_hooks.cli import slurm as cli_slurm
+from mjf_hooks.hooks import slurm as slurm_hook
 from tests.corpus.entries import COMMON_CONFIG, RECORDS_SECTION, Entry, options, prepare, root
 from tests.corpus.mutations import S24_HOOKS, S24_TREES, V2_JOB, recorded_env
 
@@ -51,7 +51,7 @@ S24_MULTI_NODE_ENV = {**S24_PROLOG_ENV, "SLURM_JOB_CPUS_PER_NODE": "4(x2),2",
 def slurm(role=None):
     def call(sandbox, case, environ):
         argv = options(sandbox, case) + ([role] if role else [])
-        return sandbox.run(lambda: cli_slurm.main(argv), environ, case.outputs)
+        return sandbox.run(lambda: slurm_hook.main(argv), environ, case.outputs)
     return call
 
 
@@ -61,7 +61,7 @@ def slurm_2411(role=None):
     call = slurm(role)
 
     def with_tree(sandbox, case, environ):
-        sandbox.monkeypatch.setattr(cli_slurm, "read_text", sandbox.read_text)
+        sandbox.monkeypatch.setattr(slurm_hook, "read_text", sandbox.read_text)
         return call(sandbox, case, environ)
     return with_tree
 

@@ -1,0 +1,161 @@
+"""``mjf-lsf``: LSF pre-exec, post-exec and job starter.
+
+* ``mjf-lsf starter CMD...`` as ``JOB_STARTER`` (the job's user, the job's
+  environment): sets up the job's features unless a pre-exec already did
+  (completing them from inside the job where the pre-exec could not), then
+  execs CMD with ``MACHINEFEATURES``/``JOBFEATURES`` set. One argument (LSF's
+  ``"%USRCMD"``) is a shell command line and runs under ``/bin/sh -c``;
+  several are an argv and are exec'd as they are.
+* ``mjf-lsf pre-exec`` (``PRE_EXEC``; as the job's user, or as root with
+  ``LSB_PRE_POST_EXEC_USER=root``) sets up the job's features;
+  ``mjf-lsf post-exec`` (``POST_EXEC``) removes them.
+
+A pre-exec that exits non-zero makes LSF requeue the job and retry, so every
+role exits 0 whatever happens (``on_error = fail``: 1); none ever exits 99.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from .. import lifecycle
+from ..batch import lsf
+from ..options import UsageError
+from . import starter
+from .frame import COMMON_HELP, HookContext, exec_job, run_roles
+
+USAGE = """\
+usage: mjf-lsf [options] pre-exec | post-exec | starter CMD [ARGS...]
+
+LSF pre-exec, post-exec and job starter for Machine/Job Features.
+
+""" + COMMON_HELP
+
+# Where a job's environment names its user (a root pre-exec or post-exec acts for them).
+OWNER_VARIABLES = ("LSB_JOB_EXECUSER", "USER")
+_BJOBS_CANDIDATES = ("/usr/bin/bjobs", "/usr/local/bin/bjobs")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    # The starter runs the job even when the config is broken (a wrapper must).
+    # A pre-exec or post-exec may run as root (LSB_PRE_POST_EXEC_USER=root) with the
+    # job's environment, which is its user's.
+    return run_roles("mjf-lsf", argv, ROLES, USAGE, with_arguments=("starter",),
+                     job=lambda environ: environ.get("LSB_JOBID", "?"), positional_stop=True,
+                     runs_job="starter" in argv, job_environment="starter" not in argv)
+
+
+def pre_exec(context: HookContext, args: list[str]) -> int:
+    set_up(context, in_job=False)
+    return 0
+
+
+def post_exec(context: HookContext, args: list[str]) -> int:
+    ending = None
+    if context.config.records_dir:
+        # The post-exec runs outside the job, after it: of what the job used it knows
+        # when it ended (its own start), nothing more.
+        environ = context.environ
+        user = next((environ[name] for name in OWNER_VARIABLES if environ.get(name)), None)
+        ending = lifecycle.JobEnd(lsf.NAME, user=user, queue=environ.get("LSB_QUEUE") or None)
+    starter.end(context, lsf.job_id(context.environ), OWNER_VARIABLES, ending)
+    return 0
+
+
+def run_starter(context: HookContext, command: list[str]) -> int:
+    if not command:
+        raise UsageError("starter needs the job's command (JOB_STARTER = mjf-lsf starter "
+                         '"%USRCMD")')
+    exports = context.fail_safe(set_up, context, True) or {}
+    argv = ["/bin/sh", "-c", command[0]] if len(command) == 1 else list(command)
+    # Like a shell, 127 when the command cannot be executed.
+    return 0 if exec_job(context, argv, exports) is None else 127
+
+
+ROLES = {"pre-exec": pre_exec, "post-exec": post_exec, "starter": run_starter}
+
+
+def set_up(context: HookContext, in_job: bool) -> dict[str, str]:
+    """Write the job's features (or, in the starter, complete the pre-exec's); return exports."""
+    environ = context.environ
+    job_id = lsf.job_id(environ)
+
+    def gather() -> tuple[dict, list[str]]:
+        return lsf.job_facts(environ, [os.uname().nodename], int(time.time()), None,
+                             _run_limit(context, job_id))
+
+    return starter.set_up(context, lsf.NAME, job_id, in_job, gather,
+                          _scratch_dir(context, in_job), OWNER_VARIABLES,
+                          completion=_limits)
+
+
+def _scratch_dir(context: HookContext, in_job: bool) -> str | None:
+    """The job's scratch directory, ``$TMPDIR``. A pre-exec as root takes it only where it
+    is the one LSF made for this job (``.../1234.tmpdir``): otherwise it is the job's
+    user's to set, and root would report the size of whatever filesystem they chose."""
+    tmpdir = context.environ.get("TMPDIR") or None
+    if tmpdir is None or in_job or os.geteuid() != 0:
+        return tmpdir
+    expected = lsf.job_tmpdir_name(context.environ)
+    if tmpdir.rstrip("/").rpartition("/")[2] != expected:
+        context.log.info(f"$TMPDIR {tmpdir[:200]} is not the job's directory LSF makes "
+                         f"(.../{expected}): scratch_limit_bytes is not written")
+        return None
+    return tmpdir
+
+
+def _root_command_env(context: HookContext) -> dict[str, str]:
+    """What bjobs gets from a root pre-exec: a fixed PATH, and the job's ``LSF_ENVDIR``
+    (where ``lsf.conf`` is) only if it is a directory of root's, reached without a symlink,
+    that nobody else can write (its user cannot make one)."""
+    from ..safefs import ROOT_ONLY, RefusedPath, open_checked_dir
+
+    env = {"PATH": "/usr/bin:/bin"}
+    envdir = context.environ.get("LSF_ENVDIR", "")
+    if envdir:
+        try:
+            open_checked_dir(envdir, ROOT_ONLY, "root").close()
+            env["LSF_ENVDIR"] = envdir
+        except RefusedPath as error:
+            context.log.warning(f"$LSF_ENVDIR not given to bjobs: {error}")
+    return env
+
+
+
+def _limits() -> dict:
+    import resource  # only here: the starter's own limits; pre-exec and post-exec never ask
+
+    return lsf.limit_facts(resource.getrlimit(resource.RLIMIT_CPU)[0],
+                           resource.getrlimit(resource.RLIMIT_RSS)[0], resource.RLIM_INFINITY)
+
+
+def _run_limit(context: HookContext, job_id: str) -> tuple | None:
+    """The run limit from ``bjobs`` (LSF passes none to the job), unless switched off."""
+    # As root, never $LSF_BINDIR, nor the job's environment: they are the job's user's, and
+    # root would run the program they name, or with the libraries they preload.
+    as_root = os.geteuid() == 0
+
+    def command(options: dict[str, str]) -> tuple[list[str], dict[str, str]] | None:
+        lsf_bindir = "" if as_root else context.environ.get("LSF_BINDIR", "")
+        candidates = [options.get("bjobs")] if options.get("bjobs") else \
+            [os.path.join(lsf_bindir, "bjobs")] * bool(lsf_bindir) + list(_BJOBS_CANDIDATES)
+        path = next((candidate for candidate in candidates if os.path.exists(candidate)), None)
+        if path is None:
+            context.log.warning("bjobs not found (set [lsf] bjobs): wall_limit_secs not written")
+            return None
+        env = _root_command_env(context) if as_root else dict(context.environ)
+        return [path, "-noheader", "-hms", "-o", "runtimelimit", job_id], env
+
+    def run_limit(output: str, argv: list[str]) -> tuple | None:
+        try:
+            limit = lsf.parse_run_limit_secs(output.strip().splitlines()[0] if output.strip()
+                                             else "")
+        except ValueError as error:
+            raise ValueError(f"{error}: wall_limit_secs not written") from None
+        return (limit, f"{argv[0]} -o runtimelimit: {output.strip()}") if limit else None
+
+    return context.query(lsf.NAME, "query_bjobs", command, "wall_limit_secs not written",
+                         run_limit)

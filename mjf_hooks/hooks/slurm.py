@@ -1,0 +1,201 @@
+"""``mjf-slurm``: the Slurm Prolog, Epilog and TaskProlog.
+
+Configured as ``Prolog=``, ``Epilog=`` (and, for manual use, ``TaskProlog=``)
+in slurm.conf, it dispatches on ``SLURM_SCRIPT_CONTEXT``; ``mjf-slurm
+prolog|epilog|taskprolog`` picks the role by hand, e.g. with ``--env-file``
+to replay a recorded job start.
+
+* Prolog (root, once per job and node): writes machine features if needed and
+  the job's directory. Values it cannot know yet (the job's cgroup does not
+  exist when it runs) are marked pending - unless it runs inside the job's
+  cgroup (``PrologFlags=RunInJob``), where it sees them itself.
+* TaskProlog (job user, before every task): prints ``export`` lines for
+  Slurm; the first task of a pending job completes the values from inside the
+  job's cgroup. Sites configure the pure-sh ``mjf-slurm-taskprolog``, which
+  calls this only while the job is pending.
+* TaskEpilog (job user, after every task, in the job's cgroup), where records are
+  kept: reports what the job used so far - its cgroup's counters - for the Epilog.
+* Epilog (root): writes the job's record (where the site keeps records), removes
+  the job's directory.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from .. import lifecycle
+from ..batch import slurm
+from ..errors import SiteInputError
+from ..probe import read_text
+from .frame import COMMON_HELP, HookContext, run_roles
+
+USAGE = """\
+usage: mjf-slurm [options] [prolog|epilog|taskprolog|taskepilog]
+
+Slurm Prolog / Epilog / TaskProlog / TaskEpilog for Machine/Job Features. Without a
+role it follows SLURM_SCRIPT_CONTEXT (prolog_slurmd, epilog_slurmd, prolog_task,
+epilog_task).
+
+""" + COMMON_HELP
+
+_CONTEXT_ROLES = {"prolog_slurmd": "prolog", "epilog_slurmd": "epilog",
+                  "prolog_task": "taskprolog", "epilog_task": "taskepilog"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "epilog" in argv or (os.environ.get("SLURM_SCRIPT_CONTEXT") == "epilog_slurmd"
+                            and not set(argv) & {"prolog", "taskprolog", "taskepilog"}):
+        _shield_epilog()
+    return run_roles("mjf-slurm", argv, ROLES, USAGE, role_of=_role,
+                     job=lambda environ: environ.get("SLURM_JOB_ID", "?"))
+
+
+def _shield_epilog() -> None:
+    """The Epilog ignores SIGTERM, from its first statement to its exit.
+
+    With ``PrologFlags=RunInJob`` Slurm runs the Epilog in the job's extern step, and on
+    cgroup v2 in that step's cgroup: the SIGTERM Slurm sends (and sends again) to the
+    step's processes while the job ends reaches the Epilog too. Killed before its rename,
+    the Epilog would leave the job's directory in sight, and a killed Epilog fails
+    (Slurm drains the node). The Epilog is short and bounded (a rename, a record, a
+    removal within its budget), so it finishes instead. Ignored, not blocked: a blocked
+    SIGTERM would still kill it once unblocked. Nothing else is given up: Slurm's
+    PrologEpilogTimeout ends a hung Epilog with SIGKILL, and from the rename on any kill
+    leaves only hidden trash, which `mjf sync` removes (README, Slurm).
+    """
+    from ..signals import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def _role(context: HookContext) -> tuple[str, list[str]]:
+    """The role named, or else the one SLURM_SCRIPT_CONTEXT says (none takes arguments)."""
+    role = context.args[0] if context.args else \
+        _CONTEXT_ROLES.get(context.environ.get("SLURM_SCRIPT_CONTEXT", ""))
+    if role not in ROLES or len(context.args) > 1:
+        raise SiteInputError(
+            f"cannot tell the role: arguments {context.args!r}, SLURM_SCRIPT_CONTEXT="
+            f"{context.environ.get('SLURM_SCRIPT_CONTEXT')!r}; give prolog, epilog, "
+            "taskprolog or taskepilog"
+        )
+    return role, []
+
+
+def prolog(context: HookContext, args: list[str]) -> int:
+    config, environ, log = context.config, context.environ, context.log
+    job_id = slurm.job_id(environ)
+    store = lifecycle.store_for(config)
+    machine = lifecycle.machine_features(config, store, log, context.dry_run)
+    job = partition = None
+    if slurm.needs_scontrol(environ):
+        job = _scontrol(context, ["show", "job", "-o", job_id])
+        if job is not None and job.get("TimeLimit") == "Partition_Limit":
+            partition = _scontrol(context, ["show", "partition", "-o",
+                                            environ.get("SLURM_JOB_PARTITION", "")])
+    facts, warnings = slurm.job_facts(environ, job, partition, int(time.time()))
+    for warning in warnings:
+        log.warning(warning)
+    settings = _slurm_settings(environ)
+    # With PrologFlags=RunInJob the Prolog runs in the job's cgroup and sees its limits
+    # itself: the values are final at once, and the directory stays root's. Otherwise
+    # the job's cgroup does not exist yet.
+    in_job = slurm.in_job_cgroup(read_text("/proc/self/cgroup") or "", job_id)
+    pending = not in_job and slurm.completion_needed(facts, settings)
+    # The job's uid only where something becomes its user's: a pending jobfeatures/, a
+    # jobstatus/, a usage/ for the TaskEpilog's report (a malformed SLURM_JOB_UID fails
+    # nothing else).
+    uid, gid = slurm.job_owner(environ, uid_needed=pending or config.jobstatus
+                               or bool(config.records_dir))
+    job = lifecycle.JobStart(
+        slurm.NAME, facts, cgroup_pid="self" if in_job else None,
+        scratch_dir=config.backend[slurm.NAME].get("scratch_dir") or settings.get("tmpfs", "/tmp"),
+        gid=gid, features_owner=uid if pending else None, pending=pending, job_uid=uid,
+        reports_usage=uid is not None)
+    lifecycle.start_job(config, store, log, machine, job, context.dry_run)
+    return 0
+
+
+def epilog(context: HookContext, args: list[str]) -> int:
+    config, environ = context.config, context.environ
+    job_id = slurm.job_id(environ)
+    store = lifecycle.store_for(config)
+    ending = None
+    if config.records_dir:
+        delivered, user, partition = slurm.ending(environ, time.time())
+        # The job's cgroup is gone by now (Slurm removes it before the Epilog): what it
+        # used is what the TaskEpilog last read there, as the job's user.
+        ending = lifecycle.JobEnd(
+            slurm.NAME, delivered, user=user, queue=partition,
+            usage_source="the job's cgroup, read by its TaskEpilog (as the job's user)")
+    lifecycle.end_job(store, context.log, job_id, context.dry_run, config, ending)
+    return 0
+
+
+def taskepilog(context: HookContext, args: list[str]) -> int:
+    """Where records are kept: report the job's cgroup counters for the Epilog."""
+    if context.config.records_dir:
+        job_id = slurm.job_id(context.environ)
+        lifecycle.report_usage(context.config, context.log, job_id,
+                               slurm.job_cgroup_level(job_id), context.dry_run)
+    return 0
+
+
+def taskprolog(context: HookContext, args: list[str]) -> int:
+    """Print the export lines; complete a pending job's values first."""
+    config, environ = context.config, context.environ
+    job_id = slurm.job_id(environ)
+    store = lifecycle.store_for(config)
+    job_dir = store.job_features_dir(job_id)
+    if not os.path.isdir(job_dir):
+        context.log.warning(f"{job_dir} does not exist (did the Prolog run?): not exporting")
+        return 0
+    context.fail_safe(lifecycle.complete_if_pending, config, store, store, context.log, job_id,
+                      slurm.task_memory_facts(environ), context.dry_run)
+    sys.stdout.write(lifecycle.export_lines(lifecycle.exports(config, store.machine_dir,
+                                                              job_dir)))
+    return 0
+
+
+ROLES = {"prolog": prolog, "epilog": epilog, "taskprolog": taskprolog,
+         "taskepilog": taskepilog}
+
+
+def _scontrol(context: HookContext, args: list[str]) -> dict[str, str] | None:
+    """One scontrol record, or None (logged) if scontrol is missing, slow or garbled."""
+    # Only here: from Slurm 23.02 on, the Prolog's environment has what scontrol would say.
+    def command(options: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+        path = slurm.command_path("scontrol", options.get("scontrol")) \
+            or "/usr/bin/scontrol"  # absent: the warning says so
+        return [path, *args], slurm.command_env(context.environ)
+
+    def record(output: str, argv: list[str]) -> dict[str, str]:
+        found = slurm.parse_scontrol_record(output.strip().split("\n", 1)[0])
+        if not found or ("JobId" not in found and "PartitionName" not in found):
+            raise ValueError(f"{' '.join(argv)} printed no record: {output[:80]!r}")
+        return found
+
+    return context.query(slurm.NAME, None, command, "values it would give are not written",
+                         record)
+
+
+def _slurm_settings(environ: dict[str, str]) -> dict[str, str]:
+    """slurm.conf and cgroup.conf settings (lowercased names), as far as readable: slurmd
+    names them (``SLURM_CONF``, which a job cannot set for the Prolog), and they are read
+    as any file of the batch system's own, never waiting on a FIFO, within a size bound."""
+    conf = environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf"
+    settings = slurm.parse_settings(_bounded_text(conf))
+    settings.update(slurm.parse_settings(
+        _bounded_text(os.path.join(os.path.dirname(conf), "cgroup.conf"))))
+    return settings
+
+
+def _bounded_text(path: str) -> str:
+    from ..safefs import RefusedPath, read_bounded, text_of
+
+    try:
+        return text_of(read_bounded(path))
+    except RefusedPath:
+        return ""

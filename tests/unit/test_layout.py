@@ -1,0 +1,58 @@
+"""README's Layout section and the tree say the same: each path it lists exists, and each
+module and package of mjf_hooks, and each directory of the checkout, is listed."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+CHECKOUT = Path(__file__).parent.parent.parent
+
+
+def listed_paths() -> set[str]:
+    """The paths that begin the lines of README's Layout block (a path holds a ``/``;
+    the description begins at the first word that does not)."""
+    text = (CHECKOUT / "README.md").read_text()
+    section = text[text.index("\n## Layout\n"):]
+    block = section.split("```\n")[1]
+    paths = set()
+    for line in block.splitlines():
+        if line.startswith(" "):
+            continue  # a description's continuation
+        for word in line.split(" "):
+            if "/" not in word:
+                break
+            paths.add(word.rstrip("/"))
+    return paths
+
+
+def tracked() -> list[str]:
+    listing = subprocess.run(["git", "ls-files"], cwd=CHECKOUT, capture_output=True,
+                             text=True)
+    if listing.returncode != 0:  # not a git checkout (an unpacked sdist): the tree itself
+        return [str(path.relative_to(CHECKOUT)) for path in CHECKOUT.rglob("*")
+                if path.is_file()]
+    return listing.stdout.splitlines()
+
+
+def test_every_listed_path_exists():
+    missing = sorted(path for path in listed_paths() if not (CHECKOUT / path).exists())
+    assert missing == []
+
+
+def test_every_module_and_package_is_listed():
+    listed = listed_paths()
+    package = CHECKOUT / "mjf_hooks"
+    expected = {f"mjf_hooks/{path.name}" for path in package.glob("*.py")
+                if path.name != "__init__.py"}
+    expected |= {f"mjf_hooks/{path.parent.name}" for path in package.glob("*/__init__.py")}
+    assert sorted(expected - listed) == []
+
+
+def test_every_directory_of_the_checkout_is_listed():
+    listed = listed_paths()
+    tops = {path.split("/")[0] for path in tracked() if "/" in path}
+    unlisted = sorted(top for top in tops
+                      if top != "mjf_hooks" and not any(path == top or path.startswith(top + "/")
+                                                        for path in listed))
+    assert unlisted == []
