@@ -33,6 +33,7 @@ from .external_command import ask
 from .log import Log
 from .probe import process
 from .store import BACKEND_MARKER, JOBS_DIR, RUNNER_MARKER, Store
+from .store_locations import store_for
 
 
 class Pass:
@@ -64,7 +65,7 @@ def _error_text(error: BaseException) -> str:
 def sync(config: Config, log: Log, environ: dict[str, str], now: float | None = None) -> Pass:
     """One pass; what it did and which phases failed (each logged)."""
     now = time.time() if now is None else now
-    store = lifecycle.store_for(config)
+    store = store_for(config)
     done = Pass()
     done.run(log, "machine features", _machine_features, config, store, log)
     done.run(log, "drains", _batch_drains, config, store, log, environ, now)

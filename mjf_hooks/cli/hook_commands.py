@@ -34,16 +34,17 @@ Idempotent: unchanged values are not rewritten.
 def run_command(argv: list[str]) -> int:
     from ..hooks.standalone import run
 
-    return run_hook("mjf run", argv, run, RUN_USAGE,
+    return run_hook("mjf run", argv, run, RUN_USAGE, arguments=None,
                     valued=("--cpus", "--wall-limit", "--memory", "--job-id"),
                     positional_stop=True, usage_exit=2, runs_job=True)
 
 
 def machine_command(argv: list[str]) -> int:
     from .. import lifecycle
+    from ..store_locations import store_for
 
     def body(context):
-        store = lifecycle.store_for(context.config)
+        store = store_for(context.config)
         lifecycle.machine_features(context.config, store, context.log, context.dry_run)
         return 0
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import sys
 import time
 
@@ -187,18 +186,15 @@ def _jdl_texts(paths: tuple[str, ...]) -> list[tuple[str, str | None, str | None
 
 
 def _jdl_text(path: str) -> tuple[str, str | None, str | None]:
-    """One JDL file's text, or why it cannot be read. Opened without waiting (a FIFO
-    returns at once) and read to at most _JDL_MAX_BYTES."""
+    """One JDL file's text, or why it cannot be read: a regular file of at most
+    _JDL_MAX_BYTES, read as safefs reads what is not ours (a FIFO never waited on)."""
+    from ..safefs import RefusedPath, read_bounded, shown_path
+
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        with open(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return path, None, "not a regular file"
-            data = handle.read(_JDL_MAX_BYTES + 1)
-    except OSError as error:
-        return path, None, error.strerror or str(error)
-    if len(data) > _JDL_MAX_BYTES:
-        return path, None, f"larger than {_JDL_MAX_BYTES >> 20} MiB: not read as a JDL"
+        data = read_bounded(path, _JDL_MAX_BYTES)
+    except RefusedPath as refusal:  # its message begins with the path, shown once
+        why = str(refusal)[len(shown_path(path)):].lstrip(":").strip()
+        return path, None, why[3:] if why.startswith("is ") else why
     try:
         return path, data.decode("utf-8"), None
     except UnicodeDecodeError as error:

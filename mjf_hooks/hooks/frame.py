@@ -94,9 +94,10 @@ class HookContext:
 
 def run_hook(
     context_name: str,
-    argv: list[str],
+    argv: list[str] | None,
     body: Callable[[HookContext], int | None],
     usage: str,
+    arguments: int | None = 0,
     flags: tuple[str, ...] = (),
     valued: tuple[str, ...] = (),
     positional_stop: bool = False,
@@ -107,7 +108,9 @@ def run_hook(
 ) -> int:
     """Run ``body`` under the fail-safe rule and return the hook's exit status.
 
-    ``usage_exit`` is the status for a wrong command line: 2 for commands a
+    ``argv``: the command line after the command's name (None: ``sys.argv[1:]``), of
+    which at most ``arguments`` are not options (None: any, the body's to check); more
+    is a wrong command line. ``usage_exit`` is the status for a wrong command line: 2 for commands a
     person types, 0 (logged) for hooks a batch system calls. A hook that
     ``runs_job`` (a wrapper) gets its body called even when the config is
     broken, so it can run the job without MJF. ``failure_exit`` is the status of a
@@ -120,8 +123,10 @@ def run_hook(
     """
     log = Log(context_name)
     try:
-        options, args = parse(argv, COMMON_FLAGS + flags, COMMON_VALUED + valued,
-                              positional_stop)
+        options, args = parse(sys.argv[1:] if argv is None else argv, COMMON_FLAGS + flags,
+                              COMMON_VALUED + valued, positional_stop)
+        if arguments is not None and len(args) > arguments:
+            raise UsageError(f"unexpected argument {args[arguments][:200]!r}")
     except UsageError as error:
         log.error(f"{error} (usage: {usage.splitlines()[0]})")
         return usage_exit
@@ -198,8 +203,7 @@ def run_roles(
             (f" job {job(context.environ)}" if job else "")
         return roles[role](context, args)
 
-    return run_hook(command, sys.argv[1:] if argv is None else argv, dispatch, usage,
-                    **options)
+    return run_hook(command, argv, dispatch, usage, arguments=None, **options)
 
 
 def _first_argument(context: HookContext) -> tuple[str, list[str]]:

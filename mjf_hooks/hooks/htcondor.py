@@ -27,6 +27,7 @@ from .. import classad_files, features, lifecycle, spec
 from ..batch import htcondor
 from ..errors import SiteInputError
 from ..options import UsageError
+from ..store_locations import store_for
 from .frame import COMMON_HELP, HookContext, exec_job, run_hook
 
 WRAPPER_USAGE = """\
@@ -58,7 +59,8 @@ def wrapper_main() -> int:
 def wrapper_command(argv: list[str]) -> int:
     """``mjf htcondor-wrapper [options] -- CMD``: the wrapper, replayable with options."""
     return run_hook("mjf htcondor-wrapper", argv, lambda context: wrap(context, context.args),
-                    WRAPPER_USAGE, positional_stop=True, usage_exit=2, runs_job=True)
+                    WRAPPER_USAGE, arguments=None, positional_stop=True, usage_exit=2,
+                    runs_job=True)
 
 
 def wrap(context: HookContext, job_argv: list[str]) -> int:
@@ -124,9 +126,9 @@ def _set_up(context: HookContext) -> dict[str, str]:
     if "job_id" not in facts:
         raise SiteInputError("the job ad ($_CONDOR_JOB_AD) has no GlobalJobId, nor ClusterId "
                              "and ProcId: cannot tell the job's id")
-    site = lifecycle.store_for(config)
+    site = store_for(config)
     # The scratch is HTCondor's, below the condor user's EXECUTE directory.
-    store = lifecycle.store_for(config, os.path.join(scratch, htcondor.SCRATCH_STORE),
+    store = store_for(config, os.path.join(scratch, htcondor.SCRATCH_STORE),
                                 given_dir=scratch)
     job = lifecycle.JobStart(htcondor.NAME, facts, cgroup_pid="self", scratch_dir=scratch)
     return lifecycle.set_up_job(config, log, site, store, job, context.dry_run)
@@ -144,8 +146,7 @@ directory. REASON (exit, evict...) is HTCondor's.
 
 
 def job_exit_main(argv: list[str] | None = None) -> int:
-    return run_hook("mjf-htcondor-job-exit", sys.argv[1:] if argv is None else argv,
-                    _job_exit, EXIT_USAGE)
+    return run_hook("mjf-htcondor-job-exit", argv, _job_exit, EXIT_USAGE, arguments=1)
 
 
 def _job_exit(context: HookContext) -> int:
@@ -175,15 +176,14 @@ def _job_exit(context: HookContext) -> int:
     if config.records_dir:
         delivered, owner = htcondor.exit_facts(final_ad)
         ending = lifecycle.JobEnd(htcondor.NAME, delivered, user=owner)
-    store = lifecycle.store_for(config, os.path.join(scratch, htcondor.SCRATCH_STORE),
+    store = store_for(config, os.path.join(scratch, htcondor.SCRATCH_STORE),
                                 given_dir=scratch)
     lifecycle.end_job(store, log, job_id, context.dry_run, config, ending)
     return 0
 
 
 def cron_main(argv: list[str] | None = None) -> int:
-    return run_hook("mjf-htcondor-cron", sys.argv[1:] if argv is None else argv, _cron,
-                    CRON_USAGE)
+    return run_hook("mjf-htcondor-cron", argv, _cron, CRON_USAGE)
 
 
 def _cron(context: HookContext) -> int:
@@ -192,7 +192,7 @@ def _cron(context: HookContext) -> int:
     the files jobs read: this cron runs as the condor user."""
     from ..sync import drain_time
 
-    store = lifecycle.store_for(context.config)
+    store = store_for(context.config)
     machine = features.render(lifecycle.machine_features(
         context.config, store, context.log, context.dry_run, write=False))
     drained = drain_time(htcondor, context.config, context.log)

@@ -36,7 +36,9 @@ import time
 from .. import lifecycle
 from ..batch import pbs
 from ..errors import SiteInputError
+from ..exports import exports
 from ..probe import read_text
+from ..store_locations import store_for
 from . import starter
 from .frame import COMMON_HELP, HookContext, run_roles
 
@@ -88,8 +90,8 @@ def begin(context: HookContext, args: list[str]) -> int:
 
 
 def _print_variables(context: HookContext, job_dir: str) -> None:
-    store = lifecycle.store_for(context.config)
-    variables = lifecycle.exports(context.config, store.machine_dir, job_dir)
+    store = store_for(context.config)
+    variables = exports(context.config, store.machine_dir, job_dir)
     sys.stdout.write("".join(f"{name}={value}\n" for name, value in variables.items()))
 
 
@@ -97,7 +99,7 @@ def launch(context: HookContext, args: list[str]) -> int:
     """Print the variables for the job's environment, if its directory exists."""
     config = context.config
     job = _attributes(context)["id"]
-    store = lifecycle.store_for(config)
+    store = store_for(config)
     job_dir = store.job_features_dir(job)
     if not os.path.isdir(job_dir):
         raise SiteInputError(f"{job_dir} does not exist (did execjob_begin run?): "
@@ -132,10 +134,10 @@ def profile(context: HookContext, args: list[str]) -> int:
     """``export`` lines for a login shell of the job (``/etc/profile.d/mjf.sh``)."""
     config = context.config
     job = pbs.job_id(context.environ)
-    store = lifecycle.store_for(config)
+    store = store_for(config)
     job_dir = store.job_features_dir(job)
     if os.path.isdir(job_dir):
-        variables = lifecycle.exports(config, store.machine_dir, job_dir)
+        variables = exports(config, store.machine_dir, job_dir)
         sys.stdout.write("".join(f"export {name}={_shell_quoted(value)}\n"
                                  for name, value in variables.items()))
     return 0
@@ -163,7 +165,7 @@ def set_up(context: HookContext, attributes: dict[str, str]) -> str:
                                     _cgroup_memory(options, job))
     for warning in warnings:
         log.warning(warning)
-    store = lifecycle.store_for(config)
+    store = store_for(config)
     machine = lifecycle.machine_features(config, store, log, context.dry_run)
     uid, gid = starter.job_user(attributes, ("euser",))
     tmpdir = pbs.scratch_dir(options.get("tmpdir") or pbs.DEFAULT_TMPDIR, job)
@@ -184,7 +186,7 @@ def finish(context: HookContext, attributes: dict[str, str]) -> None:
             context.log.warning(warning)
         ending = lifecycle.JobEnd(pbs.NAME, delivered, user=attributes.get("euser") or None,
                                   queue=attributes.get("queue") or None)
-    lifecycle.end_job(lifecycle.store_for(config), context.log, attributes["id"],
+    lifecycle.end_job(store_for(config), context.log, attributes["id"],
                       context.dry_run, config, ending)
 
 

@@ -28,7 +28,9 @@ import time
 from .. import lifecycle
 from ..batch import slurm
 from ..errors import SiteInputError
+from ..exports import export_lines, exports
 from ..probe import read_text
+from ..store_locations import store_for
 from .frame import COMMON_HELP, HookContext, run_roles
 
 USAGE = """\
@@ -87,7 +89,7 @@ def _role(context: HookContext) -> tuple[str, list[str]]:
 def prolog(context: HookContext, args: list[str]) -> int:
     config, environ, log = context.config, context.environ, context.log
     job_id = slurm.job_id(environ)
-    store = lifecycle.store_for(config)
+    store = store_for(config)
     machine = lifecycle.machine_features(config, store, log, context.dry_run)
     job = partition = None
     if slurm.needs_scontrol(environ):
@@ -121,7 +123,7 @@ def prolog(context: HookContext, args: list[str]) -> int:
 def epilog(context: HookContext, args: list[str]) -> int:
     config, environ = context.config, context.environ
     job_id = slurm.job_id(environ)
-    store = lifecycle.store_for(config)
+    store = store_for(config)
     ending = None
     if config.records_dir:
         delivered, user, partition = slurm.ending(environ, time.time())
@@ -147,14 +149,14 @@ def taskprolog(context: HookContext, args: list[str]) -> int:
     """Print the export lines; complete a pending job's values first."""
     config, environ = context.config, context.environ
     job_id = slurm.job_id(environ)
-    store = lifecycle.store_for(config)
+    store = store_for(config)
     job_dir = store.job_features_dir(job_id)
     if not os.path.isdir(job_dir):
         context.log.warning(f"{job_dir} does not exist (did the Prolog run?): not exporting")
         return 0
     context.fail_safe(lifecycle.complete_if_pending, config, store, store, context.log, job_id,
                       slurm.task_memory_facts(environ), context.dry_run)
-    sys.stdout.write(lifecycle.export_lines(lifecycle.exports(config, store.machine_dir,
+    sys.stdout.write(export_lines(exports(config, store.machine_dir,
                                                               job_dir)))
     return 0
 

@@ -125,6 +125,21 @@ def test_hook_frame_turns_our_bugs_into_one_logged_line(capsys, tmp_path):
     assert run_hook("test hook", ["--config", str(conf)], buggy, "usage: test") == 1
 
 
+@pytest.mark.parametrize(("command", "args", "status"), [
+    ("mjf", ["machine", "extra"], 2),
+    ("mjf", ["sync", "extra"], 2),
+    ("mjf-htcondor-cron", ["extra"], 0),  # a hook: logged, never a failed cron
+    ("mjf-htcondor-job-exit", ["exit", "extra"], 0),
+])
+def test_a_command_without_arguments_refuses_them_in_one_line(write_config, command, args,
+                                                              status):
+    path, base = write_config()
+    result = run(command, *args, env={**os.environ, "MJF_CONFIG": str(path)}, input="")
+    assert result.returncode == status
+    assert result.stderr.count("\n") == 1 and "unexpected argument 'extra'" in result.stderr
+    assert result.stdout == "" and not base.exists()  # nothing done
+
+
 def test_log_lines_are_single_lines(capsys):
     Log("x", ("stderr",)).error("first\nsecond\n\nthird")
     assert capsys.readouterr().err.endswith("x: error: first | second | third\n")

@@ -132,9 +132,10 @@ def test_a_drain_while_the_job_directory_is_built_reaches_the_job(tmp_path, read
     every job it could see - before this job's directory appeared."""
     from mjf_hooks import lifecycle
     from mjf_hooks.log import Log
+    from mjf_hooks.store_locations import store_for
 
     conf = config.parse(f"[mjf]\nbase_dir = {tmp_path}\n")
-    store = lifecycle.store_for(conf)
+    store = store_for(conf)
     machine = features.machine_features(conf, (16, "probe"), physical_cores=8)
     machine["shutdowntime"] = (read, "machinefeatures/shutdowntime as the Prolog read it")
     store.set_machine_key("shutdowntime", None if now is None else str(now))

@@ -10,6 +10,7 @@ from mjf_hooks.config import parse
 from mjf_hooks.errors import StoreError
 from mjf_hooks.log import Log
 from mjf_hooks.store import Store
+from mjf_hooks.store_locations import store_for
 from tests.conftest import LeveledLog
 
 
@@ -27,13 +28,13 @@ class Recorded(Log):
 @pytest.fixture
 def site(tmp_path):
     config = parse(f"[mjf]\nbase_dir = {tmp_path}/base\n[machinefeatures]\ntotal_cpu = 8\n")
-    return config, lifecycle.store_for(config)
+    return config, store_for(config)
 
 
 def test_a_job_elsewhere_gets_the_sites_machine_features_as_they_are(site, tmp_path):
     config, store = site
     lifecycle.machine_features(config, store, Recorded())
-    scratch = lifecycle.store_for(config, str(tmp_path / "scratch/.mjf"))
+    scratch = store_for(config, str(tmp_path / "scratch/.mjf"))
     chosen, machine = lifecycle.machine_features_for_job(config, store, scratch, Recorded())
     assert chosen is store and machine["total_cpu"][0] == 8
     assert not (tmp_path / "scratch").exists()
@@ -46,7 +47,7 @@ def test_a_planted_machinefeatures_symlink_is_not_exported(site, tmp_path):
     os.symlink(tmp_path / "elsewhere", tmp_path / "base/machinefeatures")
     scratch_dir = tmp_path / "scratch"
     scratch_dir.mkdir()
-    scratch = lifecycle.store_for(config, str(scratch_dir / ".mjf"))
+    scratch = store_for(config, str(scratch_dir / ".mjf"))
     log = Recorded()
     chosen, _ = lifecycle.machine_features_for_job(config, store, scratch, log)
     assert chosen is scratch  # written beside the job instead
@@ -76,7 +77,7 @@ def test_nothing_outside_base_dir_is_created(tmp_path):
 
 def test_a_runner_sets_up_and_a_task_completes_what_was_pending(site, tmp_path, capsys):
     config, store = site
-    elsewhere = lifecycle.store_for(config, str(tmp_path / "private"))
+    elsewhere = store_for(config, str(tmp_path / "private"))
     (tmp_path / "private").mkdir()
     job = lifecycle.JobStart("lsf", {"job_id": ("9", "test"), "allocated_cpu": (1, "test"),
                                      "jobstart_secs": (1795400000, "test"),
@@ -104,7 +105,7 @@ def test_a_jobs_end_takes_its_directory_out_of_sight_before_it_reads_the_record(
         tmp_path, monkeypatch):
     config = parse(f"[mjf]\nbase_dir = {tmp_path}/base\n[records]\ndir = {tmp_path}/records\n",
                    str(tmp_path / "mjf.conf"))
-    store = lifecycle.store_for(config)
+    store = store_for(config)
     store.create_job("7", {"job_id": "7", "allocated_cpu": "2"})
     seen = []
 
@@ -123,7 +124,7 @@ def test_a_jobs_end_takes_its_directory_out_of_sight_before_it_reads_the_record(
 
 def test_a_jobs_end_that_finds_nothing_says_where_it_looked_and_which_config(tmp_path):
     config = parse(f"[mjf]\nbase_dir = {tmp_path}/base\n", str(tmp_path / "mjf.conf"))
-    store = lifecycle.store_for(config)
+    store = store_for(config)
     log = LeveledLog()
     # No base_dir at all: this end read another config than the start did, or none.
     assert not lifecycle.end_job(store, log, "9", config=config)

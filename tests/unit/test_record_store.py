@@ -19,6 +19,7 @@ from mjf_hooks.config import parse
 from mjf_hooks.errors import StoreError
 from mjf_hooks.job_record import Record, apel, record_json, sss_xml
 from mjf_hooks.store import job_dir_name
+from mjf_hooks.store_locations import store_for
 from tests.conftest import LeveledLog, require
 
 GIB = 2**30
@@ -534,7 +535,7 @@ JOB_KEYS = {"job_id": "job.1", "allocated_cpu": "4", "max_rss_bytes": str(2 * GI
 def site(tmp_path):
     config = parse(f"[mjf]\nbase_dir = {tmp_path}/base\n[machinefeatures]\nbenchmark = "
                    f"HEPSPEC\n[records]\ndir = {tmp_path}/records\nformat = sss\n")
-    store = lifecycle.store_for(config)
+    store = store_for(config)
     store.create_job("job.1", JOB_KEYS)
     return config, store
 
