@@ -1,4 +1,4 @@
-"""Job records: what MJF promised a job against what it used (issue 17).
+"""Job records: what MJF promised a job against what it used.
 
 Pure and cheap to import: it runs in end-of-job hooks, so it does no I/O and
 imports nothing at run time (no ``re``, no ``xml``: ``xml.sax.saxutils`` alone

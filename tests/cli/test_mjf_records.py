@@ -1,5 +1,5 @@
 """`mjf records` over a records directory of hand-written records, and the record `mjf run`
-writes of what its command used (issue 17)."""
+writes of what its command used."""
 
 from __future__ import annotations
 
@@ -340,7 +340,7 @@ def test_mjf_run_records_what_its_command_used(tmp_path, write_config):
 def test_records_beyond_any_job_are_skipped_never_a_traceback(site, args):
     """Stored records (another version's, a hand edit) with a number no job reaches - 400
     digits, 1e20 as an end, NaN - or nested too deep: each is skipped with one line, and
-    the others are listed and totalled (issue 27: every conversion of a number someone
+    the others are listed and totalled (every conversion of a number someone
     else wrote)."""
     conf, records = site
     paths = write_records(records)

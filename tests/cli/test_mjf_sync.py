@@ -290,7 +290,7 @@ def test_a_failing_query_withdraws_no_drain(node):
     assert "withdrawn" in node.sync().stdout
 
 
-# --- issue 27: a phase that fails stops no other -------------------------------------------
+# --- a phase that fails stops no other -----------------------------------------------------
 
 DEAD_PID = 2**22 + 123  # above the largest pid_max Linux allows
 

@@ -1,4 +1,4 @@
-"""The bad-input corpus of the records drop box (issue 27): what a job's user hands in.
+"""The bad-input corpus of the records drop box: what a job's user hands in.
 
 A job's user can put anything in ``<records dir>/incoming/``; root's `mjf sync` reads it.
 Every case starts from the record HTCondor's job-exit hook hands in for the recorded final

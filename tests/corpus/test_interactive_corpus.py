@@ -1,4 +1,4 @@
-"""The bad-input corpus of two interactive commands a job's user can feed (issue 27).
+"""The bad-input corpus of two interactive commands a job's user can feed.
 
 ``mjf match``: a seeded list of hostile requirements and JDL files (deep chains, deep
 nesting, a megabyte, binary, unclosed comments and strings, numbers of 400 digits,

@@ -689,7 +689,7 @@ for name, state in planted.items():
 
 
 def test_a_user_without_a_job_cannot_move_the_drain_plan(node):
-    """Issue 27: mjfuser1, with no job, plants /tmp/mjf-<uid>/jobs/* (a million cores, a
+    """mjfuser1, with no job, plants /tmp/mjf-<uid>/jobs/* (a million cores, a
     pilot report expecting to end in 2.5 h) - with no runner, a runner that is root's
     process, one of its own that has ended, a recycled pid, a batch system's name; root's
     `mjf drain --plan --apply` chooses the time it chose without them, announces that,

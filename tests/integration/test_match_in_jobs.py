@@ -1,4 +1,4 @@
-"""`mjf match` and `mjf describe` inside real batch jobs (issue 16).
+"""`mjf match` and `mjf describe` inside real batch jobs.
 
 Runs as root (CI). One job per batch system, of an unprivileged user with 2 cores: it
 runs the installed `mjf` (with HTCondor's ClassAd library, the match extra) on its own
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.integration
 CPUS = 2
 MEETS = f"TARGET.MJF_JOB_ALLOCATED_CPU >= {CPUS} && TARGET.GlueHostMainMemoryRAMSize >= 100"
 FAILS = f"TARGET.MJF_JOB_ALLOCATED_CPU > {CPUS}"
-# Deeper than HTCondor's ClassAd library evaluates whole (issue 27): judged term by term.
+# Deeper than HTCondor's ClassAd library evaluates whole: judged term by term.
 DEEP = " && ".join([f"TARGET.MJF_JOB_ALLOCATED_CPU >= {CPUS}"] * 500)
 # With a CPUTime (HS06 s) the slot has left: without one DIRAC assumes 86400, more than
 # a 10-minute slot holds (and a slot with no wall limit has no CPUTime for DIRAC at all).

@@ -1,4 +1,4 @@
-"""Job records (issue 17) on a real Son of Grid Engine 8.1.9 cell.
+"""Job records on a real Son of Grid Engine 8.1.9 cell.
 
 Runs as root (CI): the cell of ``gridengine_cell`` with ``[records] dir`` set in the site
 config. The epilog runs as root (``root@`` in the queue), so it writes the record

@@ -1,4 +1,4 @@
-"""Job records (issue 17) on a real HTCondor 23.9 pool, handed in by the job's user.
+"""Job records on a real HTCondor 23.9 pool, handed in by the job's user.
 
 Runs as root (CI): the pool of ``htcondor_pool`` with contrib/htcondor/mjf-records.config
 in its config.d, so the starter runs ``mjf-htcondor-job-exit`` as the job's owner with
@@ -241,7 +241,7 @@ def as_attacker(script: str) -> None:
 
 
 def test_another_user_cannot_replace_a_record_nor_keep_the_next_one_out(pool):
-    """Issue 27: mjfuser2 reads mjfuser1's filed record (records are world-readable),
+    """mjfuser2 reads mjfuser1's filed record (records are world-readable),
     changes its figures and hands it in with the same job and end; plants 10,000 hidden
     files (they sorted before every hand-in: only the first 10,000 names were looked at),
     a hand-in whose end_time is 1e20 (it raised OverflowError and stopped every later

@@ -103,7 +103,7 @@ def test_no_job_leaves_its_directory_whatever_its_end(cluster):
     try:
         assert_no_job_directories_left(cluster)  # no `mjf sync`: each Epilog removed its own
     except AssertionError as left:
-        # Still open (issue 27, item 6): one run in two on a loaded CI machine left one
+        # Still open: one run in two on a loaded CI machine left one
         # directory (job 17 of 32) without a word from its Epilog. Recorded as a known
         # failure with slurmd's log, never hidden by a `mjf sync`, until its cause is found.
         pytest.xfail(f"{left}\n{cluster.log('slurmd')[-6000:]}")

@@ -1,4 +1,4 @@
-"""The [records] section of the config (issue 17): every option, every refusal."""
+"""The [records] section of the config: every option, every refusal."""
 
 from __future__ import annotations
 

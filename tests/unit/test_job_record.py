@@ -1,4 +1,4 @@
-"""Job records (issue 17): the SSS Job Object XML, the APEL message and the JSON dict."""
+"""Job records: the SSS Job Object XML, the APEL message and the JSON dict."""
 
 from __future__ import annotations
 

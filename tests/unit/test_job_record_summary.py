@@ -1,4 +1,4 @@
-"""Job records (issue 17): reading a record's JSON back, what it says about the promise
+"""Job records: reading a record's JSON back, what it says about the promise
 (overruns, figures), and the totals over many (summary), against hand-computed numbers."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The records directory (issue 17): writing a record whole or not at all, reading them
+"""The records directory: writing a record whole or not at all, reading them
 back, expiring old ones; and how a job's end writes its record (lifecycle)."""
 
 from __future__ import annotations
@@ -855,7 +855,7 @@ def test_a_real_user_can_hand_in_through_a_drop_box_it_cannot_read(config, recor
         ["users"]
 
 
-# --- issue 27: the drop box cannot be used against root or other users ------------------
+# --- the drop box cannot be used against root or other users ---------------------------
 
 ATTACKER_UID, VICTIM_UID = 54322, 54323
 

@@ -35,3 +35,25 @@ def test_the_vendored_openpbs_source_is_the_one_its_checksum_names():
     expected, name = (vendor / "SHA256SUMS").read_text().split()
     assert hashlib.sha256((vendor / name).read_bytes()).hexdigest() == expected
     assert (vendor / "LICENSE").read_text().startswith("---")
+
+
+def test_comments_name_no_issue_of_the_tracker():
+    """A reader of the repository has no tracker: a comment or docstring says what and
+    why, never which numbered issue brought it (the changelog says what each version
+    brought)."""
+    import re
+
+    word = b"iss" + b"ue"  # in pieces, so that this file does not match itself
+    pattern = re.compile(rb"\b%s \d+|\(%s|\b%ss? #\d+" % (word, word, word), re.IGNORECASE)
+    changelogs = {("CHANGELOG.md",), ("debian", "changelog")}
+    offenders = []
+    for path in tracked_files():
+        relative = path.relative_to(REPO)
+        if relative.parts[:2] in {("tests", "fixtures"), ("tests", "vendor")} \
+                or relative.parts in changelogs or path.suffix in {".gz", ".png"} \
+                or not path.is_file():
+            continue
+        text = path.read_bytes()
+        lines = [text.count(b"\n", 0, match.start()) + 1 for match in pattern.finditer(text)]
+        offenders += [f"{relative}:{line}" for line in lines]
+    assert offenders == []
