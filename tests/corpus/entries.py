@@ -4,7 +4,7 @@ entry points with."""
 
 from __future__ import annotations
 
-from tests.corpus.mutations import Case
+from tests.corpus.mutations import Case, EntryModel
 
 COMMON_CONFIG = """\
 [mjf]
@@ -25,12 +25,14 @@ RECORDS_SECTION = "[records]\ndir = @D@/records\nformat = sss, apel\nsite = CORP
 JOB_ARGV = ["/bin/echo", "a b"]
 
 
-class Entry:
-    """One entry point: its recorded environment, config, and how it is called."""
+class Entry(EntryModel):
+    """One entry point: its recorded environment, config, and how it is called; and
+    (``model``: :class:`~tests.corpus.mutations.EntryModel`'s keywords) what decides its
+    outcome."""
 
     def __init__(self, name, environ, config, call, job_argv=None, prepare=None,
-                 command=None, job_file=None, tree=None, real_proc=True, stdin=None):
-        self.name = name
+                 command=None, job_file=None, tree=None, real_proc=True, stdin=None, **model):
+        super().__init__(name, **model)
         self.environ = environ
         self.config = config
         self.call = call  # (sandbox, argv, environ, outputs) -> Outcome

@@ -23,16 +23,7 @@ from mjf_hooks.batch import htcondor as htcondor_batch
 from mjf_hooks.external_command import CommandError
 from mjf_hooks.probe import cgroup, cpu
 from mjf_hooks.store import JOB_DIR_NAME_CHARS, job_dir_name
-from tests.corpus.mutations import (
-    CGROUP_TREE,
-    DIRECTORY,
-    PBS_QSTAT_F,
-    QSTAT_JOB,
-    QSTAT_QUEUE_INSTANCE,
-    SCONTROL_JOB,
-    SCONTROL_PARTITION,
-    config_model,
-)
+from tests.corpus.mutations import CGROUP_TREE, COMMANDS, DIRECTORY, config_model
 
 READ_TEXT = probe.read_text
 MAX_LINE = 1200  # a clear line, not a megabyte of echoed input
@@ -139,19 +130,13 @@ class Sandbox:
         self.commands.append(list(argv))
         if not os.access(argv[0], os.X_OK):
             raise CommandError(f"cannot run {argv[0]}: No such file or directory")
-        name = os.path.basename(argv[0])
-        if name == "scontrol":
-            default = SCONTROL_JOB if argv[2] == "job" else SCONTROL_PARTITION
-            name = "scontrol" if argv[2] == "job" else "scontrol-partition"
-        elif name in ("bjobs", "condor_status"):
-            default = {"bjobs": "00:30:00\n", "condor_status": ""}[name]
-        elif name == "qstat" and argv[1] == "-f":  # PBS's: qstat -f JOB (a classic prologue)
-            default, name = PBS_QSTAT_F, "pbs-qstat"
-        elif name == "qstat":  # -j JOB (the job's requests), or -F ... -q QUEUE@HOST
-            default = QSTAT_JOB if argv[1] == "-j" else QSTAT_QUEUE_INSTANCE
-            name = "qstat" if argv[1] == "-j" else "qstat-F"
-        else:  # a config naming another file of the case directory: as exec would fail
+        # The batch systems' files declare their commands (mutations.COMMANDS): each says
+        # which output a command line asks for, and what it prints by default.
+        answers = [fake(argv) for fake in COMMANDS.get(os.path.basename(argv[0]), ())]
+        answers = [answer for answer in answers if answer is not None]
+        if not answers:  # a config naming another file of the case directory: as exec would
             raise CommandError(f"cannot run {argv[0]}: Permission denied")
+        name, default = answers[0]
         output = self.outputs.get(name, default)
         if isinstance(output, Exception):
             raise output

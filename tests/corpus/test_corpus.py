@@ -1,6 +1,6 @@
 """The bad-input corpus: every entry point, fed hundreds of broken inputs each.
 
-For every case (see mutations.py) the hook must: (a) exit as the fail-safe rule
+For every case (see mutations.py, and backends/) the hook must: (a) exit as the fail-safe rule
 says for what the case broke - the status, and whether a job runner runs the job
 (with its argv and environment, and with MJF unless set-up failed), are decided
 when the case is generated, from the broken input alone; (b) log one clear error
@@ -51,12 +51,26 @@ from tests.corpus import backends, harness
 from tests.corpus.backends.gridengine import (
     GE_CONFIG,
     GE_EPILOG_ENV,
+    GE_JOB,
+    GE_PE_HOSTFILE,
+    GE_PE_HOSTFILE_PATH,
     GE_PROLOG_ENV,
+    GE_SCRIPT,
+    GE_SPOOL_CONFIG,
+    GE_SPOOL_CONFIG_PATH,
     GE_STARTER_ENV,
     GE_STARTER_METHOD_ENV,
     GE_TASK_SPOOL_FILES,
     GE_USAGE,
     GE_USAGE_PATH,
+    GRIDENGINE_STARTERS,
+    QSTAT_JOB,
+    QSTAT_JOB_WITHOUT_RUN_LIMIT,
+    QSTAT_QUEUE_INSTANCE,
+    gridengine_hostile_path_cases,
+    job_start,
+    pe_hostfile_cases,
+    spool_config_cases,
 )
 from tests.corpus.backends.htcondor import (
     CONDOR_ENV,
@@ -64,6 +78,9 @@ from tests.corpus.backends.htcondor import (
     FINAL_AD,
     FINAL_AD_PATH,
     HTCONDOR_CONFIG,
+    JOB_AD,
+    MACHINE_AD,
+    ad_cases,
 )
 from tests.corpus.backends.lsf import LSF_CONFIG, LSF_ENV
 from tests.corpus.backends.pbs import (
@@ -71,21 +88,33 @@ from tests.corpus.backends.pbs import (
     PBS_CONFIG,
     PBS_EPILOGUE_WORDS,
     PBS_FILES,
+    PBS_HOSTILE_IDS,
     PBS_JOB,
+    PBS_OTHER_IDS,
     PBS_OTHER_JOB,
     PBS_PROFILE_ENV,
     PBS_PROLOGUE_WORDS,
+    PBS_QSTAT_F,
     PBS_STDIN,
     PBS_TORQUE_WORDS,
+    PBS_WORDS,
+    pbs_argv_cases,
+    pbs_hook_input,
+    pbs_job_id,
+    pbs_stdin_cases,
     pbs_words,
 )
 from tests.corpus.backends.slurm import (
+    CLOCK,
     CPU_STAT,
+    PRESENT,
     S24_EPILOG_ENV,
     S24_MULTI_NODE_ENV,
     S24_PROLOG_ENV,
     S24_RUNINJOB_ENV,
     S24_TASK_ENV,
+    SCONTROL_JOB,
+    SCONTROL_PARTITION,
     SLURM_2302_ENV,
     SLURM_CONFIG,
     SLURM_EPILOG_ENV,
@@ -94,65 +123,34 @@ from tests.corpus.backends.slurm import (
     SLURM_TASK_ENV,
     SLURM_TASK_EPILOG_ENV,
     USAGE_REPORT,
+    recorded_cgroup_cases,
+    slurm_prolog_keys,
 )
 from tests.corpus.entries import COMMON_CONFIG, JOB_ARGV, RECORDS_SECTION, Entry, options, root
 from tests.corpus.mutations import (
-    CLOCK,
     DIRECTORY,
     DROPS,
     EXEC_FAILS,
-    GE_JOB,
-    GE_PE_HOSTFILE,
-    GE_PE_HOSTFILE_PATH,
-    GE_SCRIPT,
-    GE_SPOOL_CONFIG,
-    GE_SPOOL_CONFIG_PATH,
-    GRIDENGINE_STARTERS,
-    JOB_AD,
-    JOB_RUNNERS,
-    MACHINE_AD,
-    PBS_HOSTILE_IDS,
-    PBS_OTHER_IDS,
-    PBS_QSTAT_F,
-    PBS_WORDS,
-    PRESENT,
-    QSTAT_JOB,
-    QSTAT_JOB_WITHOUT_RUN_LIMIT,
-    QSTAT_QUEUE_INSTANCE,
-    RECORD_WRITERS,
-    SCONTROL_JOB,
-    SCONTROL_PARTITION,
     SECRET_MARKER,
     SECRET_NUMBER,
     SETUP_FAILS,
     USAGE,
-    USAGE_EXIT,
     V2_JOB,
     WRITES_RECORDS,
     Case,
-    ad_cases,
     cgroup_cases,
     config_cases,
+    declare,
     env_cases,
     env_file_cases,
     file_mutations,
-    gridengine_hostile_path_cases,
-    job_start,
     jobstatus_config_cases,
     offers_jobstatus,
     offers_records,
     option_effect,
     output_cases,
-    pbs_argv_cases,
-    pbs_hook_input,
-    pbs_job_id,
-    pbs_stdin_cases,
-    pe_hostfile_cases,
-    recorded_cgroup_cases,
     records_state_cases,
     sample,
-    slurm_prolog_keys,
-    spool_config_cases,
     state_effect,
     usage_file_cases,
     value_mutations,
@@ -192,17 +190,20 @@ def _mjf(subcommand):
     return call
 
 
-# The batch systems' entry points (tests/corpus/backends/<name>.py), and the standalone's.
-ENTRIES = {entry.name: entry for entry in [
-    *backends.ENTRIES,
+# The standalone's entry points: commands a person types, so a wrong command line exits 2;
+# `mjf run` runs its command as a shell would (127 where it cannot be executed).
+STANDALONE = [
     Entry("mjf-run", RUN_ENV, COMMON_CONFIG, _mjf("run"), job_argv=JOB_ARGV,
-          command=("mjf", ["run"])),
+          command=("mjf", ["run"]), store_role="creates", exec_fails_exit=127, usage_exit=2),
     Entry("mjf-machine", RUN_ENV, COMMON_CONFIG, _mjf("machine"),
-          command=("mjf", ["machine"])),
-]}
-# The model of mutations.py knows the same entry points.
-assert {name for name, entry in ENTRIES.items() if entry.job_argv} == set(JOB_RUNNERS)
-assert set(USAGE_EXIT) <= set(ENTRIES)
+          command=("mjf", ["machine"]), store_role="machine", usage_exit=2),
+]
+declare(STANDALONE)
+# The batch systems' entry points (tests/corpus/backends/<name>.py), and the standalone's.
+ENTRIES = {entry.name: entry for entry in [*backends.ENTRIES, *STANDALONE]}
+# An entry point runs a job exactly where its model says what a job that cannot run exits.
+assert all((entry.job_argv is None) == (entry.exec_fails_exit is None)
+           for entry in ENTRIES.values())
 
 
 # -- the cases -------------------------------------------------------------------------------
@@ -275,7 +276,7 @@ def _gridengine_state(states):
 
 def _gridengine_variants(entry, environ):
     """The recorded job started in the other ways Grid Engine starts one (not broken: what
-    the starter execs follows from them, mutations.gridengine_job_start)."""
+    the starter execs follows from them, backends.gridengine.gridengine_job_start)."""
     binary = GE_SPOOL_CONFIG.replace(b"handle_as_binary=0", b"handle_as_binary=1")
     variants = [
         ("binary-job", {}, binary),
@@ -340,7 +341,7 @@ def build_cases() -> list[Case]:
     # Slurm 24.11: the Prolog (PrologFlags=Alloc,Contain; and RunInJob), the Epilog and the
     # TaskProlog of the recorded job 9 (14 with RunInJob). Its Prolog's environment gives the
     # start and the time limit, never the memory request: what a Prolog writes is modelled
-    # (Case.job_keys, mutations.slurm_prolog_keys).
+    # (Case.job_keys, backends.slurm.slurm_prolog_keys).
     name = "slurm-24.11-prolog"
     cases += env_cases(name, S24_PROLOG_ENV, (
         *SLURM_VARIABLES, "SLURM_JOB_NODELIST", "SLURM_JOB_START_TIME", "SLURM_JOB_END_TIME"))
@@ -523,6 +524,11 @@ def build_cases() -> list[Case]:
 RECORD_DAYS = tuple(sorted({time.strftime("%Y-%m-%d", time.gmtime(when)) for when in (
     time.time(), time.time() + 86400, int(S24_EPILOG_ENV["SLURM_JOB_END_TIME"]),
     int(GE_USAGE.split(b"end_time=")[1].split(b"\n")[0]))}))
+# The end-of-job hooks (Entry.writes_records), in the order their record cases are made (the
+# garbage file_mutations draws follows the order cases are made in: keep it).
+RECORD_WRITERS = ("slurm-epilog", "slurm-24.11-epilog", "lsf-post-exec", "gridengine-epilog",
+                  "htcondor-job-exit", "pbs-end", "pbs-epilogue")
+assert set(RECORD_WRITERS) == {name for name, entry in ENTRIES.items() if entry.writes_records}
 # Where each end-of-job hook's job lives (relative to the case directory): gone after it.
 ENDED_JOB_DIRS = {"slurm-epilog": "base/jobs/3", "slurm-24.11-epilog": "base/jobs/9",
                   "lsf-post-exec": "base/jobs/1234", "gridengine-epilog": "base/jobs/13",
@@ -536,7 +542,7 @@ TASKEPILOG_WRITES = "jobs/3/usage"
 
 def _stdin_cases(name: str) -> list[Case]:
     """The final job ad on the job-exit hook's stdin broken as a whole and attribute by
-    attribute (mutations.ad_cases: without a job id set-up fails), and larger than an ad
+    attribute (backends.htcondor.ad_cases: without a job id set-up fails), and larger than an ad
     can be (classad.MAX_AD_BYTES, as a sparse file). Only a broken id can name another
     job: elsewhere the job's directory goes."""
     from mjf_hooks.classad_files import MAX_AD_BYTES
@@ -658,7 +664,6 @@ def _pbs_cases() -> list[Case]:
         settings = _config_model(case.config) or {}
         if case.effect == DROPS and settings.get(("mjf", "base_dir")) != "@D@/base":
             case.effect, case.culprits = SETUP_FAILS, (*case.culprits, "execjob_begin")
-            case.status, case.job_runs = 0, False
         cases.append(case)
     for case in _state(name, _pbs_job_state(PBS_JOB)):
         if case.label in PBS_LAUNCH_WITHOUT_DIRECTORY:
@@ -725,7 +730,7 @@ def _names_the_job(case: Case) -> bool:
         return False
     if FINAL_AD_PATH in case.files or case.argv[:1] == (PBS_WORDS,) or any(
             path in PBS_STDIN.values() for path in case.files):
-        return False  # decided with the case (_stdin_cases, mutations.pbs_effect)
+        return False  # decided with the case (_stdin_cases, backends.pbs.pbs_effect)
     jobs = ENDED_JOB_DIRS[case.entry]
     return not any(path == jobs or path.startswith(jobs + "/") or path in ("base", "base/jobs")
                    for path in case.files)
@@ -1702,7 +1707,7 @@ JOB_COMMANDS = [
     ("mjf-run", "missing", [MISSING, "a b"], 127),
     ("mjf-run", "not-executable", [UNEXECUTABLE, "a b"], 126),
 ]
-assert all(status == JOB_RUNNERS[name] for name, label, _, status in JOB_COMMANDS
+assert all(status == ENTRIES[name].exec_fails_exit for name, label, _, status in JOB_COMMANDS
            if label.startswith("missing"))
 
 
