@@ -42,8 +42,8 @@ DROPS = "drops"
 SETUP_FAILS = "setup-fails"
 # The hook's own inputs - the config, or the --env-file that may name it - cannot be used:
 # one error line; the config's on_error is unknown, so the default applies: exit 0, and a
-# job runner runs the job without MJF (README: "A hook that meets a broken config logs that
-# line and exits 0 (a wrapper still runs the job)").
+# job runner runs the job without MJF (docs/configuration.md: "A hook that meets a broken
+# config logs that line and exits 0 (a wrapper still runs the job)").
 UNREADABLE = "unreadable"
 # The command line is wrong: one error line, the entry point's usage status, no job.
 USAGE = "usage"
@@ -51,13 +51,14 @@ USAGE = "usage"
 EXEC_FAILS = "exec-fails"
 # The job's record ([records] dir) cannot be written - its directory refused or unwritable:
 # one error line naming it, and the end of the job goes on (its directory removed) with
-# exit 0, whatever on_error says (README: a record must never keep a job's files).
+# exit 0, whatever on_error says (docs/records.md: a record must never keep a job's files).
 RECORD_FAILS = "record-fails"
 EFFECTS = (DROPS, SETUP_FAILS, UNREADABLE, USAGE, EXEC_FAILS, RECORD_FAILS)
 
 # Entry points that run the job, and their status when its command cannot be executed:
-# what a shell gives (127) for the LSF and Grid Engine starters and `mjf run` (README), and
-# for the HTCondor wrapper 1 plus one line in $_CONDOR_WRAPPER_ERROR_FILE.
+# what a shell gives (127) for the LSF and Grid Engine starters and `mjf run`
+# (docs/troubleshooting.md), and for the HTCondor wrapper 1 plus one line in
+# $_CONDOR_WRAPPER_ERROR_FILE.
 GRIDENGINE_STARTERS = ("gridengine-starter", "gridengine-starter-after-prolog")
 JOB_RUNNERS = {"htcondor-wrapper": 1, "lsf-starter": 127, "lsf-starter-after-pre-exec": 127,
                "mjf-run": 127, **{name: 127 for name in GRIDENGINE_STARTERS}}
@@ -370,7 +371,7 @@ def gridengine_env(hook: str) -> dict[str, str]:
 
 # -- what each input means to a hook (the model the expectations come from) -------------------
 #
-# Written from the README and the formats, not from what a hook printed: which variables
+# Written from the docs and the formats, not from what a hook printed: which variables
 # tell a hook which job (and which role) it is, what the config may hold, what an ad needs
 # to name its job, and what a hook does with each part of its store.
 
@@ -426,7 +427,7 @@ def environment_effect(entry: str, recorded: dict[str, str | None],
     """What a batch system's environment ``environ`` (``recorded``, changed) does to set-up,
     the site offering $JOBSTATUS or not (``jobstatus``).
 
-    Set-up fails where the hook cannot tell which job it is for (README: "a missing or
+    Set-up fails where the hook cannot tell which job it is for (docs/slurm.md: "a missing or
     non-numeric SLURM_JOB_ID writes nothing"; LSF: LSB_JOBID and LSB_JOBINDEX), which role
     it plays (Slurm's Prolog and Epilog follow SLURM_SCRIPT_CONTEXT), whose the job's
     directory is (the Prolog makes it the job's user's and group's, and its jobstatus/ the
@@ -492,7 +493,7 @@ _RECORDED = object()  # the entry point's recorded /proc/self/cgroup
 
 
 def slurm_in_job(entry: str, job_id: str, proc_cgroup=_RECORDED) -> bool:
-    """Whether a Slurm Prolog runs inside job ``job_id``'s cgroups (README, RunInJob: "a
+    """Whether a Slurm Prolog runs inside job ``job_id``'s cgroups (docs/slurm.md, RunInJob: "a
     ``job_<id>`` level in its own memory or unified cgroup"), its /proc/self/cgroup the
     recorded one or ``proc_cgroup`` (a file as a case lays it out: bytes, None, DIRECTORY).
     False where no /proc/self/cgroup of the entry point's is faked (22.05's Prolog reads the
@@ -548,7 +549,7 @@ def _epoch(text: str) -> int | None:
 def slurm_prolog_keys(entry: str, recorded: dict[str, str | None],
                       environ: dict[str, str | None], proc_cgroup=_RECORDED) -> JobKeys | None:
     """The keys a Slurm >= 23.02 Prolog writes, for an environment ``environ`` (``recorded``,
-    changed) it sets up with (README, Slurm: the key table, the versions table, RunInJob):
+    changed) it sets up with (docs/slurm.md: the key table, the versions table, RunInJob):
 
     * it asks scontrol only where SLURM_JOB_START_TIME or SLURM_JOB_END_TIME is missing
       (unset or empty, as before 23.02); scontrol then gives the start, the time limit and the
@@ -697,10 +698,10 @@ def _cannot_open(path: str) -> bool:
             or path.startswith("@D@/mjf.conf/"))
 
 
-# The config (README, "Configuration"): each known key and what its value must be.
+# The config (docs/configuration.md): each known key and what its value must be.
 _PATH, _NUMBER, _INTEGER, _DECIMAL, _BOOLEAN, _LOG, _ATTRIBUTE, _CELL, _BENCHMARK = (
     "path", "number", "integer", "decimal", "boolean", "log", "attribute", "cell", "benchmark")
-# [records] (README, "Job records"): format, sss and/or apel (comma-separated, any case);
+# [records] (docs/configuration.md): format, sss and/or apel (comma-separated, any case);
 # keep_days, 1 to 6 digits; site, a GOCDB name (printable ASCII, no space, comma, quote
 # or backslash).
 _FORMATS, _DAYS, _SITE = "formats", "days", "site"
@@ -794,7 +795,7 @@ def _without_comment(text: str) -> str:
 
 
 def config_model(data: bytes) -> dict[tuple[str, str], str] | None:
-    """What a config file sets ({(section, key): value}), or None where the README says it
+    """What a config file sets ({(section, key): value}), or None where the docs say it
     is refused: not UTF-8, a NUL or a control character outside a comment, a line that is
     no ``[section]`` or ``key = value``, a key before any section, an unknown section or
     key, a key set twice, a value its key cannot take, ``export = url`` without url_base."""
@@ -1184,7 +1185,7 @@ def cgroup_model(files: dict) -> tuple[int | None, int | None]:
 
 
 def cgroup_job_keys(entry: str, files: dict) -> JobKeys | None:
-    """The limits the Slurm 22.05 TaskProlog completes job 3 with (README, Slurm's key table):
+    """The limits the Slurm 22.05 TaskProlog completes job 3 with (docs/slurm.md's key table):
     max_rss_bytes the least of the Prolog's (SLURM_TASK_MEMORY) and the cgroup's memory limit,
     max_swap_bytes the least of the config's (CONFIG_SWAP) and the cgroup's swap limit. A lost
     cgroup limit only lets the others decide: no key is left out. Nothing pending after it.
@@ -1322,7 +1323,7 @@ def config_cases(entry: str, config: str, sample: int) -> list[Case]:
     return cases
 
 
-_YES = ("1", "yes", "true", "on")  # what a boolean of the config takes for yes (README)
+_YES = ("1", "yes", "true", "on")  # what a config boolean takes for yes (docs/configuration.md)
 
 
 def offers_jobstatus(config: bytes) -> bool:
@@ -1408,7 +1409,7 @@ def with_jobstatus(cases: list[Case], every: int, recorded: dict[str, str]) -> l
 # The end-of-job hooks: each writes the job's record before it removes the job's directory.
 RECORD_WRITERS = ("slurm-epilog", "slurm-24.11-epilog", "lsf-post-exec", "gridengine-epilog",
                   "htcondor-job-exit", "pbs-end", "pbs-epilogue")
-# The job's record is written where the hook runs as root (README: "Records are root's");
+# The job's record is written where the hook runs as root (docs/records.md: "Records are root's");
 # as another user it is handed in to <dir>/incoming/, which only root's `mjf sync` makes (a
 # case directory has none, and no other user can make it): the record cases need root.
 WRITES_RECORDS = os.geteuid() == 0

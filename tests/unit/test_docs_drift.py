@@ -235,3 +235,17 @@ def test_both_packages_ship_the_docs():
     doc_line = re.search(r"^%doc (.*)$", (ROOT / "packaging/rpm/mjf-hooks.spec.in").read_text(),
                          re.M).group(1)
     assert "docs" in doc_line.split()
+
+
+@pytest.mark.parametrize("name", batch.NAMES)
+def test_every_batch_system_has_its_page_and_contrib_points_there(name):
+    assert (DOCS / f"{name}.md").is_file()
+    assert f"../../docs/{name}.md" in (ROOT / "contrib" / name / "README.md").read_text()
+
+
+def test_every_key_is_in_the_key_table():
+    table = (DOCS / "keys.md").read_text()
+    listed = [span for cell in first_cells(table) for span in code_spans(cell)]
+    assert sorted(set(spec.KEYS) - set(listed)) == []
+    text = " ".join(table.split())
+    assert [legacy.name for legacy in spec.LEGACY_KEYS if legacy.name not in text] == []
