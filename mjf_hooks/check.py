@@ -1,6 +1,6 @@
 """``mjf check``: a machine/job features pair checked against the spec.
 
-Severities follow what the readers of these files accept (README, `mjf check`): an
+Severities follow what the readers of these files accept (docs/commands.md, `mjf check`): an
 *error* where a reader breaks or a required key is missing, a *warning* where a
 recommended key is missing or a value looks wrong, *info* for optional keys.
 Exit codes are Nagios-style: 0 ok (info only), 1 warning, 2 error.

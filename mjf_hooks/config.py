@@ -38,8 +38,12 @@ MAX_FRACTIONAL = 10**_MAX_WHOLE_DIGITS  # a value with a fraction is below this
 MAX_HS06_PER_CPU = 1000000
 MAX_COMMAND_TIMEOUT_SECS = 300
 
-# Config-only helpers that are not MJF keys themselves.
-_EXTRA_MACHINE_OPTIONS = {"hs06_per_cpu", "benchmark"}
+# The options of [mjf]: the parser takes these and no others.
+MJF_OPTIONS = ("base_dir", "on_error", "log", "legacy_keys", "jobstatus", "dir_mode",
+               "file_mode", "command_timeout", "export", "url_base", "batch_systems")
+# [machinefeatures] and [jobfeatures] take the configurable MJF keys of their scope,
+# and [machinefeatures] these config-only helpers, which are not keys themselves.
+EXTRA_MACHINE_OPTIONS = ("hs06_per_cpu", "benchmark")
 # [machinefeatures] benchmark: what the hs06 and hs06_job numbers were measured with. The
 # keys keep their names (every reader reads hs06/hs06_job); HEPscore23 is on HS06's scale.
 # Spelled as WLCG and APEL's configuration spell them; read in any case.
@@ -66,6 +70,7 @@ BACKEND_OPTIONS = {
 # `mjf describe`: who this slot is, for DIRAC's resource description (all optional).
 DESCRIBE_OPTIONS = ("site", "gridce", "tags", "platform")
 # [records]: a record per job of what MJF promised against what it used (off by default).
+RECORDS_OPTIONS = ("dir", "format", "keep_days", "site")
 RECORD_FORMATS = ("sss", "apel")
 DEFAULT_RECORD_FORMATS = ("sss",)
 DEFAULT_RECORDS_KEEP_DAYS = 90
@@ -251,7 +256,7 @@ def _apply(config: Config, section: str, key: str, value: str) -> None:
         _apply_describe_option(config, key, value)
     elif section == "records":
         _apply_records_option(config, key, value)
-    elif section == "machinefeatures" and key in _EXTRA_MACHINE_OPTIONS:
+    elif section == "machinefeatures" and key in EXTRA_MACHINE_OPTIONS:
         if key == "benchmark":
             config.benchmark = _benchmark(value)
         else:
@@ -264,6 +269,8 @@ def _apply(config: Config, section: str, key: str, value: str) -> None:
 
 
 def _apply_mjf_option(config: Config, key: str, value: str) -> None:
+    if key not in MJF_OPTIONS:
+        raise ValueError(f"unknown option; [mjf] takes {', '.join(MJF_OPTIONS)}")
     if key == "base_dir":
         config.base_dir = _absolute_path(value)
     elif key == "on_error":
@@ -310,11 +317,6 @@ def _apply_mjf_option(config: Config, key: str, value: str) -> None:
         if timeout > MAX_COMMAND_TIMEOUT_SECS:
             raise ValueError(f"must be between 0 and {MAX_COMMAND_TIMEOUT_SECS} seconds")
         config.command_timeout_secs = timeout
-    else:
-        raise ValueError(
-            "unknown option; [mjf] takes base_dir, on_error, log, legacy_keys, jobstatus, "
-            "dir_mode, file_mode, command_timeout, export, url_base, batch_systems"
-        )
 
 
 def _apply_describe_option(config: Config, key: str, value: str) -> None:
@@ -334,6 +336,11 @@ def _apply_describe_option(config: Config, key: str, value: str) -> None:
 
 
 def _apply_records_option(config: Config, key: str, value: str) -> None:
+    if key == "benchmark":
+        raise ValueError("the benchmark is the machine's: set [machinefeatures] benchmark "
+                         "(records and mjf describe both carry it)")
+    if key not in RECORDS_OPTIONS:
+        raise ValueError(f"unknown option; [records] takes {', '.join(RECORDS_OPTIONS)}")
     if key == "dir":
         config.records_dir = _absolute_path(value)
     elif key == "format":
@@ -351,11 +358,6 @@ def _apply_records_option(config: Config, key: str, value: str) -> None:
             raise ValueError("must be the site's GOCDB name: printable ASCII without "
                              "spaces, commas, quotes or backslashes")
         config.records_site = value
-    elif key == "benchmark":
-        raise ValueError("the benchmark is the machine's: set [machinefeatures] benchmark "
-                         "(records and mjf describe both carry it)")
-    else:
-        raise ValueError("unknown option; [records] takes dir, format, keep_days, site")
 
 
 def _is_describe_token(value: str) -> bool:

@@ -4,7 +4,7 @@ Pure functions: the inputs are the raw texts already read (machine and job featu
 ``{key: text}``, ``/proc/cpuinfo``, ``/etc/os-release``), the configured ``[describe]``
 options, the machine's architecture and the time; nothing here reads a file.
 
-Units, each converted once, here and nowhere else (the README's ``mjf describe`` table
+Units, each converted once, here and nowhere else (docs/matchmaking.md's ``mjf describe`` table
 says the same):
 
 * MB is **2^20 bytes** (MiB), rounded down. GLUE 1.3 and 2 say "MB" without more; the

@@ -1,7 +1,7 @@
 """The error types the suite raises on purpose.
 
 Anything else escaping a hook is a bug of ours; the hook runner logs it and
-still lets the job run (the fail-safe rule, README "The contract").
+still lets the job run (the fail-safe rule, docs/design.md "The contract").
 """
 
 

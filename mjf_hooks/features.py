@@ -2,7 +2,7 @@
 
 Pure functions: every input is plain data gathered elsewhere, every output
 maps a key to ``(value, source)`` so ``--verbose`` and ``--dry-run`` can say
-where each value came from. Precedence is documented in the README's key table:
+where each value came from. Precedence is documented in docs/keys.md:
 
 * machine keys: the config wins over what is probed;
 * per-job facts from the batch system (job_id, jobstart_secs, allocated_cpu)

@@ -8,9 +8,9 @@ this module only shapes them:
 * :class:`Record`: one job's Requested values (what MJF told the job) and its
   Delivered values, each Delivered value with the source it came from;
 * :func:`sss_xml`: one ``<Job>`` document of the SSS Job Object specification
-  (the README's "Job records" says which elements and units);
+  (docs/records.md says which elements and units);
 * :func:`apel`: an APEL individual job message (``APEL-individual-job-message:
-  v0.3``; its fields and units are in the README's "Job records");
+  v0.3``; its fields and units are in docs/records.md);
 * :func:`record_json`: a typed dict with the sources.
 
 A value that is unknown is None and is left out of every output, never guessed.

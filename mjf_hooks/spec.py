@@ -221,7 +221,7 @@ def key_for_config(section: str, name: str) -> Key:
     """The registry key a config entry names; ValueError saying why it cannot be set."""
     key = KEYS.get(name)
     if key is None:
-        raise ValueError("is not an MJF key (see the key table in the README)")
+        raise ValueError("is not an MJF key (see docs/keys.md)")
     if key.scope != section:
         other = "jobfeatures" if key.scope == JOB else "machinefeatures"
         raise ValueError(f"is a {key.scope} key: put it in [{other}]")

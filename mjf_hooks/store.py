@@ -1,6 +1,6 @@
 """The per-host and per-job directories: created, written and removed safely.
 
-Layout (README, "The contract")::
+Layout (docs/design.md, "The contract")::
 
     <base_dir>/machinefeatures/<key>
     <base_dir>/jobs/<job dir name>/jobfeatures/<key>

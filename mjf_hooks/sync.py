@@ -3,8 +3,9 @@
 1. Machine features are brought up to date (as ``mjf machine``).
 2. A drain the batch system knows about becomes ``shutdowntime``: a Slurm
    maintenance reservation covering this node, an HTCondor graceful drain of
-   this machine. Such a shutdown is announced even when it comes with less
-   notice than ``grace_secs`` (hiding it would be worse; that is logged), and
+   this machine, a PBS maintenance reservation holding this host. Such a
+   shutdown is announced even when it comes with less notice than
+   ``grace_secs`` (hiding it would be worse; that is logged), and
    withdrawn when the batch system drops it - but a drain an admin set with
    ``mjf drain`` is never touched.
 3. Job directories whose job is gone are removed - only when that is proven,

@@ -1,4 +1,4 @@
-"""The benchmark behind the README's Performance tables; ``benchmarks/run`` is its command.
+"""The benchmark behind the tables of docs/performance.md; ``benchmarks/run`` is its command.
 
 ``measure`` times one process, its peak memory and many at once; ``bench`` is the work
 directory and configs every scenario shares; ``scenario`` the shape of a scenario;

@@ -1,4 +1,4 @@
-"""The README's performance tables: hook costs as ratios to floors measured in the same run.
+"""docs/performance.md's tables: hook costs as ratios to floors measured in the same run.
 
 The whole measurement is repeated N times (``--repeats``); every repeat measures its
 own floors, a bare start of the interpreter (``<venv>/bin/python -I -c pass``) and

@@ -2,7 +2,7 @@
 
 Every batch module provides the same names, declared once as a type,
 :class:`mjf_hooks.batch.contract.BatchModule` (the seam the rest of the suite uses; a
-new batch system adds one module, see the README's "Adding a batch system").
+new batch system adds one module, see docs/adding-a-batch-system.md).
 tests/unit/test_batch_contract.py checks every name in :data:`NAMES` against it:
 
 ``NAME``, ``TITLE``

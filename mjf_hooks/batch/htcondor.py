@@ -1,7 +1,7 @@
 """HTCondor: a job's ``.machine.ad``/``.job.ad`` and wrapper environment -> job facts.
 
 Pure functions of parsed ads (:mod:`mjf_hooks.classad_files`); the wrapper in
-:mod:`mjf_hooks.hooks.htcondor` reads the files. Facts (HTCondor's manual, README "HTCondor"):
+:mod:`mjf_hooks.hooks.htcondor` reads the files. Facts (HTCondor's manual, docs/htcondor.md):
 
 * the slot's ``Cpus``, ``Memory`` (MiB) and ``Disk`` (KiB) are what the job got;
   they are preferred over the job's ``Request*`` (a slot can be larger, and

@@ -1,7 +1,7 @@
 """LSF: a job's environment, resource limits and ``bjobs`` output -> job facts.
 
 Built from IBM Spectrum LSF 10.1.0's documentation; no LSF can run here (see the
-README). Pure functions; :mod:`mjf_hooks.hooks.lsf` does the I/O. Facts used:
+docs/lsf.md). Pure functions; :mod:`mjf_hooks.hooks.lsf` does the I/O. Facts used:
 
 * ``LSB_JOBID``; ``LSB_JOBINDEX`` is the array index (0, or unset, for a job
   that is not an element of an array), and LSF names such a job ``1234[7]``;

@@ -4,7 +4,7 @@ Everything here is a pure function of text (an environment mapping, a line of
 ``scontrol show ... -o``); the hook in :mod:`mjf_hooks.hooks.slurm` does the I/O.
 Facts are ``{mjf key: (value, source)}`` as :mod:`mjf_hooks.features` expects.
 
-Facts about Slurm's contract (the Slurm docs, and README "Slurm"):
+Facts about Slurm's contract (the Slurm docs, and docs/slurm.md):
 
 * Prolog/Epilog get ``SLURM_JOB_ID``, ``SLURM_JOB_UID/GID``, ``SLURMD_NODENAME``,
   ``SLURM_JOB_NODELIST`` (or ``SLURM_NODELIST``) and ``SLURM_JOB_CPUS_PER_NODE``

@@ -55,11 +55,12 @@ SYNC_USAGE = """\
 usage: mjf sync [options]
 
 Bring this node's MJF state up to date (run it every minute from a systemd timer
-or cron, as root): machine features; a Slurm maintenance reservation or an
-HTCondor graceful drain becomes shutdowntime (and is withdrawn with it); job
-directories whose jobs are proven gone are removed; job records handed in by
-jobs' users are filed, and old ones removed. Each of these runs whatever another
-did; the exit status is 1 if one failed (each says why in one line).
+or cron, as root): machine features; a Slurm maintenance reservation, an
+HTCondor graceful drain or a PBS maintenance reservation becomes shutdowntime
+(and is withdrawn with it); job directories whose jobs are proven gone are
+removed; job records handed in by jobs' users are filed, and old ones removed.
+Each of these runs whatever another did; the exit status is 1 if one failed
+(each says why in one line).
 
 """ + COMMON_HELP
 

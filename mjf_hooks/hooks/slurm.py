@@ -66,7 +66,7 @@ def _shield_epilog() -> None:
     removal within its budget), so it finishes instead. Ignored, not blocked: a blocked
     SIGTERM would still kill it once unblocked. Nothing else is given up: Slurm's
     PrologEpilogTimeout ends a hung Epilog with SIGKILL, and from the rename on any kill
-    leaves only hidden trash, which `mjf sync` removes (README, Slurm).
+    leaves only hidden trash, which `mjf sync` removes (docs/slurm.md).
     """
     from ..signals import signal
 

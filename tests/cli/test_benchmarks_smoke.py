@@ -1,4 +1,4 @@
-"""`benchmarks/run --smoke`: every scenario of the README's performance tables run once, on
+"""`benchmarks/run --smoke`: every scenario of docs/performance.md's tables run once, on
 tiny stores, against the installed commands, so that none can rot unnoticed. The figures
 themselves mean nothing here; that each row has one (or says why not) does."""
 

@@ -169,7 +169,8 @@ _COMPUTING = {"mjf_hooks.features", "mjf_hooks.probe.cgroup", "mjf_hooks.probe.c
 ])
 def test_hook_paths_import_neither_click_nor_heavy_modules(module, function, argv, needs,
                                                            tmp_path):
-    # The start-up budget (README "The contract"): hooks must not import what they do not use.
+    # The start-up budget (docs/design.md "The contract"): hooks must not import what they
+    # do not use.
     if module in ("mjf_hooks.hooks.gridengine", "mjf_hooks.hooks.lsf"):
         # As a queue gives it: their root roles take no $MJF_CONFIG (the job's environment).
         argv = ["--config", str(tmp_path / "mjf.conf"), *argv]

@@ -19,7 +19,7 @@ benchmark = hepscore23
 [jobfeatures]
 max_swap_bytes = 1073741824
 """
-# Where the site keeps job records (README, "Job records"): the records variants add it.
+# Where the site keeps job records (docs/records.md): the records variants add it.
 RECORDS_SECTION = "[records]\ndir = @D@/records\nformat = sss, apel\nsite = CORPUS-SITE\n"
 
 JOB_ARGV = ["/bin/echo", "a b"]

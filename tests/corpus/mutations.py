@@ -47,8 +47,8 @@ DROPS = "drops"
 SETUP_FAILS = "setup-fails"
 # The hook's own inputs - the config, or the --env-file that may name it - cannot be used:
 # one error line; the config's on_error is unknown, so the default applies: exit 0, and a
-# job runner runs the job without MJF (README: "A hook that meets a broken config logs that
-# line and exits 0 (a wrapper still runs the job)").
+# job runner runs the job without MJF (docs/configuration.md: "A hook that meets a broken
+# config logs that line and exits 0 (a wrapper still runs the job)").
 UNREADABLE = "unreadable"
 # The command line is wrong: one error line, the entry point's usage status, no job.
 USAGE = "usage"
@@ -56,7 +56,7 @@ USAGE = "usage"
 EXEC_FAILS = "exec-fails"
 # The job's record ([records] dir) cannot be written - its directory refused or unwritable:
 # one error line naming it, and the end of the job goes on (its directory removed) with
-# exit 0, whatever on_error says (README: a record must never keep a job's files).
+# exit 0, whatever on_error says (docs/records.md: a record must never keep a job's files).
 RECORD_FAILS = "record-fails"
 EFFECTS = (DROPS, SETUP_FAILS, UNREADABLE, USAGE, EXEC_FAILS, RECORD_FAILS)
 
@@ -370,7 +370,7 @@ V1_UNLIMITED = 9223372036854771712  # LONG_MAX rounded down to the page size
 
 # -- what each input means to a hook (the model the expectations come from) -------------------
 #
-# Written from the README and the formats, not from what a hook printed: which variables
+# Written from the docs and the formats, not from what a hook printed: which variables
 # tell a hook which job (and which role) it is, what the config may hold, what an ad needs
 # to name its job, and what a hook does with each part of its store.
 
@@ -457,12 +457,12 @@ def _cannot_open(path: str) -> bool:
             or path.startswith("@D@/mjf.conf/"))
 
 
-# The config (README, "Configuration"): each known key and what its value must be - one
+# The config (docs/configuration.md): each known key and what its value must be - one
 # of these kinds, a tuple of the values it takes, or a function of the value giving it as
 # the hook uses it (None: refused). Each batch system's file declares its own section's.
 PATH, _NUMBER, _INTEGER, _DECIMAL, _BOOLEAN, _LOG, _BENCHMARK = (
     "path", "number", "integer", "decimal", "boolean", "log", "benchmark")
-# [records] (README, "Job records"): format, sss and/or apel (comma-separated, any case);
+# [records] (docs/configuration.md): format, sss and/or apel (comma-separated, any case);
 # keep_days, 1 to 6 digits; site, a GOCDB name (printable ASCII, no space, comma, quote
 # or backslash).
 _FORMATS, _DAYS, _SITE = "formats", "days", "site"
@@ -540,7 +540,7 @@ def _without_comment(text: str) -> str:
 
 
 def config_model(data: bytes) -> dict[tuple[str, str], str] | None:
-    """What a config file sets ({(section, key): value}), or None where the README says it
+    """What a config file sets ({(section, key): value}), or None where the docs say it
     is refused: not UTF-8, a NUL or a control character outside a comment, a line that is
     no ``[section]`` or ``key = value``, a key before any section, an unknown section or
     key, a key set twice, a value its key cannot take, ``export = url`` without url_base."""
@@ -873,7 +873,7 @@ def config_cases(entry: str, config: str, sample: int) -> list[Case]:
     return cases
 
 
-_YES = ("1", "yes", "true", "on")  # what a boolean of the config takes for yes (README)
+_YES = ("1", "yes", "true", "on")  # what a config boolean takes for yes (docs/configuration.md)
 
 
 def offers_jobstatus(config: bytes) -> bool:
@@ -958,7 +958,7 @@ def with_jobstatus(cases: list[Case], every: int, recorded: dict[str, str]) -> l
 # -- job records ([records] dir) ----------------------------------------------------------------
 
 # The end-of-job hooks: each writes the job's record before it removes the job's directory.
-# The job's record is written where the hook runs as root (README: "Records are root's");
+# The job's record is written where the hook runs as root (docs/records.md: "Records are root's");
 # as another user it is handed in to <dir>/incoming/, which only root's `mjf sync` makes (a
 # case directory has none, and no other user can make it): the record cases need root.
 WRITES_RECORDS = os.geteuid() == 0

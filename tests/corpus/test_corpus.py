@@ -1010,7 +1010,7 @@ def check_records(sandbox, entry: Entry, case: Case) -> list[str]:
 # valid. A line listed here would also need no culprit in a case of that entry point.
 BASELINE_LINES: dict[str, tuple[str, ...]] = {name: () for name in ENTRIES}
 # Where the site keeps records with format = sss, apel (RECORDS_SECTION), a record without
-# a CPU time has no APEL message (README: a format that cannot express the record is left
+# a CPU time has no APEL message (docs/records.md: a format that cannot express the record is left
 # out, with a warning): an LSF post-exec knows none, nor a 24.11 Epilog without its
 # TaskEpilog's report.
 BASELINE_LINES["slurm-24.11-epilog"] = (
@@ -1138,7 +1138,7 @@ def check_job_run(sandbox, entry: Entry, case: Case, outcome, environ) -> list[s
 
 def check_wrapper_error_file(sandbox, case: Case) -> list[str]:
     """HTCondor learns of a job the wrapper did not run from one line in
-    $_CONDOR_WRAPPER_ERROR_FILE (README); of a job it ran, from nothing there."""
+    $_CONDOR_WRAPPER_ERROR_FILE (docs/htcondor.md); of a job it ran, from nothing there."""
     path = sandbox.path("scratch/.job_wrapper_failure")
     if os.path.lexists(path) != (case.status == 1):
         return [f"{path} {'exists' if os.path.lexists(path) else 'is missing'} "
@@ -1258,7 +1258,7 @@ JOB_KEYS = frozenset({
     "max_rss_bytes", "max_swap_bytes", "scratch_limit_bytes", "hs06_job", "grace_secs_job",
     "allocated_CPU", "wall_limit_secs_lrms", "cpu_limit_secs_lrms", "mem_limit_MB",
     "disk_limit_GB", "cpufactor_lrms"})  # legacy
-# `mjf run` without --wall-limit: no wall limit, so no CPU limit derived from it (README).
+# `mjf run` without --wall-limit: no wall limit, so no CPU limit derived from it (docs/keys.md).
 RUN_JOB_KEYS = JOB_KEYS - {"wall_limit_secs", "cpu_limit_secs", "wall_limit_secs_lrms",
                            "cpu_limit_secs_lrms"}
 CONDOR_JOB_ID = "vm#1.0#1795319385"  # the job ad's GlobalJobId
@@ -1435,7 +1435,7 @@ RECORD_FILES = {"slurm-epilog": {".json", ".xml", ".apel"},
 RECORDED_JOBS = {"slurm-epilog": "3", "slurm-24.11-epilog": "9", "lsf-post-exec": "1234",
                  "gridengine-epilog": "13", "htcondor-job-exit": CONDOR_JOB_ID_OF_EXIT,
                  "pbs-end": PBS_JOB, "pbs-epilogue": PBS_CLASSIC_JOB}
-# `mjf run` records the command it ran itself (README: "`mjf run` | itself").
+# `mjf run` records the command it ran itself (docs/records.md: "`mjf run` | itself").
 OTHER_RECORDS = {"mjf-run": 1}
 # In-process, `mjf run`'s command is taken as run, unmeasured (harness.Sandbox._spawn): its
 # record has no CPU time, so no APEL message (the warning names its generated job id).
@@ -1694,7 +1694,7 @@ def test_installed_records_baseline(sandbox, name):
     assert not problems, "\n".join([*problems, "stderr:", *outcome.stderr_lines[:10]])
 
 
-# The job's own command cannot be executed (README): the wrapper exits 1 with one line in
+# The job's own command cannot be executed (docs/htcondor.md): the wrapper exits 1 with one line in
 # $_CONDOR_WRAPPER_ERROR_FILE; the LSF starter and `mjf run` exit as a shell would, 127 for
 # a command that does not exist (the starter's "%USRCMD" through /bin/sh -c too), 126 for
 # one that is not executable. Not corpus cases: their input is the job, not the batch system's.

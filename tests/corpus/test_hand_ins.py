@@ -6,7 +6,7 @@ job ad (htcondor-23.9/job-exit-hook-stdin.ad) and breaks one thing: the whole fi
 value of it (a number no job reaches, one that makes a conversion raise, a wrong type,
 nesting too deep...), its kind (a FIFO, a symlink to a root-only file, a sparse 1 GiB
 file), or its name. Whether the hand-in can be filed is decided here, from the broken
-input alone (:func:`expected_filed`: the README's contract of a record), never from a run.
+input alone (:func:`expected_filed`: docs/records.md's contract of a record), never from a run.
 
 Each case is handed in as another user (uid ``ATTACKER``), beside a good hand-in of a third
 (``VICTIM``) and a record root wrote for the same job and end second; then ``ingest``
@@ -105,7 +105,7 @@ def with_value(path: tuple, raw: str | None) -> str:
 
 
 def expected_filed(text: str | bytes) -> bool:
-    """Whether a hand-in of ``text`` is a record root files (README, "Job records"): a JSON
+    """Whether a hand-in of ``text`` is a record root files (docs/records.md): a JSON
     object of at most 64 KiB whose job_id is a job id, identity values text, Requested and
     Delivered values numbers from 0 to 2**63 - 1 (a time to the end of year 9999), each
     Delivered one with a source, an end_time among them; a benchmark HEPSPEC or

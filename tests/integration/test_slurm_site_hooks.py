@@ -4,7 +4,7 @@ Most Slurm sites already run a Prolog (node health checks), an Epilog and often 
 TaskProlog. Both 22.05 and 24.11 take a glob for ``Prolog=``/``Epilog=``
 (``prolog.d/*``: the site's script and a link to ``mjf-slurm``), and one
 TaskProlog, whose output lines Slurm reads: the site's prints its own, then execs
-ours (``contrib/slurm/README.md``). Both must take effect, and a failing site
+ours (``docs/slurm.md``). Both must take effect, and a failing site
 script is Slurm's to report, not ours to hide.
 """
 

@@ -34,7 +34,7 @@ from tests.packaging.bookworm_root import ScratchRoot, changes, manifest
 
 COMMANDS = ("mjf", "mjf-slurm", "mjf-slurm-taskprolog", "mjf-htcondor-wrapper",
             "mjf-htcondor-cron", "mjf-htcondor-job-exit", "mjf-lsf", "mjf-gridengine",
-            "mjf-gridengine-starter")
+            "mjf-gridengine-starter", "mjf-pbs")
 UNITS = ("mjf-sync.service", "mjf-sync.timer", "run-mjf.mount")
 USER = "nobody:nogroup"  # an unprivileged user every Debian root has (uid 65534)
 USER_DIR = "/tmp/mjf-65534"  # where its `mjf run` puts its job (README, `mjf run`)
@@ -121,6 +121,7 @@ def test_the_package_holds_what_it_should(deb):
     assert {f"/lib/systemd/system/{unit}" for unit in UNITS} <= paths
     assert "/usr/lib/python3/dist-packages/mjf_hooks/__init__.py" in paths
     assert "/usr/share/doc/mjf-hooks/contrib/mjf.conf.example" in paths
+    assert "/usr/share/doc/mjf-hooks/docs/README.md" in paths  # the map; larger pages .gz
     assert "/usr/share/doc/mjf-hooks/contrib/systemd/mjf-sync.timer" in paths
     assert not [path for path in paths if "/tests/" in path or "egg-info" in path]
     info = subprocess.run(["dpkg-deb", "-f", str(deb), "Version", "Architecture", "Depends"],

@@ -126,6 +126,7 @@ def test_file_list_is_what_el9_installs(built):
         if snippet.is_file():
             assert f"{DOCDIR}/{snippet.relative_to(CHECKOUT_ROOT)}" in files
     assert f"{DOCDIR}/README.md" in files
+    assert f"{DOCDIR}/docs/configuration.md" in files
     # Nothing of the build host's layout, nothing enabled.
     for path in files:
         assert not path.startswith(("/usr/local", "/tmp", "/root", "/home", "/work")), path

@@ -55,7 +55,7 @@ def _scripts() -> list[str]:
 
 @pytest.mark.parametrize("name", batch.NAMES)
 def test_each_batch_system_has_what_adding_one_lists(name):
-    """README "Adding a batch system": the pieces besides the batch module."""
+    """docs/adding-a-batch-system.md: the pieces besides the batch module."""
     missing = [piece for piece, present in [
         (f"[{name}] in config.BACKEND_OPTIONS", name in BACKEND_OPTIONS),
         (f"mjf_hooks/hooks/{name}.py", (ROOT / f"mjf_hooks/hooks/{name}.py").is_file()),

@@ -1,5 +1,6 @@
-"""README's Layout section and the tree say the same: each path it lists exists, and each
-module and package of mjf_hooks, and each directory of the checkout, is listed."""
+"""The Layout section of docs/design.md and the tree say the same: each path it lists
+exists, and each module and package of mjf_hooks, and each directory of the checkout,
+is listed."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ CHECKOUT = Path(__file__).parent.parent.parent
 
 
 def listed_paths() -> set[str]:
-    """The paths that begin the lines of README's Layout block (a path holds a ``/``;
+    """The paths that begin the lines of the Layout block (a path holds a ``/``;
     the description begins at the first word that does not)."""
-    text = (CHECKOUT / "README.md").read_text()
+    text = (CHECKOUT / "docs" / "design.md").read_text()
     section = text[text.index("\n## Layout\n"):]
     block = section.split("```\n")[1]
     paths = set()

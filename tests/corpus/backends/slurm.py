@@ -91,7 +91,7 @@ TIMED_PROLOGS = ("slurm-24.11-prolog", "slurm-24.11-runinjob-prolog")
 
 def slurm_environment_effect(entry: str, recorded: dict[str, str | None],
                              environ: dict[str, str | None], jobstatus: bool = False) -> str:
-    """Set-up fails where the hook cannot tell which job it is for (README: "a missing or
+    """Set-up fails where the hook cannot tell which job it is for (docs/slurm.md: "a missing or
     non-numeric SLURM_JOB_ID writes nothing"), which role it plays (the Prolog and Epilog
     follow SLURM_SCRIPT_CONTEXT), or whose the job's directory is (the Prolog makes it the
     job's user's and group's, and its jobstatus/ the job's user's)."""
@@ -122,7 +122,7 @@ _RECORDED = object()  # the entry point's recorded /proc/self/cgroup
 
 
 def slurm_in_job(entry: str, job_id: str, proc_cgroup=_RECORDED) -> bool:
-    """Whether a Slurm Prolog runs inside job ``job_id``'s cgroups (README, RunInJob: "a
+    """Whether a Slurm Prolog runs inside job ``job_id``'s cgroups (docs/slurm.md, RunInJob: "a
     ``job_<id>`` level in its own memory or unified cgroup"), its /proc/self/cgroup the
     recorded one or ``proc_cgroup`` (a file as a case lays it out: bytes, None, DIRECTORY).
     False where no /proc/self/cgroup of the entry point's is faked (22.05's Prolog reads the
@@ -178,7 +178,7 @@ def _epoch(text: str) -> int | None:
 def slurm_prolog_keys(entry: str, recorded: dict[str, str | None],
                       environ: dict[str, str | None], proc_cgroup=_RECORDED) -> JobKeys | None:
     """The keys a Slurm >= 23.02 Prolog writes, for an environment ``environ`` (``recorded``,
-    changed) it sets up with (README, Slurm: the key table, the versions table, RunInJob):
+    changed) it sets up with (docs/slurm.md: the key table, the versions table, RunInJob):
 
     * it asks scontrol only where SLURM_JOB_START_TIME or SLURM_JOB_END_TIME is missing
       (unset or empty, as before 23.02); scontrol then gives the start, the time limit and the
@@ -235,7 +235,7 @@ CONFIG_SWAP = 1 << 30
 
 
 def cgroup_job_keys(entry: str, files: dict) -> JobKeys | None:
-    """The limits the Slurm 22.05 TaskProlog completes job 3 with (README, Slurm's key table):
+    """The limits the Slurm 22.05 TaskProlog completes job 3 with (docs/slurm.md's key table):
     max_rss_bytes the least of the Prolog's (SLURM_TASK_MEMORY) and the cgroup's memory limit,
     max_swap_bytes the least of the config's (CONFIG_SWAP) and the cgroup's swap limit. A lost
     cgroup limit only lets the others decide: no key is left out. Nothing pending after it.
