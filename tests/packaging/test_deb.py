@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -29,12 +28,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CHECKOUT_ROOT, FIXTURES, require
-from tests.packaging import bookworm_root
+from tests.packaging import bookworm_root, sources
 from tests.packaging.bookworm_root import ScratchRoot, changes, manifest
+from tests.packaging.sources import package_version
 
-COMMANDS = ("mjf", "mjf-slurm", "mjf-slurm-taskprolog", "mjf-htcondor-wrapper",
-            "mjf-htcondor-cron", "mjf-htcondor-job-exit", "mjf-lsf", "mjf-gridengine",
-            "mjf-gridengine-starter")
+COMMANDS = sources.commands()
 UNITS = ("mjf-sync.service", "mjf-sync.timer", "run-mjf.mount")
 USER = "nobody:nogroup"  # an unprivileged user every Debian root has (uid 65534)
 USER_DIR = "/tmp/mjf-65534"  # where its `mjf run` puts its job (README, `mjf run`)
@@ -48,16 +46,12 @@ BOOKKEEPING = ("/var/lib/dpkg/", "/var/lib/apt/", "/var/cache/apt/", "/var/cache
 REPLAY = "/tmp/replay"  # recorded job starts, copied in for the replays (removed after)
 
 
-def package_version() -> str:
-    text = (CHECKOUT_ROOT / "mjf_hooks/__init__.py").read_text()
-    return re.search(r'^__version__ = "([^"]+)"$', text, re.MULTILINE).group(1)
-
-
 def test_changelog_repeats_the_one_version():
     """The version lives in mjf_hooks/__init__.py; debian/changelog must repeat it
-    (debian/bump-version sets both; debian/rules refuses to build a mismatch)."""
-    first = (CHECKOUT_ROOT / "debian/changelog").read_text().splitlines()[0]
-    assert re.match(r"^mjf-hooks \(([^)]+)\) ", first).group(1) == package_version()
+    (debian/bump-version sets both; debian/rules refuses to build a mismatch), and
+    CHANGELOG.md, what admins read, has a heading for every version Debian's has."""
+    assert sources.debian_changelog_versions()[0] == package_version()
+    assert sources.changelog_md_versions() == sources.debian_changelog_versions()
 
 
 def test_bump_version_changes_both(tmp_path):
@@ -65,12 +59,28 @@ def test_bump_version_changes_both(tmp_path):
     for part in ("debian", "mjf_hooks"):
         shutil.copytree(CHECKOUT_ROOT / part, copy / part,
                         ignore=shutil.ignore_patterns("__pycache__"))
-    subprocess.run([str(copy / "debian/bump-version"), "9.8.7", "A change."], check=True,
-                   env={"PATH": "/usr/bin:/bin", "DEBEMAIL": "a@b.c", "DEBFULLNAME": "A B"})
+    shutil.copy(CHECKOUT_ROOT / "CHANGELOG.md", copy)
+    bump = [str(copy / "debian/bump-version"), "9.8.7", "A change.", "Another."]
+    environment = {"PATH": "/usr/bin:/bin", "DEBEMAIL": "a@b.c", "DEBFULLNAME": "A B"}
+    subprocess.run(bump, check=True, env=environment)
     assert '__version__ = "9.8.7"' in (copy / "mjf_hooks/__init__.py").read_text()
     changelog = (copy / "debian/changelog").read_text()
-    assert changelog.startswith("mjf-hooks (9.8.7) unstable; urgency=medium\n\n  * A change.\n")
+    assert changelog.startswith("mjf-hooks (9.8.7) unstable; urgency=medium\n\n  * A change.\n"
+                                "  * Another.\n\n -- A B <a@b.c>  ")
     assert f"mjf-hooks ({package_version()})" in changelog  # the history is kept
+    # CHANGELOG.md: the same changes under a heading of their own, above the others.
+    text = (copy / "CHANGELOG.md").read_text()
+    new = text[text.index("## 9.8.7 - "):]
+    assert new.split("\n", 1)[1].startswith("\n- A change.\n- Another.\n\n## ")
+    assert text.startswith((CHECKOUT_ROOT / "CHANGELOG.md").read_text().split("\n## ")[0])
+    assert sources.changelog_md_versions(copy) == sources.debian_changelog_versions(copy) \
+        == ["9.8.7", *sources.debian_changelog_versions()]
+    # A version that is there already changes nothing.
+    before = {path: (copy / path).read_text()
+              for path in ("CHANGELOG.md", "debian/changelog", "mjf_hooks/__init__.py")}
+    again = subprocess.run(bump, env=environment, capture_output=True, text=True)
+    assert again.returncode == 2 and "CHANGELOG.md already has 9.8.7" in again.stderr
+    assert before == {path: (copy / path).read_text() for path in before}
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ setuptools and wheel, which the spec builds with.
 
 from __future__ import annotations
 
-import configparser
 import io
 import os
 import re
@@ -23,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CHECKOUT_ROOT, require
+from tests.packaging.sources import commands, package_version
 
 pytestmark = pytest.mark.integration
 
@@ -34,19 +34,6 @@ UNITS = ("mjf-sync.service", "mjf-sync.timer", "run-mjf.mount")
 # Not tracked by git (.gitignore), never in a clean clone.
 TOP_LEVEL_ARTEFACTS = {"build", "dist", ".pytest_cache", ".hypothesis", ".ruff_cache"}
 ARTEFACTS = re.compile(r"^(\.git|__pycache__|.*\.egg-info|.*\.py[co])$")
-
-
-def checkout_version() -> str:
-    text = (CHECKOUT_ROOT / "mjf_hooks" / "__init__.py").read_text()
-    match = re.search(r'^__version__ = "([^"]+)"$', text, re.M)
-    assert match, "no __version__ in mjf_hooks/__init__.py"
-    return match.group(1)
-
-
-def commands() -> list[str]:
-    setup = configparser.ConfigParser()
-    setup.read(CHECKOUT_ROOT / "setup.cfg")
-    return [Path(line).name for line in setup["options"]["scripts"].split()]
 
 
 def clean_copy(destination: Path) -> Path:
@@ -118,7 +105,7 @@ def test_file_list_is_what_el9_installs(built):
     sitelib = SITE.match(next(iter(library))).group(0)
     for module in (CHECKOUT_ROOT / "mjf_hooks").rglob("*.py"):
         assert f"{sitelib}{module.relative_to(CHECKOUT_ROOT)}" in files
-    assert f"{sitelib}mjf_hooks-{checkout_version()}.dist-info/METADATA" in files
+    assert f"{sitelib}mjf_hooks-{package_version()}.dist-info/METADATA" in files
     assert "/etc/mjf/mjf.conf" in files
     for unit in UNITS:
         assert f"{UNITDIR}/{unit}" in files
@@ -185,7 +172,7 @@ def test_declared_dependencies(built):
 def test_version_comes_from_the_package(built):
     import mjf_hooks
 
-    version = checkout_version()
+    version = package_version()
     assert version == mjf_hooks.__version__
     for package in (built["srpm"], built["rpm"]):
         assert rpm_query("-qp", "--qf", "%{NAME} %{VERSION}", str(package)) == [
@@ -220,7 +207,7 @@ def test_payload_library_and_command_work(built, tmp_path):
         capture_output=True, text=True, env=env, timeout=30,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split()[-1] == checkout_version()
+    assert result.stdout.split()[-1] == package_version()
     located = subprocess.run(
         [sys.executable, "-c", "import mjf_hooks; print(mjf_hooks.__file__)"],
         capture_output=True, text=True, env=env, cwd=tmp_path, check=True,
