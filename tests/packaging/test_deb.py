@@ -41,8 +41,9 @@ FIRST_COMMAND = "mjf run -- sh -c 'cat $JOBFEATURES/allocated_cpu'"
 # Runtime state made by running the commands, not by the package (see the docstring).
 RUNTIME_STATE = ("/run/mjf", USER_DIR)
 # apt's and dpkg's own records of installing and removing packages.
+# (man-db's index of the installed manual pages, /var/cache/man, is rebuilt from them.)
 BOOKKEEPING = ("/var/lib/dpkg/", "/var/lib/apt/", "/var/cache/apt/", "/var/cache/debconf/",
-               "/var/cache/ldconfig/", "/var/log/", "/etc/ld.so.cache")
+               "/var/cache/ldconfig/", "/var/log/", "/etc/ld.so.cache", "/var/cache/man/")
 REPLAY = "/tmp/replay"  # recorded job starts, copied in for the replays (removed after)
 
 
@@ -89,7 +90,8 @@ def deb(tmp_path_factory) -> Path:
     missing = bookworm_root.build_prerequisites()
     require(not missing, f"needs {', '.join(missing)} (apt-get install debhelper dh-python "
                          "pybuild-plugin-pyproject python3-all python3-setuptools "
-                         "python3-wheel dpkg-dev fakeroot debootstrap)")
+                         "python3-wheel python3-click help2man dpkg-dev fakeroot "
+                         "debootstrap)")
     return bookworm_root.build_deb(tmp_path_factory.mktemp("deb"))
 
 
@@ -100,6 +102,9 @@ def root(deb):
     scratch = ScratchRoot(Path("/var/tmp"))
     try:
         scratch.create()
+        # man-db, to read the manual pages as a site would (`man mjf`): not a dependency
+        # of ours, so it is part of the clean state.
+        scratch.apt_get_install("man-db")
         scratch.clean = manifest(scratch.path)
         assert not [path for path in scratch.clean if "mjf" in path], "not a clean root"
         assert scratch.chroot(["sh", "-c", "command -v python3"], check=False).returncode != 0
@@ -140,6 +145,21 @@ def test_the_package_holds_what_it_should(deb):
     conffiles = subprocess.run(["dpkg-deb", "-I", str(deb), "conffiles"], capture_output=True,
                                text=True, check=True).stdout.split()
     assert conffiles == ["/etc/mjf/mjf.conf"]
+    # A manual page for every command and for mjf.conf(5); the changelogs.
+    pages = {path for path in paths if path.startswith("/usr/share/man/")}
+    assert pages == {f"/usr/share/man/man{section}/{page}.{section}.gz"
+                     for page, section, _ in sources.man_pages()}
+    assert {"/usr/share/doc/mjf-hooks/changelog.gz", "/usr/share/doc/mjf-hooks/CHANGELOG.md",
+            "/usr/share/doc/mjf-hooks/copyright"} <= paths
+
+
+@pytest.mark.integration
+def test_lintian_finds_no_error_and_no_warning(deb):
+    require(shutil.which("lintian") is not None, "needs lintian (apt-get install lintian)")
+    result = subprocess.run(["lintian", "--fail-on", "error,warning", str(deb)],
+                            capture_output=True, text=True, timeout=600)
+    tags = [line for line in result.stdout.splitlines() if line[:2] in ("E:", "W:")]
+    assert (result.returncode, tags) == (0, []), result.stdout + result.stderr
 
 
 @pytest.mark.integration
@@ -158,6 +178,19 @@ def test_installed_with_apt_into_a_clean_root(root):
         assert first == ("#!/bin/sh" if command == "mjf-slurm-taskprolog"
                          else "#!/usr/bin/python3 -I"), command
         assert os.stat(root.path / "usr/bin" / command).st_mode & 0o755 == 0o755
+
+
+@pytest.mark.integration
+def test_man_shows_every_page(root):
+    """`man mjf` (and every other page) in the root, as an admin reads it, shows the
+    synopsis its --help gives."""
+    for page, section, _ in sources.man_pages():
+        shown = in_root(root, f"MANWIDTH=200 man {section} {page}", user=USER).stdout
+        assert f"{page.upper()}({section})" in shown.splitlines()[0], shown[:300]
+    assert "mjf [OPTIONS] COMMAND [ARGS]..." in in_root(root, "MANWIDTH=200 man mjf").stdout
+    taskprolog = in_root(root, "mjf-slurm-taskprolog --help").stdout.splitlines()[0]
+    assert taskprolog.replace("usage: ", "") in " ".join(
+        in_root(root, "MANWIDTH=200 man mjf-slurm-taskprolog").stdout.split())
 
 
 @pytest.mark.integration

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CHECKOUT_ROOT, require
-from tests.packaging.sources import commands, package_version
+from tests.packaging.sources import commands, man_pages, package_version
 
 pytestmark = pytest.mark.integration
 
@@ -113,6 +113,13 @@ def test_file_list_is_what_el9_installs(built):
         if snippet.is_file():
             assert f"{DOCDIR}/{snippet.relative_to(CHECKOUT_ROOT)}" in files
     assert f"{DOCDIR}/README.md" in files
+    assert f"{DOCDIR}/CHANGELOG.md" in files
+    # A manual page for every command and for mjf.conf(5), compressed as on EL9.
+    assert {path for path in files if path.startswith("/usr/share/man/")} >= {
+        f"/usr/share/man/man{section}/{page}.{section}.gz" for page, section, _ in man_pages()}
+    assert {path for path in files if path.startswith("/usr/share/man/man") and
+            path.count("/") == 5} == {f"/usr/share/man/man{section}/{page}.{section}.gz"
+                                      for page, section, _ in man_pages()}
     # Nothing of the build host's layout, nothing enabled.
     for path in files:
         assert not path.startswith(("/usr/local", "/tmp", "/root", "/home", "/work")), path
@@ -147,6 +154,33 @@ def test_config_file_is_noreplace_and_all_comments(built):
 
     assert settings(config.parse(text, "/etc/mjf/mjf.conf")) == settings(
         config.parse("", "/etc/mjf/mjf.conf"))
+
+
+def test_the_licence_is_the_packages_licence(built):
+    flags = dict(line.rsplit(" ", 1) for line in rpm_query(
+        "-qp", "--qf", "[%{FILENAMES} %{FILEFLAGS:fflags}\n]", str(built["rpm"])))
+    assert flags["/usr/share/licenses/mjf-hooks/LICENSE"] == "l"  # %license
+    _, content = built["payload"]["/usr/share/licenses/mjf-hooks/LICENSE"]
+    assert content == (CHECKOUT_ROOT / "LICENSE").read_bytes()
+    assert rpm_query("-qp", "--qf", "%{LICENSE}", str(built["rpm"])) == ["Apache-2.0"]
+
+
+def test_rpmlint_finds_nothing_but_what_the_rpmlintrc_explains(built):
+    """rpmlint with EL9's conventions (packaging/rpm/rpmlint.toml) and the reasons for
+    what the package lacks on purpose (packaging/rpm/mjf-hooks.rpmlintrc): no error, no
+    warning - and every filter is used, so none hides a fixed problem."""
+    require(shutil.which("rpmlint") is not None, "needs rpmlint (apt-get install rpmlint)")
+    result = subprocess.run(
+        ["rpmlint", "-c", str(CHECKOUT_ROOT / "packaging/rpm/rpmlint.toml"),
+         "-r", str(CHECKOUT_ROOT / "packaging/rpm/mjf-hooks.rpmlintrc"), str(built["rpm"])],
+        capture_output=True, text=True, timeout=300)
+    found = [line for line in result.stdout.splitlines() if re.search(r": [EW]: ", line)]
+    assert (result.returncode, found) == (0, []), result.stdout + result.stderr
+    assert " 0 errors, 0 warnings" in result.stdout
+    lines = (CHECKOUT_ROOT / "packaging/rpm/mjf-hooks.rpmlintrc").read_text().splitlines()
+    for before, line in zip(lines, lines[1:]):
+        if line.startswith("addFilter"):
+            assert before.startswith("# "), line  # its reason, on the line before it
 
 
 def test_declared_dependencies(built):
