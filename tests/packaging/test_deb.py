@@ -146,7 +146,7 @@ def test_the_package_holds_what_it_should(deb):
                                text=True, check=True).stdout.split()
     assert conffiles == ["/etc/mjf/mjf.conf"]
     # A manual page for every command and for mjf.conf(5); the changelogs.
-    pages = {path for path in paths if path.startswith("/usr/share/man/")}
+    pages = {path for path in paths if path.startswith("/usr/share/man/") and path[-1] != "/"}
     assert pages == {f"/usr/share/man/man{section}/{page}.{section}.gz"
                      for page, section, _ in sources.man_pages()}
     assert {"/usr/share/doc/mjf-hooks/changelog.gz", "/usr/share/doc/mjf-hooks/CHANGELOG.md",
