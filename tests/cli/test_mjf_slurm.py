@@ -340,3 +340,14 @@ def test_an_epilog_reading_an_emptied_config_says_it_found_nothing_in_one_line(s
     assert slurm_site.job("9") is not None  # the Epilog of the right config still removes it
     again = slurm_site.run("epilog", env_file=slurm_site.env_file("epilog.env", SLURM_JOB_ID="9"))
     assert (again.returncode, again.stderr) == (0, "") and slurm_site.job("9") is None
+
+
+def test_sh_taskprolog_help_is_for_a_person_and_exits_0(slurm_site):
+    """Slurm runs the TaskProlog without arguments; --help prints the text its manual page
+    is made from, reads no config and prints no export line."""
+    sh = subprocess.run([installed_command("mjf-slurm-taskprolog"), "--help"],
+                        capture_output=True, text=True,
+                        env={"SLURM_JOB_ID": "3", "MJF_CONFIG": "/nonexistent"})
+    assert sh.returncode == 0 and sh.stderr == ""
+    assert sh.stdout.startswith("usage: mjf-slurm-taskprolog [--help]\n")
+    assert "export MACHINEFEATURES=" not in sh.stdout

@@ -46,7 +46,7 @@ run = functools.partial(run_briefly, timeout=120)
 
 def build_prerequisites() -> list[str]:
     """What building the package needs here and is missing (empty: all there)."""
-    missing = [tool for tool in ("dpkg-buildpackage", "debootstrap", "chroot")
+    missing = [tool for tool in ("dpkg-buildpackage", "debootstrap", "chroot", "help2man")
                if shutil.which(tool, path=SYSTEM_PATH) is None]
     if Path("/usr/share/perl5/Debian/Debhelper/Buildsystem/pybuild.pm").exists() is False:
         missing.append("dh-python")
@@ -96,15 +96,19 @@ class ScratchRoot:
         return run([CHROOT, *spec, str(self.path), *argv], env=env or self.env,
                    timeout=timeout, check=check)
 
+    def apt_get_install(self, *packages: str) -> subprocess.CompletedProcess:
+        """``apt-get install -y`` in the root (paths are relative to its /root)."""
+        return self.chroot(["sh", "-c", "cd /root && apt-get install -y -q "
+                            f"--no-install-recommends {' '.join(packages)}"],
+                           env={**self.env, "DEBIAN_FRONTEND": "noninteractive"},
+                           timeout=300)
+
     def install_deb(self, deb: Path) -> subprocess.CompletedProcess:
         """``apt-get install -y ./mjf-hooks_*.deb``, the .deb copied in and removed after."""
         inside = self.path / "root" / deb.name
         shutil.copy(deb, inside)
         try:
-            return self.chroot(["sh", "-c", f"cd /root && apt-get install -y -q "
-                                f"--no-install-recommends ./{deb.name}"],
-                               env={**self.env, "DEBIAN_FRONTEND": "noninteractive"},
-                               timeout=300)
+            return self.apt_get_install(f"./{deb.name}")
         finally:
             inside.unlink()
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -29,12 +28,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CHECKOUT_ROOT, FIXTURES, require
-from tests.packaging import bookworm_root
+from tests.packaging import bookworm_root, sources
 from tests.packaging.bookworm_root import ScratchRoot, changes, manifest
+from tests.packaging.sources import package_version
 
-COMMANDS = ("mjf", "mjf-slurm", "mjf-slurm-taskprolog", "mjf-htcondor-wrapper",
-            "mjf-htcondor-cron", "mjf-htcondor-job-exit", "mjf-lsf", "mjf-gridengine",
-            "mjf-gridengine-starter", "mjf-pbs")
+COMMANDS = sources.commands()
 UNITS = ("mjf-sync.service", "mjf-sync.timer", "run-mjf.mount")
 USER = "nobody:nogroup"  # an unprivileged user every Debian root has (uid 65534)
 USER_DIR = "/tmp/mjf-65534"  # where its `mjf run` puts its job (README, `mjf run`)
@@ -43,21 +41,18 @@ FIRST_COMMAND = "mjf run -- sh -c 'cat $JOBFEATURES/allocated_cpu'"
 # Runtime state made by running the commands, not by the package (see the docstring).
 RUNTIME_STATE = ("/run/mjf", USER_DIR)
 # apt's and dpkg's own records of installing and removing packages.
+# (man-db's index of the installed manual pages, /var/cache/man, is rebuilt from them.)
 BOOKKEEPING = ("/var/lib/dpkg/", "/var/lib/apt/", "/var/cache/apt/", "/var/cache/debconf/",
-               "/var/cache/ldconfig/", "/var/log/", "/etc/ld.so.cache")
+               "/var/cache/ldconfig/", "/var/log/", "/etc/ld.so.cache", "/var/cache/man/")
 REPLAY = "/tmp/replay"  # recorded job starts, copied in for the replays (removed after)
-
-
-def package_version() -> str:
-    text = (CHECKOUT_ROOT / "mjf_hooks/__init__.py").read_text()
-    return re.search(r'^__version__ = "([^"]+)"$', text, re.MULTILINE).group(1)
 
 
 def test_changelog_repeats_the_one_version():
     """The version lives in mjf_hooks/__init__.py; debian/changelog must repeat it
-    (debian/bump-version sets both; debian/rules refuses to build a mismatch)."""
-    first = (CHECKOUT_ROOT / "debian/changelog").read_text().splitlines()[0]
-    assert re.match(r"^mjf-hooks \(([^)]+)\) ", first).group(1) == package_version()
+    (debian/bump-version sets both; debian/rules refuses to build a mismatch), and
+    CHANGELOG.md, what admins read, has a heading for every version Debian's has."""
+    assert sources.debian_changelog_versions()[0] == package_version()
+    assert sources.changelog_md_versions() == sources.debian_changelog_versions()
 
 
 def test_bump_version_changes_both(tmp_path):
@@ -65,12 +60,28 @@ def test_bump_version_changes_both(tmp_path):
     for part in ("debian", "mjf_hooks"):
         shutil.copytree(CHECKOUT_ROOT / part, copy / part,
                         ignore=shutil.ignore_patterns("__pycache__"))
-    subprocess.run([str(copy / "debian/bump-version"), "9.8.7", "A change."], check=True,
-                   env={"PATH": "/usr/bin:/bin", "DEBEMAIL": "a@b.c", "DEBFULLNAME": "A B"})
+    shutil.copy(CHECKOUT_ROOT / "CHANGELOG.md", copy)
+    bump = [str(copy / "debian/bump-version"), "9.8.7", "A change.", "Another."]
+    environment = {"PATH": "/usr/bin:/bin", "DEBEMAIL": "a@b.c", "DEBFULLNAME": "A B"}
+    subprocess.run(bump, check=True, env=environment)
     assert '__version__ = "9.8.7"' in (copy / "mjf_hooks/__init__.py").read_text()
     changelog = (copy / "debian/changelog").read_text()
-    assert changelog.startswith("mjf-hooks (9.8.7) unstable; urgency=medium\n\n  * A change.\n")
+    assert changelog.startswith("mjf-hooks (9.8.7) unstable; urgency=medium\n\n  * A change.\n"
+                                "  * Another.\n\n -- A B <a@b.c>  ")
     assert f"mjf-hooks ({package_version()})" in changelog  # the history is kept
+    # CHANGELOG.md: the same changes under a heading of their own, above the others.
+    text = (copy / "CHANGELOG.md").read_text()
+    new = text[text.index("## 9.8.7 - "):]
+    assert new.split("\n", 1)[1].startswith("\n- A change.\n- Another.\n\n## ")
+    assert text.startswith((CHECKOUT_ROOT / "CHANGELOG.md").read_text().split("\n## ")[0])
+    assert sources.changelog_md_versions(copy) == sources.debian_changelog_versions(copy) \
+        == ["9.8.7", *sources.debian_changelog_versions()]
+    # A version that is there already changes nothing.
+    before = {path: (copy / path).read_text()
+              for path in ("CHANGELOG.md", "debian/changelog", "mjf_hooks/__init__.py")}
+    again = subprocess.run(bump, env=environment, capture_output=True, text=True)
+    assert again.returncode == 2 and "CHANGELOG.md already has 9.8.7" in again.stderr
+    assert before == {path: (copy / path).read_text() for path in before}
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +90,8 @@ def deb(tmp_path_factory) -> Path:
     missing = bookworm_root.build_prerequisites()
     require(not missing, f"needs {', '.join(missing)} (apt-get install debhelper dh-python "
                          "pybuild-plugin-pyproject python3-all python3-setuptools "
-                         "python3-wheel dpkg-dev fakeroot debootstrap)")
+                         "python3-wheel python3-click help2man dpkg-dev fakeroot "
+                         "debootstrap)")
     return bookworm_root.build_deb(tmp_path_factory.mktemp("deb"))
 
 
@@ -90,6 +102,9 @@ def root(deb):
     scratch = ScratchRoot(Path("/var/tmp"))
     try:
         scratch.create()
+        # man-db, to read the manual pages as a site would (`man mjf`): not a dependency
+        # of ours, so it is part of the clean state.
+        scratch.apt_get_install("man-db")
         scratch.clean = manifest(scratch.path)
         assert not [path for path in scratch.clean if "mjf" in path], "not a clean root"
         assert scratch.chroot(["sh", "-c", "command -v python3"], check=False).returncode != 0
@@ -131,6 +146,21 @@ def test_the_package_holds_what_it_should(deb):
     conffiles = subprocess.run(["dpkg-deb", "-I", str(deb), "conffiles"], capture_output=True,
                                text=True, check=True).stdout.split()
     assert conffiles == ["/etc/mjf/mjf.conf"]
+    # A manual page for every command and for mjf.conf(5); the changelogs.
+    pages = {path for path in paths if path.startswith("/usr/share/man/") and path[-1] != "/"}
+    assert pages == {f"/usr/share/man/man{section}/{page}.{section}.gz"
+                     for page, section, _ in sources.man_pages()}
+    assert {"/usr/share/doc/mjf-hooks/changelog.gz", "/usr/share/doc/mjf-hooks/CHANGELOG.md",
+            "/usr/share/doc/mjf-hooks/copyright"} <= paths
+
+
+@pytest.mark.integration
+def test_lintian_finds_no_error_and_no_warning(deb):
+    require(shutil.which("lintian") is not None, "needs lintian (apt-get install lintian)")
+    result = subprocess.run(["lintian", "--fail-on", "error,warning", str(deb)],
+                            capture_output=True, text=True, timeout=600)
+    tags = [line for line in result.stdout.splitlines() if line[:2] in ("E:", "W:")]
+    assert (result.returncode, tags) == (0, []), result.stdout + result.stderr
 
 
 @pytest.mark.integration
@@ -149,6 +179,19 @@ def test_installed_with_apt_into_a_clean_root(root):
         assert first == ("#!/bin/sh" if command == "mjf-slurm-taskprolog"
                          else "#!/usr/bin/python3 -I"), command
         assert os.stat(root.path / "usr/bin" / command).st_mode & 0o755 == 0o755
+
+
+@pytest.mark.integration
+def test_man_shows_every_page(root):
+    """`man mjf` (and every other page) in the root, as an admin reads it, shows the
+    synopsis its --help gives."""
+    for page, section, _ in sources.man_pages():
+        shown = in_root(root, f"MANWIDTH=200 man {section} {page}", user=USER).stdout
+        assert f"{page.upper()}({section})" in shown.splitlines()[0], shown[:300]
+    assert "mjf [OPTIONS] COMMAND [ARGS]..." in in_root(root, "MANWIDTH=200 man mjf").stdout
+    taskprolog = in_root(root, "mjf-slurm-taskprolog --help").stdout.splitlines()[0]
+    assert taskprolog.replace("usage: ", "") in " ".join(
+        in_root(root, "MANWIDTH=200 man mjf-slurm-taskprolog").stdout.split())
 
 
 @pytest.mark.integration

@@ -10,7 +10,6 @@ setuptools and wheel, which the spec builds with.
 
 from __future__ import annotations
 
-import configparser
 import io
 import os
 import re
@@ -23,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CHECKOUT_ROOT, require
+from tests.packaging.sources import commands, man_pages, package_version
 
 pytestmark = pytest.mark.integration
 
@@ -34,19 +34,6 @@ UNITS = ("mjf-sync.service", "mjf-sync.timer", "run-mjf.mount")
 # Not tracked by git (.gitignore), never in a clean clone.
 TOP_LEVEL_ARTEFACTS = {"build", "dist", ".pytest_cache", ".hypothesis", ".ruff_cache"}
 ARTEFACTS = re.compile(r"^(\.git|__pycache__|.*\.egg-info|.*\.py[co])$")
-
-
-def checkout_version() -> str:
-    text = (CHECKOUT_ROOT / "mjf_hooks" / "__init__.py").read_text()
-    match = re.search(r'^__version__ = "([^"]+)"$', text, re.M)
-    assert match, "no __version__ in mjf_hooks/__init__.py"
-    return match.group(1)
-
-
-def commands() -> list[str]:
-    setup = configparser.ConfigParser()
-    setup.read(CHECKOUT_ROOT / "setup.cfg")
-    return [Path(line).name for line in setup["options"]["scripts"].split()]
 
 
 def clean_copy(destination: Path) -> Path:
@@ -118,7 +105,7 @@ def test_file_list_is_what_el9_installs(built):
     sitelib = SITE.match(next(iter(library))).group(0)
     for module in (CHECKOUT_ROOT / "mjf_hooks").rglob("*.py"):
         assert f"{sitelib}{module.relative_to(CHECKOUT_ROOT)}" in files
-    assert f"{sitelib}mjf_hooks-{checkout_version()}.dist-info/METADATA" in files
+    assert f"{sitelib}mjf_hooks-{package_version()}.dist-info/METADATA" in files
     assert "/etc/mjf/mjf.conf" in files
     for unit in UNITS:
         assert f"{UNITDIR}/{unit}" in files
@@ -127,6 +114,13 @@ def test_file_list_is_what_el9_installs(built):
             assert f"{DOCDIR}/{snippet.relative_to(CHECKOUT_ROOT)}" in files
     assert f"{DOCDIR}/README.md" in files
     assert f"{DOCDIR}/docs/configuration.md" in files
+    assert f"{DOCDIR}/CHANGELOG.md" in files
+    # A manual page for every command and for mjf.conf(5), compressed as on EL9.
+    assert {path for path in files if path.startswith("/usr/share/man/")} >= {
+        f"/usr/share/man/man{section}/{page}.{section}.gz" for page, section, _ in man_pages()}
+    assert {path for path in files if path.startswith("/usr/share/man/man") and
+            path.count("/") == 5} == {f"/usr/share/man/man{section}/{page}.{section}.gz"
+                                      for page, section, _ in man_pages()}
     # Nothing of the build host's layout, nothing enabled.
     for path in files:
         assert not path.startswith(("/usr/local", "/tmp", "/root", "/home", "/work")), path
@@ -163,6 +157,33 @@ def test_config_file_is_noreplace_and_all_comments(built):
         config.parse("", "/etc/mjf/mjf.conf"))
 
 
+def test_the_licence_is_the_packages_licence(built):
+    flags = dict(line.rsplit(" ", 1) for line in rpm_query(
+        "-qp", "--qf", "[%{FILENAMES} %{FILEFLAGS:fflags}\n]", str(built["rpm"])))
+    assert flags["/usr/share/licenses/mjf-hooks/LICENSE"] == "l"  # %license
+    _, content = built["payload"]["/usr/share/licenses/mjf-hooks/LICENSE"]
+    assert content == (CHECKOUT_ROOT / "LICENSE").read_bytes()
+    assert rpm_query("-qp", "--qf", "%{LICENSE}", str(built["rpm"])) == ["Apache-2.0"]
+
+
+def test_rpmlint_finds_nothing_but_what_the_rpmlintrc_explains(built):
+    """rpmlint with EL9's conventions (packaging/rpm/rpmlint.toml) and the reasons for
+    what the package lacks on purpose (packaging/rpm/mjf-hooks.rpmlintrc): no error, no
+    warning - and every filter is used, so none hides a fixed problem."""
+    require(shutil.which("rpmlint") is not None, "needs rpmlint (apt-get install rpmlint)")
+    result = subprocess.run(
+        ["rpmlint", "-c", str(CHECKOUT_ROOT / "packaging/rpm/rpmlint.toml"),
+         "-r", str(CHECKOUT_ROOT / "packaging/rpm/mjf-hooks.rpmlintrc"), str(built["rpm"])],
+        capture_output=True, text=True, timeout=300)
+    found = [line for line in result.stdout.splitlines() if re.search(r": [EW]: ", line)]
+    assert (result.returncode, found) == (0, []), result.stdout + result.stderr
+    assert " 0 errors, 0 warnings" in result.stdout
+    lines = (CHECKOUT_ROOT / "packaging/rpm/mjf-hooks.rpmlintrc").read_text().splitlines()
+    for before, line in zip(lines, lines[1:]):
+        if line.startswith("addFilter"):
+            assert before.startswith("# "), line  # its reason, on the line before it
+
+
 def test_declared_dependencies(built):
     requires = rpm_query("-qpR", str(built["rpm"]))
     assert "python3-click" in requires
@@ -186,7 +207,7 @@ def test_declared_dependencies(built):
 def test_version_comes_from_the_package(built):
     import mjf_hooks
 
-    version = checkout_version()
+    version = package_version()
     assert version == mjf_hooks.__version__
     for package in (built["srpm"], built["rpm"]):
         assert rpm_query("-qp", "--qf", "%{NAME} %{VERSION}", str(package)) == [
@@ -221,7 +242,7 @@ def test_payload_library_and_command_work(built, tmp_path):
         capture_output=True, text=True, env=env, timeout=30,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split()[-1] == checkout_version()
+    assert result.stdout.split()[-1] == package_version()
     located = subprocess.run(
         [sys.executable, "-c", "import mjf_hooks; print(mjf_hooks.__file__)"],
         capture_output=True, text=True, env=env, cwd=tmp_path, check=True,
