@@ -11,10 +11,10 @@ runs: no job's directory may be left, and each job that ran has its record (the 
 wrote it, from the directory it had already taken out of sight).
 
 It still left one now and then on a loaded machine (job 17 of 32, an array's own id, in
-CI; job 30, an array task, in a recorded run): slurmstepd had forked that Epilog while
-switched to the job's user (so the record shows for job 30; job 17's Epilog said nothing
-at slurmd's log level, as one refused the rename would), and it could not rename root's
-directory. Every Prolog and Epilog run is
+CI), most likely because slurmstepd forks the Epilog, now and then, while switched to the
+job's user (a recorded run caught it starting job 30's so), and such an Epilog could not
+rename root's directory (job 17's said nothing at slurmd's log level, as one refused the
+rename would). Every Prolog and Epilog run is
 recorded (its ids as it started, its end and status, what ours said), shown when a
 directory is left; and a test starts both hooks as slurmstepd then does.
 """
@@ -145,12 +145,12 @@ def as_slurmstepd_switched_to(uid: int, gid: int):
 
 
 def test_a_prolog_and_epilog_started_with_the_job_users_ids_act_as_root():
-    """What left job 30 behind in a recorded run (and most likely job 17 of 32 in CI):
-    slurmstepd's extern step forked the Epilog while switched to the job's user to shut
-    X11 forwarding down,
-    and the Epilog, denied the rename in root's jobs/, logged it on a stderr slurmd keeps
-    only at debug2 and exited 0. Started so, both hooks act as root again, say so in one
-    line, and do their whole work: the directory is made, then removed, the record root's."""
+    """What most likely left job 17 of 32 in CI: slurmstepd's extern step forks the Epilog
+    while switched to the job's user to shut X11 forwarding down (a recorded run caught it
+    starting job 30's so), and the Epilog, denied the rename in root's jobs/, logged that
+    on a stderr slurmd shows only at debug2 and exited 0. Started so, both hooks act as
+    root again, say so in one line, and do their whole work: the directory is made, then
+    removed, the record root's."""
     require(os.geteuid() == 0, "needs root to start a hook as slurmstepd does")
     require((HOOKS_BIN / "mjf-slurm").exists(),
             f"needs the hooks installed in {HOOKS_BIN} (tests/run does it)")
