@@ -29,6 +29,7 @@ from .. import lifecycle
 from ..batch import slurm
 from ..errors import SiteInputError
 from ..exports import export_lines, exports
+from ..log import Log
 from ..probe import read_text
 from ..store_locations import store_for
 from .frame import COMMON_HELP, HookContext, run_roles
@@ -73,6 +74,35 @@ def _shield_epilog() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
+def _as_root(log: Log) -> None:
+    """The Prolog and Epilog act as root, even where slurmstepd started them with its job
+    user's effective ids.
+
+    slurmstepd switches the whole process to the job's user for a moment in one thread
+    while another may fork a hook: with ``PrologFlags=RunInJob`` the job's extern step
+    (Slurm 24.11) ends by shutting X11 forwarding down so, for every job, as it forks the
+    Epilog (between ``x11 forwarding shutdown in progress`` and ``complete`` in slurmd's
+    log). The hook then starts with root's real uid but the user's effective and saved
+    uid, gid and groups: denied the rename in root's ``jobs/``, it left the job's
+    directory. A real uid of root is slurmd's intent, and taking root's ids back needs no
+    privilege (0 is the real uid): done first, before anything is touched, and the saved
+    uid too, which would let the job's user signal the hook.
+    """
+    uids, gids = os.getresuid(), os.getresgid()
+    if uids[0] != 0 or (uids[1:] == (0, 0) and gids[1:] == (gids[0],) * 2):
+        return
+    started = (f"started with root's real uid but effective uid {uids[1]}, gid {gids[1]} "
+               "(slurmstepd forked it while switched to the job's user)")
+    try:
+        os.setresuid(0, 0, 0)
+        os.setresgid(gids[0], gids[0], gids[0])
+        os.setgroups([])  # the job's; slurmstepd's root has none
+    except OSError as error:
+        log.warning(f"{started}: cannot act as root again: {error.strerror}")
+        return
+    log.warning(f"{started}: acting as root again")
+
+
 def _role(context: HookContext) -> tuple[str, list[str]]:
     """The role named, or else the one SLURM_SCRIPT_CONTEXT says (none takes arguments)."""
     role = context.args[0] if context.args else \
@@ -88,6 +118,7 @@ def _role(context: HookContext) -> tuple[str, list[str]]:
 
 def prolog(context: HookContext, args: list[str]) -> int:
     config, environ, log = context.config, context.environ, context.log
+    _as_root(log)
     job_id = slurm.job_id(environ)
     store = store_for(config)
     machine = lifecycle.machine_features(config, store, log, context.dry_run)
@@ -122,6 +153,7 @@ def prolog(context: HookContext, args: list[str]) -> int:
 
 def epilog(context: HookContext, args: list[str]) -> int:
     config, environ = context.config, context.environ
+    _as_root(context.log)
     job_id = slurm.job_id(environ)
     store = store_for(config)
     ending = None

@@ -48,7 +48,8 @@ class SlurmCluster:
 
     def __init__(self, root: Path, bindir: Path, cgroups: bool,
                  chroot: TrixieRoot | None = None, run_in_job: bool = False,
-                 site_hooks: bool = False, records: bool = False) -> None:
+                 site_hooks: bool = False, records: bool = False,
+                 record_hooks: bool = False) -> None:
         self.root = root
         self.bindir = bindir
         self.cgroups = cgroups
@@ -60,6 +61,10 @@ class SlurmCluster:
         # Job records: our TaskEpilog reports the job cgroup's counters, cpuacct included
         # (Slurm makes that controller's job cgroups only with jobacct_gather/cgroup).
         self.records = records
+        # Every Prolog and Epilog run recorded in hooks.log (start, end, status, signals)
+        # and what ours said (--verbose) in hooks.err: what a job's end left is then
+        # explained by what ran, and when.
+        self.record_hooks = record_hooks
         self.chroot = chroot
         self.version = "24.11" if chroot else "22.05"
         self.host = socket.gethostname().split(".")[0]
@@ -141,7 +146,8 @@ PartitionName=short Nodes={self.node} MaxTime=10 State=UP
     def _hook_lines(self) -> str:
         task_epilog = f"TaskEpilog={self.bindir}/mjf-slurm\n" if self.records else ""
         if not self.site_hooks:
-            return (f"Prolog={self.bindir}/mjf-slurm\nEpilog={self.bindir}/mjf-slurm\n"
+            hook = self._recording_hook() if self.record_hooks else self.bindir / "mjf-slurm"
+            return (f"Prolog={hook}\nEpilog={hook}\n"
                     f"TaskProlog={self.bindir}/mjf-slurm-taskprolog\n{task_epilog}")
         for hook in ("prolog", "epilog"):
             directory = self.root / f"{hook}.d"
@@ -159,6 +165,48 @@ PartitionName=short Nodes={self.node} MaxTime=10 State=UP
         task.chmod(0o755)
         return (f"Prolog={self.root}/prolog.d/*\nEpilog={self.root}/epilog.d/*\n"
                 f"TaskProlog={task}\n")
+
+    def _recording_hook(self) -> Path:
+        """A Prolog and Epilog that records its run in hooks.log, then runs ours.
+
+        Each run's ids are noted as it started: slurmstepd may start a hook with the job
+        user's effective ids (its race), and the record shows when it did. The logs are
+        writable by all so that such a run is recorded too, not failed. Its SIGTERM
+        handler only notes the signal: our hook, started after the trap was set, gets the
+        default disposition back, as it would from slurmstepd."""
+        hook = self.root / "recording-hook"
+        for name in ("hooks.log", "hooks.err"):
+            (self.root / name).touch()
+            (self.root / name).chmod(0o666)
+        hook.write_text(f"""#!/bin/sh -p
+note() {{
+    echo "$(date +%s.%N) $1 pid=$$ $SLURM_SCRIPT_CONTEXT job=$SLURM_JOB_ID" \\
+        "restart=$SLURM_JOB_RESTART_COUNT start=$SLURM_JOB_START_TIME $2" >> {self.root}/hooks.log
+}}
+trap 'note signal TERM' TERM
+note start "$(grep -E '^(Uid|Gid|Groups):' /proc/self/status | tr -s '\\t\\n' '  ')"
+{self.bindir}/mjf-slurm --verbose "$@" 2>> {self.root}/hooks.err
+status=$?
+note end "status=$status jobs=$(ls -A {self.mjf_base}/jobs 2>&1 | tr '\\n' ' ')"
+exit $status
+""")
+        hook.chmod(0o755)
+        return hook
+
+    def hook_record(self) -> str:
+        """hooks.log and hooks.err of a cluster with ``record_hooks``."""
+        return "".join(f"== {name}\n{(self.root / name).read_text()}"
+                       for name in ("hooks.log", "hooks.err") if (self.root / name).exists())
+
+    def hooks_started_switched(self) -> list[tuple[str, str]]:
+        """The (role, job id) of each recorded Prolog and Epilog run that slurmstepd
+        started with another effective uid than root's."""
+        runs = []
+        for line in (self.root / "hooks.log").read_text().splitlines():
+            words = line.split()
+            if words[1] == "start" and "Uid: 0 0 0 0 " not in line:
+                runs.append((words[3].split("_")[0], words[4][len("job="):]))
+        return runs
 
     def _version_lines(self) -> str:
         if not self.chroot:
@@ -211,9 +259,10 @@ PartitionName=short Nodes={self.node} MaxTime=10 State=UP
                 return field[len("State="):].lower()
         return ""
 
-    def log(self, daemon: str) -> str:
+    def log(self, daemon: str, tail: int = 4000) -> str:
+        """The last ``tail`` characters of the daemon's log (0: all of it)."""
         path = self.root / "log" / f"{daemon}.log"
-        return path.read_text()[-4000:] if path.exists() else ""
+        return path.read_text()[-tail:] if path.exists() else ""
 
     def as_user(self, user: str, argv: list[str], timeout: int = 120,
                 check: bool = True) -> subprocess.CompletedProcess:
@@ -276,7 +325,8 @@ suffix = os.environ.get("SLURM_ARRAY_TASK_ID") or os.environ.get("SLURM_PROCID",
 
 @contextlib.contextmanager
 def mjf_cluster(cgroups: bool, version: str = "22.05", run_in_job: bool = False,
-                site_hooks: bool = False, extra_config: str = "", records: bool = False):
+                site_hooks: bool = False, extra_config: str = "", records: bool = False,
+                record_hooks: bool = False):
     """A started cluster of Slurm ``version`` (one of VERSIONS) whose hooks use a fresh
     base_dir, with the site config (/etc/mjf/mjf.conf, bind-mounted into a chroot)
     pointing there, ``extra_config`` appended (``[mjf]\njobstatus = yes\n``, say);
@@ -305,7 +355,8 @@ def mjf_cluster(cgroups: bool, version: str = "22.05", run_in_job: bool = False,
             chroot.mount(extra=(str(SITE_CONFIG.parent),))
         slurm = SlurmCluster(site.root / "slurm", Path("/usr/bin") if chroot else HOOKS_BIN,
                              cgroups=cgroups, chroot=chroot, run_in_job=run_in_job,
-                             site_hooks=site_hooks, records=records)
+                             site_hooks=site_hooks, records=records,
+                             record_hooks=record_hooks)
         slurm.mjf_base, slurm.job_root, slurm.good_config = site.base, site.root, \
             site.good_config
         if slurm.node != slurm.host:  # as a site whose NodeName is not the host name
