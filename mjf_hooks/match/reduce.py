@@ -131,11 +131,16 @@ class Needs:
         self.why: dict[str, str] = {}
 
     def at_least(self, kind: str, value: int, clause: str) -> None:
+        # A request of 0 is none at all (Slurm's --time=0 is no limit): one is the least.
+        value = max(value, 1)
         if value > self.low.get(kind, -1):
             self.low[kind], self.why[kind] = value, clause
         self._check(kind, clause)
 
     def at_most(self, kind: str, value: int, clause: str) -> None:
+        if value < 1:
+            raise Unexpressible(f"`{_excerpt(clause)}` asks for no "
+                                f"{kind.replace('_', ' ')}: no job runs with none")
         if kind not in self.high or value < self.high[kind]:
             self.high[kind] = value
         self._check(kind, clause)
@@ -155,7 +160,7 @@ class Needs:
         if kind in self.low:
             return self.low[kind]
         if kind in self.high:
-            return min(1, self.high[kind]) if kind == "cores" else self.high[kind]
+            return 1 if kind == "cores" else self.high[kind]
         return None
 
     def to_json(self) -> dict:
