@@ -45,10 +45,11 @@ def test_mjf_conf_page_names_every_section_and_key():
     for section, options in config.BACKEND_OPTIONS.items():
         keys[section] |= set(options)
     keys["describe"] |= set(config.DESCRIBE_OPTIONS)
+    keys["submit"] |= set(config.SUBMIT_OPTIONS)
     for name, key in spec.KEYS.items():
         if key.configurable:
             keys["machinefeatures" if key.scope == spec.MACHINE else "jobfeatures"].add(name)
-    keys["machinefeatures"] |= config._EXTRA_MACHINE_OPTIONS
+    keys["machinefeatures"] |= set(config.EXTRA_MACHINE_OPTIONS)
     for section, names in keys.items():
         block = text.split(f"\n[{section}]:\n", 1)
         assert len(block) == 2, f"[{section}] is not in man/mjf.conf.5.txt"

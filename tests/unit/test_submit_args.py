@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from mjf_hooks.match import submit_options
 from mjf_hooks.match.reduce import Unexpressible, expression_needs, jdl_needs
 from mjf_hooks.match.submit_options import Settings, directives, options, words
+from tests.conftest import require
 
 GLITE = ("other.GlueHostBenchmarkSI00 > 500 ? other.GlueCEPolicyMaxCPUTime > 1000 "
          ": other.GlueCEPolicyMaxCPUTime > 2000")
@@ -22,8 +23,8 @@ EVERY_KIND = ("other.GlueHostArchitectureSMPSize >= 4 && other.GlueHostMainMemor
 
 @pytest.fixture(autouse=True)
 def classad_library():
-    if importlib.util.find_spec("classad2") is None:
-        pytest.skip("HTCondor's ClassAd library (pip install 'mjf-hooks[match]')")
+    require(importlib.util.find_spec("classad2") is not None,
+            "HTCondor's ClassAd library (pip install 'mjf-hooks[match]')")
 
 
 def printed(expression, batch, **site):
