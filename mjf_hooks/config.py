@@ -69,12 +69,17 @@ BACKEND_OPTIONS = {
 }
 # `mjf describe`: who this slot is, for DIRAC's resource description (all optional).
 DESCRIBE_OPTIONS = ("site", "gridce", "tags", "platform")
+# `mjf submit-args`: the HS06 per CPU a CPUTime is divided by, the names node facts are
+# published under, Grid Engine's parallel environment (all optional).
+SUBMIT_OPTIONS = ("hs06_per_cpu", "hs06_name", "hs06_per_cpu_name", "total_cpu_name",
+                  "gridengine_pe")
 # [records]: a record per job of what MJF promised against what it used (off by default).
 RECORDS_OPTIONS = ("dir", "format", "keep_days", "site")
 RECORD_FORMATS = ("sss", "apel")
 DEFAULT_RECORD_FORMATS = ("sss",)
 DEFAULT_RECORDS_KEEP_DAYS = 90
-_SECTIONS = ("mjf", "machinefeatures", "jobfeatures", *BACKEND_OPTIONS, "describe", "records")
+_SECTIONS = ("mjf", "machinefeatures", "jobfeatures", *BACKEND_OPTIONS, "describe", "records",
+             "submit")
 
 
 class Config:
@@ -102,6 +107,7 @@ class Config:
         "records_dir",
         "records_keep_days",
         "records_site",
+        "submit",
         "url_base",
     )
 
@@ -139,6 +145,8 @@ class Config:
         self.record_formats: tuple[str, ...] = DEFAULT_RECORD_FORMATS
         self.records_keep_days = DEFAULT_RECORDS_KEEP_DAYS
         self.records_site: str | None = None
+        # [submit]: hs06_per_cpu as a float; the names and the PE as strings.
+        self.submit: dict[str, object] = {}
 
 
 def config_path(environ: dict[str, str] | None = None) -> str:
@@ -256,6 +264,8 @@ def _apply(config: Config, section: str, key: str, value: str) -> None:
         _apply_describe_option(config, key, value)
     elif section == "records":
         _apply_records_option(config, key, value)
+    elif section == "submit":
+        _apply_submit_option(config, key, value)
     elif section == "machinefeatures" and key in EXTRA_MACHINE_OPTIONS:
         if key == "benchmark":
             config.benchmark = _benchmark(value)
@@ -358,6 +368,20 @@ def _apply_records_option(config: Config, key: str, value: str) -> None:
             raise ValueError("must be the site's GOCDB name: printable ASCII without "
                              "spaces, commas, quotes or backslashes")
         config.records_site = value
+
+
+def _apply_submit_option(config: Config, key: str, value: str) -> None:
+    if key not in SUBMIT_OPTIONS:
+        raise ValueError(f"unknown option; [submit] takes {', '.join(SUBMIT_OPTIONS)}")
+    if key == "hs06_per_cpu":
+        config.submit[key] = _hs06_per_cpu(value)
+        return
+    # A name goes into submit options as it is: nothing a shell or a resource string
+    # would read differently.
+    if not value or not value.isascii() or not value[0].isalpha() or len(value) > 64 \
+            or not value.replace("_", "a").isalnum():
+        raise ValueError("must be a name of letters, digits and _, starting with a letter")
+    config.submit[key] = value
 
 
 def _is_describe_token(value: str) -> bool:

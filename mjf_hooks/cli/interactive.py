@@ -53,5 +53,6 @@ def htcondor_wrapper(context: click.Context) -> None:
 for command in (mjf_show.show, mjf_show.get, mjf_show.remaining, mjf_show.check_command,
                 mjf_drain.drain_command, mjf_drain.status_command, mjf_records.records_command,
                 mjf_match.describe_command, mjf_match.match_command,
+                mjf_match.submit_args_command,
                 mjf_container_args.container_args_command):
     cli.add_command(command)

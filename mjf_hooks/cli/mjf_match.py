@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 import time
 
@@ -200,3 +201,90 @@ def _jdl_text(path: str) -> tuple[str, str | None, str | None]:
     except UnicodeDecodeError as error:
         return path, None, f"not UTF-8 text (byte {error.start + 1}): not read as a JDL"
 
+
+
+@click.command("submit-args")
+@click.option("--batch", required=True, metavar="BATCH",
+              help="slurm, pbs, gridengine, htcondor or lsf.")
+@click.option("--format", "format_", default="words", metavar="FORMAT",
+              help="words (default: shell words), directives (job-script lines) or json.")
+@click.option("--jdl", metavar="PATH", help="A JDL file (gLite or DIRAC) instead of EXPRESSION.")
+@click.option("--hs06-per-cpu", "hs06_per_cpu", metavar="HS06",
+              help="The HS06 per CPU a DIRAC CPUTime is divided by (default: [submit] "
+                   "hs06_per_cpu, else this node's from [machinefeatures]).")
+@click.argument("expression", required=False)
+def submit_args_command(batch: str, format_: str, jdl: str | None, hs06_per_cpu: str | None,
+                        expression: str | None) -> None:
+    """Print the submit options that place a job only on nodes satisfying its requirements.
+
+    EXPRESSION: ClassAd Requirements over GLUE 1.3 and MJF_* attributes (as mjf match
+    reads them); --jdl: a gLite JDL's Requirements, or a DIRAC JDL's keys. Cores, memory,
+    wall and CPU time become the batch system's requests; hs06, hs06 per CPU, total_cpu
+    and tags the node facts the site publishes. A requirement the batch system cannot
+    express is an error naming the clause: one line, exit status 2. Needs HTCondor's
+    ClassAd library: pip install 'mjf-hooks[match]'.
+    """
+    from .. import config as config_module
+    from ..match import submit_options
+    from ..match.reduce import expression_needs, jdl_needs
+
+    def fail(message: str) -> None:
+        click.echo(f"mjf submit-args: {printable(message)}", err=True)
+        sys.exit(2)
+
+    if batch not in submit_options.BATCH_SYSTEMS:
+        fail(f"unknown batch system {batch!r}: give one of "
+             f"{', '.join(submit_options.BATCH_SYSTEMS)}")
+    if format_ not in ("words", "directives", "json"):
+        fail(f"unknown format {format_!r}: give words, directives or json")
+    if (expression is None) == (jdl is None):
+        fail("give a requirement EXPRESSION or --jdl PATH, not both and not neither")
+    try:
+        config = config_module.load()
+        per_cpu = _hs06_per_cpu(hs06_per_cpu, config)
+        if jdl is not None:
+            path, text, why = _jdl_text(jdl)
+            if text is None:
+                fail(f"{path}: {why}")
+            needs = jdl_needs(text, per_cpu)
+        else:
+            needs = expression_needs(expression)
+        settings = submit_options.Settings(
+            names={fact: config.submit[f"{fact}_name"] for fact in
+                   ("hs06", "hs06_per_cpu", "total_cpu") if f"{fact}_name" in config.submit},
+            gridengine_pe=str(config.submit.get("gridengine_pe", "smp")),
+            htcondor_wall_attribute=config.backend["htcondor"].get("wall_limit_attribute",
+                                                                   "AllowedJobDuration"),
+            htcondor_wall_unit=config.backend["htcondor"].get("wall_limit_unit", "seconds"))
+        lines = submit_options.options(needs, batch, settings)
+    except MJFError as error:  # the config, the library missing, or the requirement
+        fail(str(error))
+    for warning in needs.warnings:
+        click.echo(f"mjf submit-args: warning: {printable(warning)}", err=True)
+    if format_ == "json":
+        click.echo(json.dumps({"batch": batch, "needs": needs.to_json(),
+                               "options": submit_options.words(batch, lines),
+                               "directives": submit_options.directives(batch, lines)},
+                              indent=2))
+    elif format_ == "directives":
+        click.echo("\n".join(submit_options.directives(batch, lines)))
+    else:
+        click.echo(" ".join(shlex.quote(word) for word in submit_options.words(batch, lines)))
+
+
+def _hs06_per_cpu(given: str | None, config) -> float | None:
+    """The HS06 per CPU: the option, [submit] hs06_per_cpu, else this node's."""
+    from .. import config as config_module
+    from ..errors import SiteInputError
+
+    if given is not None:
+        try:
+            return config_module._hs06_per_cpu(given)
+        except ValueError as error:
+            raise SiteInputError(f"--hs06-per-cpu {given!r}: {error}") from None
+    if "hs06_per_cpu" in config.submit:
+        return float(config.submit["hs06_per_cpu"])
+    if config.hs06_per_cpu:
+        return config.hs06_per_cpu
+    hs06, cpus = config.machine.get("hs06"), config.machine.get("total_cpu")
+    return hs06 / cpus if hs06 and cpus else None

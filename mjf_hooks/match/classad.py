@@ -157,6 +157,70 @@ def _attribute_name(ref: str) -> str:
     return ".".join(parts)
 
 
+# --- the top-level structure of a clause, shared by the explanation and the reducer ----
+
+def _piece(text: str, tokens: list[_Token], first: int, last: int):
+    """The text and tokens of tokens[first:last]."""
+    part = tokens[first:last]
+    start, end = part[0].start, part[-1].end
+    shifted = [_Token(t.kind, t.text, t.start - start, t.end - start) for t in part]
+    return text[start:end], shifted
+
+
+def strip_parentheses(text: str, tokens: list[_Token]):
+    """The clause without the parentheses around all of it."""
+    while (len(tokens) > 2 and tokens[0].text == "(" and tokens[-1].text == ")"
+           and closes_at_end(tokens)):
+        text, tokens = _piece(text, tokens, 1, len(tokens) - 1)
+    return text, tokens
+
+
+def closes_at_end(tokens: list[_Token]) -> bool:
+    """Whether the bracket opened by the first token closes at the last."""
+    depth = 0
+    for index, token in enumerate(tokens):
+        change = _nesting(token)
+        depth += change
+        if change < 0 and depth == 0:
+            return index == len(tokens) - 1
+    return False
+
+
+def split_clause(text: str, tokens: list[_Token]):
+    """('?', [cond, yes, no]) | ('||', parts) | ('&&', parts) | ('cmp', [l, op, r]) | None."""
+    top = _top_level(tokens)
+    question = next((i for i, t in top if t.text == "?"), None)
+    if question is not None:
+        nested, colon = 0, None
+        for i, token in top:
+            if i <= question:
+                continue
+            if token.text == "?":
+                nested += 1
+            elif token.text == ":":
+                if nested == 0:
+                    colon = i
+                    break
+                nested -= 1
+        if colon is not None and 0 < question < colon < len(tokens) - 1:
+            return "?", [_piece(text, tokens, 0, question),
+                         _piece(text, tokens, question + 1, colon),
+                         _piece(text, tokens, colon + 1, len(tokens))]
+        return None
+    for operator in ("||", "&&"):
+        cuts = [i for i, t in top if t.text == operator]
+        if cuts:
+            bounds = [-1, *cuts, len(tokens)]
+            return operator, [_piece(text, tokens, a + 1, b)
+                              for a, b in zip(bounds, bounds[1:]) if b > a + 1]
+    comparisons = [(i, t) for i, t in top if t.word in _COMPARISONS]
+    if len(comparisons) == 1 and 0 < comparisons[0][0] < len(tokens) - 1:
+        i, token = comparisons[0]
+        return "cmp", [_piece(text, tokens, 0, i), token.word,
+                       _piece(text, tokens, i + 1, len(tokens))]
+    return None
+
+
 # --- ClassAd requirements ------------------------------------------------------------
 
 
@@ -228,8 +292,8 @@ class ClassAdSlot:
         value from ``evaluate`` (default: :meth:`_evaluate`); None if ``text`` is
         neither. Left to right, stopping where the library's short cut stops."""
         evaluate = evaluate or self._evaluate
-        text, tokens = self._strip_parentheses(text, _tokens(text))
-        split = self._split(text, tokens)
+        text, tokens = strip_parentheses(text, _tokens(text))
+        split = split_clause(text, tokens)
         if split is None or split[0] == "cmp":
             return None
         kind, parts = split
@@ -301,65 +365,6 @@ class ClassAdSlot:
         warnings = [DEEP_WARNING] if self._judged_in_parts else []
         return Verdict(truth, reasons=reasons, warnings=warnings)
 
-    # The explanation: split on the top-level structure, evaluate each piece.
-
-    def _piece(self, text: str, tokens: list[_Token], first: int, last: int):
-        """The text and tokens of tokens[first:last]."""
-        part = tokens[first:last]
-        start, end = part[0].start, part[-1].end
-        shifted = [_Token(t.kind, t.text, t.start - start, t.end - start) for t in part]
-        return text[start:end], shifted
-
-    def _strip_parentheses(self, text: str, tokens: list[_Token]):
-        while (len(tokens) > 2 and tokens[0].text == "(" and tokens[-1].text == ")"
-               and self._closes_at_end(tokens)):
-            text, tokens = self._piece(text, tokens, 1, len(tokens) - 1)
-        return text, tokens
-
-    @staticmethod
-    def _closes_at_end(tokens: list[_Token]) -> bool:
-        depth = 0
-        for index, token in enumerate(tokens):
-            change = _nesting(token)
-            depth += change
-            if change < 0 and depth == 0:
-                return index == len(tokens) - 1
-        return False
-
-    def _split(self, text: str, tokens: list[_Token]):
-        """('?', [cond, yes, no]) | ('||', parts) | ('&&', parts) | ('cmp', [l, op, r]) | None."""
-        top = _top_level(tokens)
-        question = next((i for i, t in top if t.text == "?"), None)
-        if question is not None:
-            nested, colon = 0, None
-            for i, token in top:
-                if i <= question:
-                    continue
-                if token.text == "?":
-                    nested += 1
-                elif token.text == ":":
-                    if nested == 0:
-                        colon = i
-                        break
-                    nested -= 1
-            if colon is not None and 0 < question < colon < len(tokens) - 1:
-                return "?", [self._piece(text, tokens, 0, question),
-                             self._piece(text, tokens, question + 1, colon),
-                             self._piece(text, tokens, colon + 1, len(tokens))]
-            return None
-        for operator in ("||", "&&"):
-            cuts = [i for i, t in top if t.text == operator]
-            if cuts:
-                bounds = [-1, *cuts, len(tokens)]
-                return operator, [self._piece(text, tokens, a + 1, b)
-                                  for a, b in zip(bounds, bounds[1:]) if b > a + 1]
-        comparisons = [(i, t) for i, t in top if t.word in _COMPARISONS]
-        if len(comparisons) == 1 and 0 < comparisons[0][0] < len(tokens) - 1:
-            i, token = comparisons[0]
-            return "cmp", [self._piece(text, tokens, 0, i), token.word,
-                           self._piece(text, tokens, i + 1, len(tokens))]
-        return None
-
     def _describe_side(self, text: str, tokens: list[_Token]) -> str:
         value = _show(self._evaluate(text), self._library)
         if (len(tokens) == 1 and tokens[0].kind in ("number", "string")) or value == text:
@@ -375,7 +380,7 @@ class ClassAdSlot:
             if missing:
                 names = ", ".join(_attribute_name(ref) for ref in missing)
                 return [f"`{text}` is undefined: the slot has no {names}"]
-        split = self._split(text, tokens)
+        split = split_clause(text, tokens)
         if split is not None and split[0] == "cmp":
             (left, left_tokens), operator, (right, right_tokens) = split[1]
             return [f"`{text}` is {shown}: {self._describe_side(left, left_tokens)} "
@@ -385,9 +390,9 @@ class ClassAdSlot:
 
     def _explain(self, text: str, tokens: list[_Token]) -> list[str]:
         """Why ``text`` (which is not true) is not true."""
-        text, tokens = self._strip_parentheses(text, tokens)
+        text, tokens = strip_parentheses(text, tokens)
         value = self._evaluate(text)
-        split = self._split(text, tokens)
+        split = split_clause(text, tokens)
         if split is None or split[0] == "cmp":
             return self._leaf(text, tokens, value)
         kind, parts = split
@@ -415,8 +420,8 @@ class ClassAdSlot:
 
     def _first_error(self, text: str, tokens: list[_Token]) -> str | None:
         """The innermost clause whose value is no truth value, described."""
-        text, tokens = self._strip_parentheses(text, tokens)
-        split = self._split(text, tokens)
+        text, tokens = strip_parentheses(text, tokens)
+        split = split_clause(text, tokens)
         if split is not None and split[0] != "cmp":
             parts = split[1]
             for part, part_tokens in parts:

@@ -41,7 +41,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from . import Verdict, _excerpt, _judged, _library, _unreadable
-from .classad import ClassAdSlot, _SyntaxProblem, _tokens
+from .classad import ClassAdSlot, _SyntaxProblem, _tokens, closes_at_end
 
 _LIST_KEYS = ("Site", "GridCE", "Platform", "JobType")
 _DEFAULT_CPUTIME = 86400
@@ -136,7 +136,7 @@ class DiracResource:
             tokens = _tokens(text)
         except _SyntaxProblem as problem:
             raise _JDLProblem(f"the JDL {problem}") from None
-        if not ClassAdSlot._closes_at_end(tokens):
+        if not closes_at_end(tokens):
             raise _JDLProblem("the JDL does not parse: text after its closing ]")
         try:
             return library.ClassAd(text)

@@ -1,4 +1,4 @@
-"""The bad-input corpus of two interactive commands a job's user can feed.
+"""The bad-input corpus of the interactive commands a job's user can feed.
 
 ``mjf match``: a seeded list of hostile requirements and JDL files (deep chains, deep
 nesting, a megabyte, binary, unclosed comments and strings, numbers of 400 digits,
@@ -6,6 +6,11 @@ nesting, a megabyte, binary, unclosed comments and strings, numbers of 400 digit
 a valid one. Every case: one verdict, never an exception; an unreadable one is one line
 naming what failed, and exit 2 for it; the same cases as one ``--jdl`` directory through
 the installed command give one line per file and the worst status.
+
+``mjf submit-args``: the same requirements and JDLs, reduced and printed for every batch
+system: options, or one line naming what failed (never an exception, never a second
+line), each within the time bound; through the installed command, exit 0 or 2 and
+at most one line on stderr besides warnings.
 
 ``mjf drain --plan``: a job directory a local user plants in its own private store, each
 with one hostile thing (a million cores, 400 digits, 1e400, NaN, negative, a runner that
@@ -154,6 +159,47 @@ def test_installed_command(tmp_path, judges):
              if not line.startswith("  ") and ": warning: " not in line]
     assert sorted(named) == sorted(str(path) for path in jdls.iterdir()), result.stderr
     assert result.returncode == 2
+
+
+# --- mjf submit-args: the same hostile requirements, as submit options ------------------
+
+@pytest.mark.parametrize("case", MATCH_CASES, ids=repr)
+def test_submit_args_case(case, judges):
+    from mjf_hooks.match import submit_options
+    from mjf_hooks.match.reduce import Unexpressible, expression_needs, jdl_needs
+
+    started = time.monotonic()
+    try:
+        needs = (jdl_needs(case.text, 10.0) if case.label.startswith("jdl:")
+                 else expression_needs(case.text))
+        for batch in submit_options.BATCH_SYSTEMS:
+            try:
+                lines = submit_options.options(needs, batch, submit_options.Settings())
+                assert all(submit_options.directives(batch, lines))
+            except Unexpressible as error:
+                assert str(error) and "\n" not in str(error) and len(str(error)) < 2000
+    except Unexpressible as error:
+        assert str(error) and "\n" not in str(error) and len(str(error)) < 2000
+    assert time.monotonic() - started < 10, case.label
+
+
+@pytest.mark.parametrize("label", ["expression:5000 ands", "expression:a megabyte",
+                                   "expression:5000 parentheses", "jdl:300000 operators",
+                                   "jdl:nested ads", "expression:unclosed comments"])
+def test_submit_args_installed_command(label, tmp_path, judges):
+    case = next(case for case in MATCH_CASES if case.label == label)
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("MACHINEFEATURES", "JOBFEATURES")}
+    env["MJF_CONFIG"] = "/nonexistent/mjf.conf"
+    # An expression as a gLite JDL's Requirements: a megabyte is no command-line argument.
+    text = case.text if label.startswith("jdl:") else f"[ Requirements = {case.text}; ]"
+    (tmp_path / "job.jdl").write_text(text)
+    args = [installed_command("mjf"), "submit-args", "--batch", "slurm",
+            "--jdl", str(tmp_path / "job.jdl")]
+    result = subprocess.run(args, capture_output=True, text=True, env=env, timeout=60)
+    assert "Traceback" not in result.stderr and result.returncode in (0, 2)
+    errors = [line for line in result.stderr.splitlines() if ": warning: " not in line]
+    assert len(errors) == (1 if result.returncode else 0), result.stderr[:500]
 
 
 # --- mjf drain --plan: what a user plants in its own store ------------------------------

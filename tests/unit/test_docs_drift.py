@@ -103,6 +103,7 @@ def options() -> list[tuple[str, str]]:
     found += [(name, key) for name, keys in config.BACKEND_OPTIONS.items() for key in keys]
     found += [("describe", key) for key in config.DESCRIBE_OPTIONS]
     found += [("records", key) for key in config.RECORDS_OPTIONS]
+    found += [("submit", key) for key in config.SUBMIT_OPTIONS]
     return found
 
 

@@ -24,6 +24,19 @@ from ..scenario import Scenario
 MATCH_EXPRESSION = "TARGET.MJF_JOB_ALLOCATED_CPU >= 1"
 CLASSAD_IMPORT = "`python -I -c 'import classad2'` (the ClassAd library's import alone)"
 MATCH_START = f"`mjf match '{MATCH_EXPRESSION}' --location JOB`"
+# `mjf submit-args`, one row per kind of requirement (what each costs over its start).
+SUBMIT_ARGS = [
+    ("slurm", "cores, memory, wall time",
+     "other.GlueHostArchitectureSMPSize >= 8 && other.GlueHostMainMemoryRAMSize >= 16000 "
+     "&& other.GlueCEPolicyMaxWallClockTime >= 1440"),
+    ("pbs", "node facts and a tag",
+     "other.GlueHostBenchmarkSI00 >= 2500 && other.MJF_MACHINE_TOTAL_CPU >= 16 && "
+     "member(\"cvmfs\", other.GlueHostApplicationSoftwareRunTimeEnvironment)"),
+    ("gridengine", "the gLite conditional",
+     "other.GlueHostBenchmarkSI00 > 500 ? other.GlueCEPolicyMaxCPUTime > 1000 "
+     ": other.GlueCEPolicyMaxCPUTime > 2000"),
+]
+SUBMIT_JDL = '[ NumberOfProcessors = 8; MaxRAM = 16000; CPUTime = 3600000; Tags = {"cvmfs"}; ]\n'
 
 
 class Match(Scenario):
@@ -39,10 +52,21 @@ class Match(Scenario):
         self.runs: list[float] = []  # per repeat: seconds of `mjf match --jdl DIR`
         mjf = bench.bin("mjf")
         missing = None if self.classad else NOT_INSTALLED
+        submit_jdl = os.path.join(bench.work, "submit.jdl")
+        with open(submit_jdl, "w") as handle:
+            handle.write(SUBMIT_JDL)
         self.commands = [
             Command("`mjf describe` (classad) of a job directory",
                     [mjf, "describe", "--format", "classad", self.slot], PYTHON_FLOOR,
                     bench.env),
+            *(Command(f"`mjf submit-args --batch {batch}`: {kind}",
+                      [mjf, "submit-args", "--batch", batch, expression], PYTHON_FLOOR,
+                      bench.env, missing=missing)
+              for batch, kind, expression in SUBMIT_ARGS),
+            Command("`mjf submit-args --batch htcondor --jdl JOB.jdl --hs06-per-cpu 10`: "
+                    "a DIRAC JDL", [mjf, "submit-args", "--batch", "htcondor", "--jdl",
+                                    submit_jdl, "--hs06-per-cpu", "10"],
+                    PYTHON_FLOOR, bench.env, missing=missing),
             Command(CLASSAD_IMPORT, [bench.python, "-I", "-c", "import classad2"],
                     PYTHON_FLOOR, bench.env, missing=missing),
             Command(MATCH_START, [mjf, "match", MATCH_EXPRESSION, "--location", self.slot],

@@ -1,0 +1,257 @@
+"""A job's :class:`~.reduce.Needs` as one batch system's submit options: `mjf submit-args`'
+second half. Pure: needs and site settings in, option words out.
+
+Each batch system gives the job what MJF then reads in it (docs/<batch>.md, "Where the
+values come from"), so `mjf match` inside the job says yes: Slurm ``--cpus-per-task`` on
+one node, ``--mem`` (MiB), ``--time`` (minutes, rounded up); PBS one ``select`` chunk with
+``ncpus``, ``mem`` and the node facts, ``walltime``, ``cput``; Grid Engine a parallel
+environment, ``h_vmem`` and ``h_cpu`` per slot (MJF multiplies them by the slots),
+``h_rt``; LSF ``-n`` on one host, ``-M``, ``-W``/``-c`` (minutes); HTCondor
+``request_cpus``, ``request_memory`` (MiB) and the wall-limit attribute its hooks read.
+Node facts go where each batch system matches on them, under the site's names.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from .reduce import AnyOf, Needs, NodeBound, Tag, Unexpressible
+
+BATCH_SYSTEMS = ("slurm", "pbs", "gridengine", "htcondor", "lsf")
+DIRECTIVE = {"slurm": "#SBATCH", "pbs": "#PBS", "gridengine": "#$", "lsf": "#BSUB"}
+# The ClassAd attributes HTCondor slots carry the node facts under (mjf-htcondor-cron).
+HTCONDOR_FACTS = {"hs06": "TARGET.MJF_MACHINE_HS06",
+                  "total_cpu": "TARGET.MJF_MACHINE_TOTAL_CPU",
+                  "hs06_per_cpu": "TARGET.MJF_MACHINE_HS06 / TARGET.MJF_MACHINE_TOTAL_CPU"}
+_UNIT_SECS = {"seconds": 1, "minutes": 60, "hours": 3600}
+
+
+class Settings:
+    """The site's choices: the name each node fact is published under, Grid Engine's
+    parallel environment, and HTCondor's wall-limit attribute and unit."""
+
+    def __init__(self, names: dict[str, str] | None = None, gridengine_pe: str = "smp",
+                 htcondor_wall_attribute: str = "AllowedJobDuration",
+                 htcondor_wall_unit: str = "seconds"):
+        self.names = {"hs06": "hs06", "hs06_per_cpu": "hs06_per_cpu", "total_cpu": "total_cpu"}
+        self.names.update(names or {})
+        self.gridengine_pe = gridengine_pe
+        self.htcondor_wall_attribute = htcondor_wall_attribute
+        self.htcondor_wall_unit = htcondor_wall_unit
+
+
+def options(needs: Needs, batch: str, settings: Settings) -> list[list[str]]:
+    """The options, one list of words per directive line; raises Unexpressible naming
+    the clause the batch system cannot express."""
+    return _BUILDERS[batch](needs, settings)
+
+
+def _number(value: Fraction) -> str:
+    """A lower bound as text: two decimals at most, rounded up (never below the bound)."""
+    hundredths = math.ceil(value * 100)
+    whole, fraction = divmod(hundredths, 100)
+    return str(whole) if not fraction else f"{whole}.{fraction:02d}".rstrip("0")
+
+
+def _hms(secs: int) -> str:
+    return f"{secs // 3600}:{secs % 3600 // 60:02d}:{secs % 60:02d}"
+
+
+def _minutes(secs: int) -> int:
+    return max(1, -(-secs // 60))
+
+
+def _cannot(batch: str, clause: str, why: str) -> Unexpressible:
+    return Unexpressible(f"`{clause}` cannot be expressed for {batch}: {why}")
+
+
+def _wall_with_cpu(needs: Needs, cores: int) -> int | None:
+    """Wall time where the batch system has no CPU-time limit: MJF's cpu_limit_secs is
+    then wall_limit_secs x allocated_cpu, so a CPU time needs wall >= it / cores."""
+    wall, cpu = needs.request("wall_secs"), needs.request("cpu_secs")
+    if cpu is None:
+        return wall
+    from_cpu = -(-cpu // cores)
+    if "wall_secs" in needs.high and from_cpu > needs.high["wall_secs"]:
+        raise Unexpressible(f"`{needs.why.get('cpu_secs', 'the CPU time')}` needs more wall "
+                            "time than another clause allows")
+    return max(wall or 0, from_cpu)
+
+
+def _whole_node_refused(needs: Needs, batch: str) -> None:
+    if needs.whole_node:
+        raise _cannot(batch, "WholeNode", "it gives a job the cores it asks for, never "
+                      "all of a node's")
+
+
+def _slurm(needs: Needs, settings: Settings) -> list[list[str]]:
+    cores = needs.request("cores") or 1
+    out = [["--nodes=1"], ["--ntasks=1"], [f"--cpus-per-task={cores}"]]
+    if needs.whole_node:
+        out.append(["--exclusive"])
+    memory = needs.request("memory_mib")
+    if memory is not None:
+        out.append([f"--mem={memory}M"])
+    wall = _wall_with_cpu(needs, cores)
+    if wall is not None:
+        out.append([f"--time={_minutes(wall)}"])
+    features, extra, alternatives = [], [], []
+    for clause in needs.node:
+        if isinstance(clause, Tag):
+            features.append(clause.name)
+        elif isinstance(clause, NodeBound):
+            extra.append(f"{settings.names[clause.fact]}>={_number(clause.value)}")
+        elif all(isinstance(choice, Tag) for choice in clause.choices):
+            alternatives.append(clause)
+        else:
+            raise _cannot("slurm", clause.clause, "node features hold no numbers, so "
+                          "alternatives can only be features")
+    if alternatives and (features or len(alternatives) > 1):
+        raise _cannot("slurm", alternatives[0].clause, "--constraint takes alternatives "
+                      "of features only as the whole constraint")
+    if alternatives:
+        out.append(["--constraint=" + "|".join(c.name for c in alternatives[0].choices)])
+    elif features:
+        out.append(["--constraint=" + "&".join(features)])
+    if len(extra) > 1:
+        raise _cannot("slurm", needs.node[-1].clause, "--extra is given one comparison here")
+    if extra:
+        out.append([f"--extra={extra[0]}"])
+    return out
+
+
+def _pbs(needs: Needs, settings: Settings) -> list[list[str]]:
+    _whole_node_refused(needs, "pbs")
+    chunk = [f"ncpus={needs.request('cores') or 1}"]
+    memory = needs.request("memory_mib")
+    if memory is not None:
+        chunk.append(f"mem={memory}mb")
+    for clause in needs.node:
+        if isinstance(clause, Tag):
+            chunk.append(f"{clause.name}=true")
+        elif isinstance(clause, NodeBound):
+            chunk.append(f"{settings.names[clause.fact]}={_number(clause.value)}")
+        else:
+            raise _cannot("pbs", clause.clause, "a select chunk has no alternatives")
+    out = [["-l", "select=1:" + ":".join(chunk)]]
+    wall, cpu = needs.request("wall_secs"), needs.request("cpu_secs")
+    if wall is not None:
+        out.append(["-l", f"walltime={_hms(wall)}"])
+    if cpu is not None:
+        out.append(["-l", f"cput={_hms(cpu)}"])
+    return out
+
+
+def _gridengine(needs: Needs, settings: Settings) -> list[list[str]]:
+    _whole_node_refused(needs, "gridengine")
+    cores = needs.request("cores") or 1
+    out = [["-pe", settings.gridengine_pe, str(cores)]] if cores > 1 else []
+    resources = []
+    wall, cpu, memory = (needs.request(kind) for kind in ("wall_secs", "cpu_secs",
+                                                           "memory_mib"))
+    if wall is not None:
+        resources.append(f"h_rt={wall}")
+    if cpu is not None:  # per slot: MJF's cpu_limit_secs is h_cpu x the host's slots
+        resources.append(f"h_cpu={-(-cpu // cores)}")
+    if memory is not None:  # per slot, as h_cpu
+        resources.append(f"h_vmem={-(-memory // cores)}M")
+    for clause in needs.node:
+        if isinstance(clause, Tag):
+            resources.append(f"{clause.name}=true")
+        elif isinstance(clause, NodeBound):
+            resources.append(f"{settings.names[clause.fact]}={_number(clause.value)}")
+        else:
+            raise _cannot("gridengine", clause.clause, "-l takes no alternatives of "
+                          "different complexes")
+    if resources:
+        out.append(["-l", ",".join(resources)])
+    return out
+
+
+def _lsf_select(clause) -> str:
+    if isinstance(clause, Tag):
+        return clause.name
+    if isinstance(clause, NodeBound):
+        return f"{clause.fact}>={_number(clause.value)}"
+    return "(" + "||".join(_lsf_select(choice) for choice in clause.choices) + ")"
+
+
+def _lsf(needs: Needs, settings: Settings) -> list[list[str]]:
+    _whole_node_refused(needs, "lsf")
+    out = [["-n", str(needs.request("cores") or 1)]]
+    memory = needs.request("memory_mib")
+    if memory is not None:
+        out.append(["-M", f"{memory}MB"])
+    wall, cpu = needs.request("wall_secs"), needs.request("cpu_secs")
+    if wall is not None:
+        out.append(["-W", str(_minutes(wall))])
+    if cpu is not None:
+        out.append(["-c", str(_minutes(cpu))])
+    # One -R: its sections, space-separated, all on one host.
+    sections = ["span[hosts=1]"]
+    if needs.node:
+        selected = "&&".join(_lsf_select(_named(clause, settings)) for clause in needs.node)
+        sections.insert(0, f"select[{selected}]")
+    out.insert(1, ["-R", " ".join(sections)])
+    return out
+
+
+def _named(clause, settings: Settings):
+    """The clause with each node fact under the site's name for it."""
+    if isinstance(clause, NodeBound):
+        return NodeBound(settings.names[clause.fact], clause.value, clause.clause)
+    if isinstance(clause, AnyOf):
+        return AnyOf([_named(choice, settings) for choice in clause.choices], clause.clause)
+    return clause
+
+
+def _htcondor_clause(clause) -> str:
+    if isinstance(clause, Tag):
+        if not clause.name.replace("_", "a").isalnum():
+            raise _cannot("htcondor", clause.clause, "a slot attribute's name has only "
+                          "letters, digits and _")
+        return f"TARGET.{clause.name} =?= true"
+    if isinstance(clause, NodeBound):
+        if clause.fact == "hs06_per_cpu":
+            return (f"TARGET.MJF_MACHINE_HS06 >= {_number(clause.value)} * "
+                    "TARGET.MJF_MACHINE_TOTAL_CPU")
+        return f"{HTCONDOR_FACTS[clause.fact]} >= {_number(clause.value)}"
+    return "(" + " || ".join(_htcondor_clause(choice) for choice in clause.choices) + ")"
+
+
+def _htcondor(needs: Needs, settings: Settings) -> list[list[str]]:
+    _whole_node_refused(needs, "htcondor")
+    cores = needs.request("cores") or 1
+    out = [[f"request_cpus = {cores}"]]
+    memory = needs.request("memory_mib")
+    if memory is not None:
+        out.append([f"request_memory = {memory}"])
+    wall = _wall_with_cpu(needs, cores)
+    if wall is not None:
+        unit = _UNIT_SECS[settings.htcondor_wall_unit]
+        out.append([f"+{settings.htcondor_wall_attribute} = {-(-wall // unit)}"])
+    if needs.node:
+        out.append(["requirements = " + " && ".join(_htcondor_clause(clause)
+                                                    for clause in needs.node)])
+    return out
+
+
+_BUILDERS = {"slurm": _slurm, "pbs": _pbs, "gridengine": _gridengine, "lsf": _lsf,
+             "htcondor": _htcondor}
+
+
+def words(batch: str, lines: list[list[str]]) -> list[str]:
+    """The options as the submit command's arguments (HTCondor: ``-append`` lines)."""
+    if batch == "htcondor":
+        return [word for line in lines for word in ("-append", line[0])]
+    return [word for line in lines for word in line]
+
+
+def directives(batch: str, lines: list[list[str]]) -> list[str]:
+    """The options as job-script lines (HTCondor: submit description lines); a value with
+    a space (LSF's -R) in double quotes, as those lines are parsed."""
+    if batch == "htcondor":
+        return [line[0] for line in lines]
+    return [f"{DIRECTIVE[batch]} " + " ".join(f'"{word}"' if " " in word else word
+                                               for word in line) for line in lines]
