@@ -127,13 +127,7 @@ def _pbs(needs: Needs, settings: Settings) -> list[list[str]]:
     memory = needs.request("memory_mib")
     if memory is not None:
         chunk.append(f"mem={memory}mb")
-    for clause in needs.node:
-        if isinstance(clause, Tag):
-            chunk.append(f"{clause.name}=true")
-        elif isinstance(clause, NodeBound):
-            chunk.append(f"{settings.names[clause.fact]}={_number(clause.value)}")
-        else:
-            raise _cannot("pbs", clause.clause, "a select chunk has no alternatives")
+    chunk += _resource_values(needs, settings, "pbs", "a select chunk has no alternatives")
     out = [["-l", "select=1:" + ":".join(chunk)]]
     wall, cpu = needs.request("wall_secs"), needs.request("cpu_secs")
     if wall is not None:
@@ -141,6 +135,22 @@ def _pbs(needs: Needs, settings: Settings) -> list[list[str]]:
     if cpu is not None:
         out.append(["-l", f"cput={_hms(cpu)}"])
     return out
+
+
+def _resource_values(needs: Needs, settings: Settings, batch: str,
+                     no_alternatives: str) -> list[str]:
+    """The node clauses as ``name=value`` resource requests (PBS's select chunk, Grid
+    Engine's ``-l``): a tag as a boolean resource, a node fact at its published name;
+    alternatives cannot be said there (``no_alternatives``: why)."""
+    values = []
+    for clause in needs.node:
+        if isinstance(clause, Tag):
+            values.append(f"{clause.name}=true")
+        elif isinstance(clause, NodeBound):
+            values.append(f"{settings.names[clause.fact]}={_number(clause.value)}")
+        else:
+            raise _cannot(batch, clause.clause, no_alternatives)
+    return values
 
 
 def _gridengine(needs: Needs, settings: Settings) -> list[list[str]]:
@@ -156,14 +166,8 @@ def _gridengine(needs: Needs, settings: Settings) -> list[list[str]]:
         resources.append(f"h_cpu={-(-cpu // cores)}")
     if memory is not None:  # per slot, as h_cpu
         resources.append(f"h_vmem={-(-memory // cores)}M")
-    for clause in needs.node:
-        if isinstance(clause, Tag):
-            resources.append(f"{clause.name}=true")
-        elif isinstance(clause, NodeBound):
-            resources.append(f"{settings.names[clause.fact]}={_number(clause.value)}")
-        else:
-            raise _cannot("gridengine", clause.clause, "-l takes no alternatives of "
-                          "different complexes")
+    resources += _resource_values(needs, settings, "gridengine",
+                                  "-l takes no alternatives of different complexes")
     if resources:
         out.append(["-l", ",".join(resources)])
     return out
