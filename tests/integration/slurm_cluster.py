@@ -404,4 +404,12 @@ def seen(cluster, name, task=0):
 
 
 def assert_no_job_directories_left(cluster):
-    site_assert_no_job_directories_left(cluster.mjf_base)
+    """No job's directory left; on a cluster that records its hooks, a failure carries
+    the record of every Prolog and Epilog run and slurmd's whole log."""
+    try:
+        site_assert_no_job_directories_left(cluster.mjf_base)
+    except AssertionError as left:
+        if not cluster.record_hooks:
+            raise
+        raise AssertionError(f"{left}\n{cluster.hook_record()}\n"
+                             f"{cluster.log('slurmd', tail=0)}") from None

@@ -36,8 +36,11 @@ MIB = 2**20
                 ids=lambda param: f"slurm-{param[0]}-{param[1]}")
 def cluster(request):
     version, cgroups = request.param
-    with mjf_cluster(cgroups=cgroups != "plain", version=version,
-                     run_in_job=cgroups.endswith("runinjob")) as slurm:
+    run_in_job = cgroups.endswith("runinjob")
+    # RunInJob: slurmstepd may start a hook with the job user's ids (docs/slurm.md);
+    # every Prolog and Epilog run is recorded, for the failure that would show it.
+    with mjf_cluster(cgroups=cgroups != "plain", version=version, run_in_job=run_in_job,
+                     record_hooks=run_in_job) as slurm:
         yield slurm
 
 

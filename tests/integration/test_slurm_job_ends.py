@@ -115,11 +115,7 @@ def test_no_job_leaves_its_directory_whatever_its_end(cluster):
     views = {name: seen(cluster, name) for name in ran.values() if " " not in name}
     assert all(view["env"]["JOBFEATURES"] for view in views.values()), views
     assert len(ran) + len(never) >= 30 and rewriter.count > 100
-    try:
-        assert_no_job_directories_left(cluster)  # no `mjf sync`: each Epilog removed its own
-    except AssertionError as left:
-        raise AssertionError(f"{left}\n{cluster.hook_record()}\n"
-                             f"{cluster.log('slurmd', tail=0)}") from None
+    assert_no_job_directories_left(cluster)  # no `mjf sync`: each Epilog removed its own
     # Where slurmstepd started a hook with the job user's ids (its race: rare, more so on an
     # idle machine), ours said so and acted as root.
     said = (cluster.root / "hooks.err").read_text()
