@@ -16,7 +16,11 @@ job's user (a recorded run caught it starting job 30's so), and such an Epilog c
 rename root's directory (job 17's said nothing at slurmd's log level, as one refused the
 rename would). Every Prolog and Epilog run is
 recorded (its ids as it started, its end and status, what ours said), shown when a
-directory is left; and a test starts both hooks as slurmstepd then does.
+directory is left; and a test starts both hooks as slurmstepd then does. With that
+handled, a clean-machine CI run still left one directory once (in test_slurm.py, before
+its hooks were recorded): on this cluster a left directory stays an expected failure
+that carries the record (slurm_cluster.assert_no_job_directories_left) until its cause
+is found.
 """
 
 from __future__ import annotations
