@@ -396,13 +396,17 @@ def _jdl_needs(jdl_text: str, hs06_per_cpu: float | None) -> Needs:
     library = reader._library
     try:
         ad = reader._parse(jdl_text)
-        if "Requirements" in ad and not isinstance(ad["Requirements"], library.ClassAd):
-            return expression_needs(str(ad.lookup("Requirements")))
+        section = "Requirements" in ad and isinstance(ad["Requirements"], library.ClassAd)
 
         def number(key: str) -> int | None:
             return _integer(key, reader._value(ad, key)) if key in ad else None
 
-        needs = Needs()
+        # A gLite JDL's Requirements expression; its own keys and any DIRAC keys beside it
+        # add to what it asks, none is passed over.
+        needs = (expression_needs(str(ad.lookup("Requirements")))
+                 if "Requirements" in ad and not section else Needs())
+        _glite_keys(needs, number,
+                    lambda key: key in ad and _yes(key, reader._value(ad, key)))
         processors = number("NumberOfProcessors")
         least = processors if processors is not None else number("MinNumberOfProcessors")
         if least is not None:
@@ -434,12 +438,31 @@ def _jdl_needs(jdl_text: str, hs06_per_cpu: float | None) -> Needs:
         for key in _ELSEWHERE:
             if key in ad:
                 needs.elsewhere[key] = _strings(key, reader._value(ad, key))
-        if "Requirements" in ad:
+        if section:
             raise Unexpressible("a Requirements = [ ... ] section (RFC #7) cannot be "
                                 "expressed as submit options: give its keys as the job's")
     except _JDLProblem as problem:
         raise Unexpressible(str(problem)) from None
     return needs
+
+
+def _glite_keys(needs: Needs, number, yes) -> None:
+    """A gLite JDL's own placement keys: ``CpuNumber`` CPUs in all, ``SMPGranularity`` of
+    them on each host, ``HostNumber`` hosts, ``WholeNodes``. The options place a job on
+    one node, so a job that spans hosts is refused, never shrunk onto one."""
+    cpus, per_host, hosts = (number(key) for key in ("CpuNumber", "SMPGranularity",
+                                                      "HostNumber"))
+    if hosts is not None and hosts > 1:
+        raise Unexpressible(f"HostNumber = {hosts} asks for {hosts} hosts: the options "
+                            "place a job on one node")
+    if cpus is not None and per_host is not None and cpus > per_host:
+        raise Unexpressible(f"CpuNumber = {cpus} with SMPGranularity = {per_host} spans "
+                            "hosts: the options place a job on one node")
+    for key, value in (("CpuNumber", cpus), ("SMPGranularity", per_host)):
+        if value is not None:
+            needs.at_least("cores", value, key)
+    if yes("WholeNodes"):
+        needs.whole_node = True
 
 
 def _dirac_tag(key: str, tag: str, needs: Needs) -> None:

@@ -125,6 +125,24 @@ def test_a_glite_jdl_is_its_requirements_expression():
     assert needs.request("cpu_secs") == 2001 * 60
 
 
+def test_a_glite_jdls_own_keys_add_to_its_requirements():
+    needs = jdl_needs('[ CpuNumber = 8; SMPGranularity = 8; WholeNodes = true; '
+                      'Requirements = other.GlueHostMainMemoryRAMSize >= 4000; ]', None)
+    assert needs.request("cores") == 8 and needs.whole_node
+    assert needs.request("memory_mib") == 4000
+
+
+@pytest.mark.parametrize("jdl, named", [
+    ("[ HostNumber = 2; Requirements = true; ]", "HostNumber"),
+    ("[ CpuNumber = 8; SMPGranularity = 4; Requirements = true; ]", "spans hosts"),
+    ('[ SMPGranularity = "all"; Requirements = true; ]', "SMPGranularity"),
+    ("[ WholeNodes = {1, 2}; Requirements = true; ]", "WholeNodes"),
+])
+def test_a_glite_jdl_that_spans_hosts_or_says_nonsense_is_refused(jdl, named):
+    with pytest.raises(Unexpressible, match=named):
+        jdl_needs(jdl, None)
+
+
 # --- each batch system ----------------------------------------------------------------
 
 @pytest.mark.parametrize("batch, expected", [
