@@ -328,6 +328,43 @@ def end_job(store: Store, log: Log, job_id: str, dry_run: bool = False,
     return True
 
 
+def runner_ended(store: Store, dir_name: str) -> bool:
+    """Whether the job whose directory is ``dir_name`` recorded the process it lives in
+    (its runner) and that process has ended: proof, on this node alone, that the job
+    is over here."""
+    from .probe import process
+
+    runner = store.read_job_state(dir_name, RUNNER_MARKER)
+    return runner is not None and process.still_running(runner) is False
+
+
+def end_jobs_left_behind(config: Config, store: Store, log: Log, ending: JobEnd) -> list[str]:
+    """End each job of ``ending.backend`` whose runner has ended (:func:`runner_ended`)
+    yet whose directory is in sight - one whose end could not remove it - as its end
+    would have, record included (with what ``ending`` says of all such jobs). Run by
+    root's hooks where jobs record a runner (Slurm's ``PrologFlags=RunInJob``: the job's
+    extern slurmstepd), so such a directory goes with the next job start or end on the
+    node; `mjf sync` removes it too."""
+    done = []
+    for name in store.job_dir_names():
+        if store.read_job_state(name, BACKEND_MARKER) != ending.backend \
+                or not runner_ended(store, name) or not _names_itself(name):
+            continue
+        if end_job(store, log, name, config=config, ending=ending, say_if_absent=False):
+            done.append(name)
+            log.info(f"removed job {name}: the process it lived in has ended, and its "
+                     "end left its directory")
+    return done
+
+
+def _names_itself(dir_name: str) -> bool:
+    """Whether a directory name is its job's id as it is (no encoded character)."""
+    try:
+        return job_dir_name(dir_name) == dir_name
+    except StoreError:
+        return False
+
+
 def say_nothing_to_remove(log: Log, job_id: str, stores: list[Store],
                           config: Config | None) -> None:
     """The one line of a job end that found no directory of the job: which job, where it

@@ -225,6 +225,11 @@ def _remove_stale_jobs(config: Config, store: Store, log: Log,
         if runner is not None and backend in ("standalone", None):
             stale = process.still_running(runner) is False
             why = "its process has ended"
+        elif backend in listings.here() and runner is not None \
+                and process.still_running(runner) is False:
+            # The extern slurmstepd of a Slurm job with PrologFlags=RunInJob has ended:
+            # proof enough here, without asking.
+            stale, why = True, "the process it lived in has ended"
         elif backend in listings.here():
             running = listings.running(backend)
             stale = running is not None and name not in running

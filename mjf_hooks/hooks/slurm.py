@@ -30,7 +30,8 @@ from ..batch import slurm
 from ..errors import SiteInputError
 from ..exports import export_lines, exports
 from ..log import Log
-from ..probe import read_text
+from ..probe import process, read_text
+from ..store import RUNNER_MARKER, job_dir_name
 from ..store_locations import store_for
 from .frame import COMMON_HELP, HookContext, run_roles
 
@@ -74,9 +75,9 @@ def _shield_epilog() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
-def _as_root(log: Log) -> None:
+def _as_root(log: Log) -> bool:
     """The Prolog and Epilog act as root, even where slurmstepd started them with its job
-    user's effective ids.
+    user's effective ids; False where they cannot (started with the user's real uid too).
 
     slurmstepd switches the whole process to the job's user for a moment in one thread
     while another may fork a hook: with ``PrologFlags=RunInJob`` the job's extern step
@@ -89,8 +90,16 @@ def _as_root(log: Log) -> None:
     uid too, which would let the job's user signal the hook.
     """
     uids, gids = os.getresuid(), os.getresgid()
-    if uids[0] != 0 or (uids[1:] == (0, 0) and gids[1:] == (gids[0],) * 2):
-        return
+    if uids[0] != 0:
+        # All its uids the user's: slurmstepd forked it from a thread switched wholly to
+        # the job's user. Nothing unprivileged takes root back; the job's directory waits
+        # for root's next hook on this node (or `mjf sync`), which sees its runner ended.
+        log.warning(f"started as uid {uids[0]}, not root (slurmstepd forked it while "
+                    "switched to the job's user): the job's directory is left to the next "
+                    "Prolog or Epilog on this node, or `mjf sync`")
+        return False
+    if uids[1:] == (0, 0) and gids[1:] == (gids[0],) * 2:
+        return True
     started = (f"started with root's real uid but effective uid {uids[1]}, gid {gids[1]} "
                "(slurmstepd forked it while switched to the job's user)")
     try:
@@ -99,8 +108,9 @@ def _as_root(log: Log) -> None:
         os.setgroups([])  # the job's; slurmstepd's root has none
     except OSError as error:
         log.warning(f"{started}: cannot act as root again: {error.strerror}")
-        return
+        return False
     log.warning(f"{started}: acting as root again")
+    return True
 
 
 def _role(context: HookContext) -> tuple[str, list[str]]:
@@ -118,7 +128,8 @@ def _role(context: HookContext) -> tuple[str, list[str]]:
 
 def prolog(context: HookContext, args: list[str]) -> int:
     config, environ, log = context.config, context.environ, context.log
-    _as_root(log)
+    if not _as_root(log):
+        return 0
     job_id = slurm.job_id(environ)
     store = store_for(config)
     machine = lifecycle.machine_features(config, store, log, context.dry_run)
@@ -142,30 +153,47 @@ def prolog(context: HookContext, args: list[str]) -> int:
     # nothing else).
     uid, gid = slurm.job_owner(environ, uid_needed=pending or config.jobstatus
                                or bool(config.records_dir))
+    # In the job, the Prolog's slurmstepd is the job's extern step, which lives as long
+    # as the job here: recorded, its end proves the job over on this node alone.
+    stepd = process.ancestor_named("slurmstepd") if in_job else None
     job = lifecycle.JobStart(
         slurm.NAME, facts, cgroup_pid="self" if in_job else None,
+        runner=process.identity(stepd) if stepd is not None else None,
         scratch_dir=config.backend[slurm.NAME].get("scratch_dir") or settings.get("tmpfs", "/tmp"),
         gid=gid, features_owner=uid if pending else None, pending=pending, job_uid=uid,
         reports_usage=uid is not None)
     lifecycle.start_job(config, store, log, machine, job, context.dry_run)
+    if job.runner and not context.dry_run:
+        context.fail_safe(lifecycle.end_jobs_left_behind, config, store, log,
+                          _job_end({}, None, None))
     return 0
 
 
 def epilog(context: HookContext, args: list[str]) -> int:
     config, environ = context.config, context.environ
-    _as_root(context.log)
+    if not _as_root(context.log):
+        return 0
     job_id = slurm.job_id(environ)
     store = store_for(config)
     ending = None
     if config.records_dir:
-        delivered, user, partition = slurm.ending(environ, time.time())
-        # The job's cgroup is gone by now (Slurm removes it before the Epilog): what it
-        # used is what the TaskEpilog last read there, as the job's user.
-        ending = lifecycle.JobEnd(
-            slurm.NAME, delivered, user=user, queue=partition,
-            usage_source="the job's cgroup, read by its TaskEpilog (as the job's user)")
+        ending = _job_end(*slurm.ending(environ, time.time()))
+    # A job that recorded its runner (RunInJob) says the node's jobs do: what an earlier
+    # end could not remove goes with this one.
+    runs_in_job = store.read_job_state(job_dir_name(job_id), RUNNER_MARKER) is not None
     lifecycle.end_job(store, context.log, job_id, context.dry_run, config, ending)
+    if runs_in_job and not context.dry_run:
+        context.fail_safe(lifecycle.end_jobs_left_behind, config, store, context.log,
+                          _job_end({}, None, None))
     return 0
+
+
+def _job_end(delivered: dict, user: str | None, partition: str | None) -> lifecycle.JobEnd:
+    # The job's cgroup is gone by now (Slurm removes it before the Epilog): what it used
+    # is what the TaskEpilog last read there, as the job's user.
+    return lifecycle.JobEnd(
+        slurm.NAME, delivered, user=user, queue=partition,
+        usage_source="the job's cgroup, read by its TaskEpilog (as the job's user)")
 
 
 def taskepilog(context: HookContext, args: list[str]) -> int:

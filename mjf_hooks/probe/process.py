@@ -10,12 +10,34 @@ from . import read_text
 
 def start_ticks(pid: int) -> int | None:
     """The start time of ``pid`` in clock ticks since boot (/proc/<pid>/stat field 22)."""
-    text = read_text(f"/proc/{pid}/stat")
-    if not text or ")" not in text:
-        return None
-    fields = text.rsplit(")", 1)[1].split()
+    stat = _stat_fields(pid)
     # After "pid (comm)", field 3 (state) is fields[0]: starttime (22) is fields[19].
-    return digits_value(fields[19]) if len(fields) > 19 else None
+    return digits_value(stat[1][19]) if stat is not None and len(stat[1]) > 19 else None
+
+
+def _stat_fields(pid: int) -> tuple[str, list[str]] | None:
+    """A process's command name and its /proc/<pid>/stat fields after it (state first)."""
+    text = read_text(f"/proc/{pid}/stat")
+    if not text or ")" not in text or "(" not in text:
+        return None
+    head, _, tail = text.rpartition(")")
+    return head.partition("(")[2], tail.split()
+
+
+def ancestor_named(command: str, pid: int | None = None, hops: int = 8) -> int | None:
+    """The nearest ancestor of ``pid`` (this process) whose command name is ``command``,
+    within ``hops`` parents (a site's wrapper or shell may stand between), or None."""
+    pid = os.getppid() if pid is None else pid
+    for _ in range(hops):
+        fields = _stat_fields(pid) if pid > 1 else None
+        if fields is None:
+            return None
+        if fields[0] == command:
+            return pid
+        pid = digits_value(fields[1][1]) if len(fields[1]) > 1 else None
+        if pid is None:
+            return None
+    return None
 
 
 def identity(pid: int) -> str | None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mjf_hooks.batch.slurm import parse_local_time
-from tests.conftest import fixture_text, installed_command, pending, write_script
+from tests.conftest import fixture_text, installed_command, pending, require, write_script
 
 SCONTROL_OUTPUT = fixture_text("slurm-22.05/scontrol-show-job-o.txt")
 START = parse_local_time("2026-11-22T05:11:35")
@@ -351,3 +351,30 @@ def test_sh_taskprolog_help_is_for_a_person_and_exits_0(slurm_site):
     assert sh.returncode == 0 and sh.stderr == ""
     assert sh.stdout.startswith("usage: mjf-slurm-taskprolog [--help]\n")
     assert "export MACHINEFEATURES=" not in sh.stdout
+
+
+def test_an_epilog_started_wholly_as_another_user_says_so_and_leaves_the_directory(
+        public_tmp_path):
+    """Slurm 24.11's slurmstepd now and then forks the Epilog with all its uids the job
+    user's: nothing unprivileged takes root back. One warning says so (exit 0: Slurm
+    would drain the node otherwise) and root's directory is left for the next hook."""
+    require(os.geteuid() == 0, "needs root to start the Epilog as another user")
+    conf = public_tmp_path / "mjf.conf"
+    conf.write_text(f"[mjf]\nbase_dir = {public_tmp_path}/base\nlog = stderr\n")
+    lines = fixture_text("slurm-22.05/prolog-sbatch.env").split("# scontrol")[0].splitlines()
+    env = public_tmp_path / "job.env"
+    env.write_text("".join(f"{line}\n" for line in lines if "=" in line and line[0] != "#")
+                   + "SLURM_JOB_END_TIME=1795400000\nSLURM_JOB_START_TIME=1795399700\n")
+    env.chmod(0o644)
+    environ = {"MJF_CONFIG": str(conf), "PATH": "/usr/bin:/bin"}
+    command = installed_command("mjf-slurm")
+    started = subprocess.run([command, "prolog", "--env-file", str(env)], env=environ,
+                             capture_output=True, text=True, timeout=60)
+    assert started.returncode == 0 and (public_tmp_path / "base/jobs/3").is_dir(), started.stderr
+    ended = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                            command, "epilog", "--env-file", str(env)], env=environ,
+                           capture_output=True, text=True, timeout=60)
+    assert ended.returncode == 0
+    [line] = ended.stderr.splitlines()
+    assert "mjf-slurm epilog job 3: warning: started as uid 65534, not root" in line
+    assert (public_tmp_path / "base/jobs/3/jobfeatures").is_dir()

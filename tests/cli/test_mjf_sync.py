@@ -222,6 +222,18 @@ def test_stale_jobs_are_removed_only_when_proven(node):
     assert "removed job x.1: its process has ended" in result.stdout
 
 
+def test_a_slurm_job_whose_extern_step_ended_is_removed_without_asking(node):
+    """A RunInJob job records its extern slurmstepd: gone, the job is over here, even
+    where squeue cannot answer; one whose slurmstepd runs is not removed by that."""
+    node.store.create_job("8", {"job_id": "8"}, state={**SLURM_JOB, RUNNER_MARKER: "999999 1"})
+    alive = process.identity(os.getpid())
+    node.store.create_job("9", {"job_id": "9"}, state={**SLURM_JOB, RUNNER_MARKER: alive})
+    write_script(node.bindir / "squeue", "exit 1")
+    result = node.sync()
+    assert os.listdir(node.base / "jobs") == ["9"]
+    assert "removed job 8: the process it lived in has ended" in result.stdout
+
+
 def test_a_failing_squeue_removes_nothing(node):
     node.store.create_job("8", {"job_id": "8"}, state=SLURM_JOB)
     write_script(node.bindir / "squeue", "exit 1")

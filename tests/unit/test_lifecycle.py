@@ -1,6 +1,7 @@
 """lifecycle: the steps every backend shares, at the seam (real directories, no daemons)."""
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,42 @@ def test_a_jobs_end_that_finds_nothing_says_where_it_looked_and_which_config(tmp
                              f"{tmp_path}/base ({tmp_path}/base/jobs/8 does not exist); "
                              f"config {tmp_path}/mjf.conf")
     assert [level for level, _ in log.lines].count("warning") == 1
+
+
+@pytest.fixture
+def ended_runner():
+    """The identity of a process that has ended (its pid free, or another's now)."""
+    from mjf_hooks.probe import process
+
+    child = subprocess.Popen(["sleep", "60"])
+    identity = process.identity(child.pid)
+    child.kill()
+    child.wait()
+    return identity
+
+
+def test_a_job_whose_runner_ended_is_ended_by_the_next_hook_with_its_record(
+        tmp_path, ended_runner):
+    """A job whose end could not remove its directory (Slurm started its Epilog wholly as
+    the job's user): root's next hook sees the process it lived in gone and ends it as its
+    end would have, record included. A job whose runner lives, or of another batch
+    system, is not touched."""
+    from mjf_hooks.probe import process
+
+    config = parse(f"[mjf]\nbase_dir = {tmp_path}/base\n[records]\ndir = {tmp_path}/records\n",
+                   str(tmp_path / "mjf.conf"))
+    store = store_for(config)
+    machine = lifecycle.machine_features(config, store, Recorded())
+    alive = process.identity(os.getpid())
+    for job_id, backend, runner in (("7", "slurm", ended_runner), ("8", "slurm", alive),
+                                    ("9", "slurm", None), ("10", "lsf", ended_runner)):
+        lifecycle.start_job(config, store, Recorded(), machine, lifecycle.JobStart(
+            backend, {"job_id": (job_id, "test"), "jobstart_secs": (1795400000, "test")},
+            cgroup_pid=None, runner=runner))
+    log = LeveledLog()
+    assert lifecycle.end_jobs_left_behind(config, store, log,
+                                          lifecycle.JobEnd("slurm")) == ["7"]
+    assert store.job_dir_names() == ["10", "8", "9"]
+    assert ("info", "removed job 7: the process it lived in has ended, and its end left "
+            "its directory") in log.lines
+    assert len(list((tmp_path / "records").glob("*/*-7.json"))) == 1

@@ -186,3 +186,16 @@ def test_real_host_probes_do_not_fail(pid):
     # On the machine running the tests: whatever the cgroup setup, no exception.
     cgroup.limits(pid)
     assert cpu.total_cpu()[0] >= 1 and cpu.affinity_cpus() >= 1
+
+
+def test_the_nearest_ancestor_of_a_name_is_found_through_wrappers(fs):
+    """A Prolog's slurmstepd, through a site's shell wrapper; never past ``hops``."""
+    from mjf_hooks.probe import process
+
+    tree = {40: ("slurmstepd", 1), 41: ("sh", 40), 42: ("python3 (x)", 41)}
+    for pid, (command, parent) in tree.items():
+        fs.create_file(f"/proc/{pid}/stat", contents=f"{pid} ({command}) S {parent} 1 1 0 -1")
+    assert process.ancestor_named("slurmstepd", 42) == 40
+    assert process.ancestor_named("slurmstepd", 42, hops=2) is None
+    assert process.ancestor_named("slurmd", 42) is None
+    assert process.ancestor_named("slurmstepd", 99) is None
