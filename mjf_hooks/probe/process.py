@@ -47,11 +47,15 @@ def identity(pid: int) -> str | None:
 
 
 def still_running(recorded: str) -> bool | None:
-    """True/False for a recorded identity; None if the record is unreadable."""
+    """True/False for a recorded identity; None if the record is unreadable. A zombie
+    (exited, not yet reaped: a slurmstepd whose parent is a slow init) has ended."""
     pid, _, ticks = recorded.strip().partition(" ")
     if digits_value(pid) is None or digits_value(ticks) is None:
         return None
-    return start_ticks(digits_value(pid)) == digits_value(ticks)
+    stat = _stat_fields(digits_value(pid))
+    if stat is None or len(stat[1]) <= 19 or stat[1][0] in ("Z", "X"):
+        return False
+    return digits_value(stat[1][19]) == digits_value(ticks)
 
 
 def owner(pid: int) -> int | None:

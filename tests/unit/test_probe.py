@@ -199,3 +199,16 @@ def test_the_nearest_ancestor_of_a_name_is_found_through_wrappers(fs):
     assert process.ancestor_named("slurmstepd", 42, hops=2) is None
     assert process.ancestor_named("slurmd", 42) is None
     assert process.ancestor_named("slurmstepd", 99) is None
+
+
+def test_a_zombie_has_ended(fs):
+    """An exited process its parent has not reaped yet keeps its /proc entry and start
+    time: it has ended all the same (a slurmstepd whose parent is a slow init)."""
+    from mjf_hooks.probe import process
+
+    rest = " ".join(["0"] * 13)  # fields 9 to 21: the start time is field 22
+    fs.create_file("/proc/40/stat", contents=f"40 (slurmstepd) Z 1 1 1 0 -1 {rest} 2489887 0")
+    fs.create_file("/proc/41/stat", contents=f"41 (slurmstepd) S 1 1 1 0 -1 {rest} 2489887 0")
+    assert process.still_running("40 2489887") is False
+    assert process.still_running("41 2489887") is True
+    assert process.still_running("41 2489888") is False
