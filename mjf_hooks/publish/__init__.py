@@ -172,8 +172,8 @@ def _publish_to(config: Config, log: Log, module, writer, want: dict[str, str], 
         return
     what = ", ".join(f"{name} {published.get(name, 'unset')} -> {value}"
                      for name, value in to_write.items())
-    kept = f"{module.TITLE} node {node} keeps " + ", ".join(
-        f"{name} {published.get(name, 'unset')}" for name in to_write)
+    kept = f"{module.TITLE} node {node}: not all of {', '.join(to_write)} published (the " \
+        "next run tries again)"
     for argv, env in writer.write_commands(options, node, to_write, published):
         if dry_run:
             outcome.done.append(f"{module.TITLE}: would run {' '.join(argv)}")
@@ -188,7 +188,8 @@ def _publish_to(config: Config, log: Log, module, writer, want: dict[str, str], 
     left = changes(to_write, after) if after is not None else to_write
     if left:
         if after is not None:
-            log.warning(f"{module.TITLE}: the write of {', '.join(left)} did not take: {kept}")
+            log.warning(f"{module.TITLE} node {node}: the write of {', '.join(left)} did not "
+                        "take (the next run tries again)")
         outcome.failed = True
         return
     outcome.done.append(f"{module.TITLE} node {node}: {what}")
