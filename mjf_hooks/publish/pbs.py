@@ -9,9 +9,7 @@ PBS's scheduler compares amounts: a chunk asking for ``hs06=10`` fits a node who
 
 from __future__ import annotations
 
-import json
-
-from ..batch.pbs import command_env, command_path
+from ..batch.pbs import command_env, command_path, nodes_json
 
 _PREFIX = "resources_available."
 
@@ -24,12 +22,10 @@ def read_query(options: dict[str, str], node: str) -> tuple[list[str], dict[str,
 def published(output: str, names: list[str]) -> dict[str, str]:
     """``pbsnodes -F json`` of one node -> {name: value} of ``names`` in its
     ``resources_available``; ValueError for output that is not that."""
-    try:
-        nodes = json.loads(output)["nodes"]
-        (node,) = nodes.values()
-        available = node.get("resources_available", {})
-    except (ValueError, KeyError, TypeError, AttributeError):
-        raise ValueError("pbsnodes -F json printed no one node's attributes") from None
+    nodes = nodes_json(output)
+    if len(nodes) != 1 or not isinstance(nodes[0][1], dict):
+        raise ValueError("pbsnodes -F json printed no one node's attributes")
+    available = nodes[0][1].get("resources_available", {})
     if not isinstance(available, dict):
         raise ValueError("pbsnodes -F json printed resources_available that is no object")
     return {name: str(available[name]) for name in names if name in available}

@@ -315,3 +315,14 @@ def test_a_command_error_is_the_warning_line(node, monkeypatch):
     assert outcome.failed and log.lines == [("warning", "cannot run /usr/bin/qconf: No such "
                                              "file or directory: nothing published to Grid "
                                              "Engine this time")]
+
+
+def test_pbsnodes_json_nested_too_deep_is_unreadable_not_an_exception():
+    """The JSON parser gives up on deep nesting with RecursionError, no ValueError: both
+    readers of pbsnodes (mjf sync's job list, mjf publish) say it is unreadable."""
+    from mjf_hooks.batch import pbs as pbs_batch
+
+    deep = "[" * 100000 + "]" * 100000
+    for read in (pbs_batch.running_jobs, lambda output: pbs.published(output, ["hs06"])):
+        with pytest.raises(ValueError, match="printed no nodes"):
+            read(deep)
