@@ -326,3 +326,22 @@ def test_pbsnodes_json_nested_too_deep_is_unreadable_not_an_exception():
     for read in (pbs_batch.running_jobs, lambda output: pbs.published(output, ["hs06"])):
         with pytest.raises(ValueError, match="printed no nodes"):
             read(deep)
+
+
+# --- HTCondor: the cron, not a publisher ---------------------------------------------------
+
+def test_htcondor_slots_carry_every_node_fact_submit_args_asks_htcondor_for():
+    """HTCondor gets no write: mjf-htcondor-cron already prints every machine key, and the
+    requirement `mjf submit-args --batch htcondor` prints names those very attributes."""
+    import re
+
+    from mjf_hooks.batch import htcondor
+    from mjf_hooks.match.submit_options import HTCONDOR_FACTS
+
+    assert publish.publisher("htcondor") is None
+    printed = htcondor.cron_attributes({"hs06": "62.5", "total_cpu": "4"})
+    attributes = dict(line.split(" = ") for line in printed.splitlines())
+    assert set(HTCONDOR_FACTS) == set(config.NODE_FACTS)
+    for expression in HTCONDOR_FACTS.values():
+        for name in re.findall(r"TARGET\.(\w+)", expression):
+            assert attributes[name] in ("62.5", "4")
