@@ -45,6 +45,17 @@ pytestmark = pytest.mark.integration
 SCHED_CONFIG = PBS_HOME / "sched_priv" / "sched_config"
 
 
+def wait_for_mom_resourcedef(name: str, timeout: float = 60) -> None:
+    path = PBS_HOME / "mom_priv" / "hooks" / "resourcedef"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and any(line.split()[:1] == [name]
+                                 for line in path.read_text().splitlines()):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the mom never got resource {name} ({path})")
+
+
 def reload_scheduler() -> None:
     os.kill(int((PBS_HOME / "sched_priv" / "sched.lock").read_text().split()[0]), signal.SIGHUP)
 
@@ -53,6 +64,9 @@ def reload_scheduler() -> None:
 def complex_():
     with mjf_complex() as started:
         qmgr("create resource hs06 type=float, flag=h")
+        # Until the mom has the server's resourcedef, pbs_python there cannot read a job
+        # asking for hs06: the whole hook event fails, and the job runs without MJF.
+        wait_for_mom_resourcedef("hs06")
         original = SCHED_CONFIG.read_text()
         SCHED_CONFIG.write_text(original.replace('\nresources: "ncpus, mem,',
                                                  '\nresources: "ncpus, mem, hs06,', 1))
