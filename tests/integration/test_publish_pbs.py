@@ -56,6 +56,20 @@ def wait_for_mom_resourcedef(name: str, timeout: float = 60) -> None:
     raise AssertionError(f"the mom never got resource {name} ({path})")
 
 
+def delete_resource(name: str, timeout: float = 30) -> None:
+    """PBS refuses to delete a resource a job asked for while it keeps that job, in its
+    history too: those jobs are purged first (this complex is the tests' own)."""
+    for job_id in pbs_command("qselect", "-x", check=False).stdout.split():
+        pbs_command("qdel", "-x", "-W", "force", job_id, check=False)
+    deadline = time.monotonic() + timeout
+    while True:
+        deleted = qmgr(f"delete resource {name}", check=False)
+        if deleted.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert deleted.returncode == 0, f"resource {name} left: {deleted.stdout}{deleted.stderr}"
+
+
 def reload_scheduler() -> None:
     os.kill(int((PBS_HOME / "sched_priv" / "sched.lock").read_text().split()[0]), signal.SIGHUP)
 
@@ -63,7 +77,9 @@ def reload_scheduler() -> None:
 @pytest.fixture(scope="module")
 def complex_():
     with mjf_complex() as started:
-        qmgr("create resource hs06 type=float, flag=h")
+        # A run killed before its clean-up may have left it: made again only if absent.
+        if qmgr("list resource hs06", check=False).returncode != 0:
+            qmgr("create resource hs06 type=float, flag=h")
         # Until the mom has the server's resourcedef, pbs_python there cannot read a job
         # asking for hs06: the whole hook event fails, and the job runs without MJF.
         wait_for_mom_resourcedef("hs06")
@@ -82,10 +98,10 @@ def complex_():
         try:
             yield started
         finally:
-            qmgr(f"unset node {started.node} resources_available.hs06", check=False)
-            qmgr("delete resource hs06", check=False)
             SCHED_CONFIG.write_text(original)
             reload_scheduler()
+            qmgr(f"unset node {started.node} resources_available.hs06", check=False)
+            delete_resource("hs06")
 
 
 def node_hs06(complex_) -> str | None:
