@@ -1,8 +1,8 @@
 """`mjf publish`: this node's facts where its batch system matches jobs on them.
 
 The shared part, which names no batch system: which facts (``[publish] facts``) under
-which names (``[config.Config.fact_names`]``: ``[submit] <fact>_name``, the names
-`mjf submit-args` asks for), their values (what `mjf machine` writes), what differs
+which names (:meth:`mjf_hooks.config.Config.fact_names`: ``[submit] <fact>_name``, the
+names `mjf submit-args` asks for), their values (what `mjf machine` writes), what differs
 from what the batch system holds, and running its commands. Each batch system that
 can be written to has a module here, pure functions of text (as ``batch/<name>.py``)::
 
