@@ -62,7 +62,8 @@ BACKEND_OPTIONS = {
     },
     "lsf": {"bjobs": "absolute path", "query_bjobs": ("yes", "no")},
     "gridengine": {"sge_root": "absolute path", "sge_cell": "name",
-                   "qstat": "absolute path", "query_qstat": ("yes", "no")},
+                   "qstat": "absolute path", "query_qstat": ("yes", "no"),
+                   "qconf": "absolute path"},
     "pbs": {"pbs_exec": "absolute path", "qstat": "absolute path",
             "query_qstat": ("yes", "no"), "tmpdir": "absolute path",
             "cgroup_prefix": "absolute path"},
@@ -73,13 +74,20 @@ DESCRIBE_OPTIONS = ("site", "gridce", "tags", "platform")
 # published under, Grid Engine's parallel environment (all optional).
 SUBMIT_OPTIONS = ("hs06_per_cpu", "hs06_name", "hs06_per_cpu_name", "total_cpu_name",
                   "gridengine_pe")
+# The node facts `mjf submit-args` asks for and `mjf publish` publishes; each is
+# published and asked for under one name, [submit] <fact>_name (default: the fact's).
+NODE_FACTS = ("hs06", "hs06_per_cpu", "total_cpu")
+# [publish]: which node facts `mjf publish` writes into the batch systems, and whether
+# `mjf sync` publishes too (off by default).
+PUBLISH_OPTIONS = ("facts", "sync")
+DEFAULT_PUBLISH_FACTS = ("hs06",)
 # [records]: a record per job of what MJF promised against what it used (off by default).
 RECORDS_OPTIONS = ("dir", "format", "keep_days", "site")
 RECORD_FORMATS = ("sss", "apel")
 DEFAULT_RECORD_FORMATS = ("sss",)
 DEFAULT_RECORDS_KEEP_DAYS = 90
 _SECTIONS = ("mjf", "machinefeatures", "jobfeatures", *BACKEND_OPTIONS, "describe", "records",
-             "submit")
+             "submit", "publish")
 
 
 class Config:
@@ -103,6 +111,8 @@ class Config:
         "machine",
         "on_error",
         "path",
+        "publish_facts",
+        "publish_on_sync",
         "record_formats",
         "records_dir",
         "records_keep_days",
@@ -147,6 +157,14 @@ class Config:
         self.records_site: str | None = None
         # [submit]: hs06_per_cpu as a float; the names and the PE as strings.
         self.submit: dict[str, object] = {}
+        # [publish]: the node facts `mjf publish` writes, and whether `mjf sync` does.
+        self.publish_facts: tuple[str, ...] = DEFAULT_PUBLISH_FACTS
+        self.publish_on_sync = False
+
+    def fact_names(self) -> dict[str, str]:
+        """Each node fact's name in the batch systems: ``[submit] <fact>_name``, else the
+        fact's own. The one naming `mjf submit-args` asks for and `mjf publish` writes."""
+        return {fact: str(self.submit.get(f"{fact}_name", fact)) for fact in NODE_FACTS}
 
 
 def config_path(environ: dict[str, str] | None = None) -> str:
@@ -266,6 +284,8 @@ def _apply(config: Config, section: str, key: str, value: str) -> None:
         _apply_records_option(config, key, value)
     elif section == "submit":
         _apply_submit_option(config, key, value)
+    elif section == "publish":
+        _apply_publish_option(config, key, value)
     elif section == "machinefeatures" and key in EXTRA_MACHINE_OPTIONS:
         if key == "benchmark":
             config.benchmark = _benchmark(value)
@@ -376,12 +396,33 @@ def _apply_submit_option(config: Config, key: str, value: str) -> None:
     if key == "hs06_per_cpu":
         config.submit[key] = _hs06_per_cpu(value)
         return
-    # A name goes into submit options as it is: nothing a shell or a resource string
-    # would read differently.
-    if not value or not value.isascii() or not value[0].isalpha() or len(value) > 64 \
-            or not value.replace("_", "a").isalnum():
+    if not is_fact_name(value):
         raise ValueError("must be a name of letters, digits and _, starting with a letter")
     config.submit[key] = value
+
+
+def is_fact_name(value: str) -> bool:
+    """A node fact's name in a batch system. It goes into submit options, ``qconf`` and
+    ``qmgr`` arguments as it is: nothing a shell, a resource list or a qmgr statement
+    would read differently (letters, digits and _, a letter first, at most 64)."""
+    return bool(value) and value.isascii() and value[0].isalpha() and len(value) <= 64 \
+        and value.replace("_", "a").isalnum()
+
+
+def _apply_publish_option(config: Config, key: str, value: str) -> None:
+    if key not in PUBLISH_OPTIONS:
+        raise ValueError(f"unknown option; [publish] takes {', '.join(PUBLISH_OPTIONS)}")
+    if key == "sync":
+        config.publish_on_sync = _boolean(value)
+        return
+    facts = tuple(part.strip() for part in value.split(","))
+    if facts == ("none",):
+        config.publish_facts = ()
+    elif not value or not set(facts) <= set(NODE_FACTS):
+        raise ValueError(f"must be node facts among {', '.join(NODE_FACTS)} "
+                         "(comma-separated), or none")
+    else:
+        config.publish_facts = tuple(dict.fromkeys(facts))
 
 
 def _is_describe_token(value: str) -> bool:

@@ -14,7 +14,9 @@
    When in doubt (a query fails, an unknown directory) nothing is removed.
 4. Job records handed in by jobs' users are filed as root's; records older than
    ``[records] keep_days`` are removed.
-5. What job ends had no time to remove (hidden trash names in ``jobs/``) is removed.
+5. With ``[publish] sync = yes``, the node's facts are published where its batch system
+   matches jobs on them (:mod:`mjf_hooks.publish`, as ``mjf publish``).
+6. What job ends had no time to remove (hidden trash names in ``jobs/``) is removed.
 
 Each batch system this node runs is asked through its batch module's queries
 (:mod:`mjf_hooks.batch`); this module knows none of them by name.
@@ -71,6 +73,8 @@ def sync(config: Config, log: Log, environ: dict[str, str], now: float | None = 
     done.run(log, "machine features", _machine_features, config, store, log)
     done.run(log, "drains", _batch_drains, config, store, log, environ, now)
     done.run(log, "stale jobs", _remove_stale_jobs, config, store, log, environ)
+    if config.publish_on_sync:
+        done.run(log, "publishing node facts", _publish, config, log, done)
     if config.records_dir:
         done.run(log, "job records handed in", _file_records, config, log)
         done.run(log, "old job records", _expire_records, config, log, now)
@@ -83,6 +87,15 @@ def sync(config: Config, log: Log, environ: dict[str, str], now: float | None = 
 def _machine_features(config: Config, store: Store, log: Log) -> list[str]:
     lifecycle.machine_features(config, store, log)
     return []
+
+
+def _publish(config: Config, log: Log, done: Pass) -> list[str]:
+    from . import publish
+
+    outcome = publish.publish(config, log, publish.machine_values(config))
+    if outcome.failed:  # said in its own warning line
+        done.failed.append("publishing node facts")
+    return outcome.done
 
 
 def _empty_trash(store: Store, log: Log) -> list[str]:
@@ -122,7 +135,7 @@ def _batch_drains(config: Config, store: Store, log: Log, environ: dict[str, str
                   now: float) -> list[str]:
     found: list[tuple[int, str]] = []
     asked = False
-    for module in _batch_systems_here(config):
+    for module in batch_systems_here(config):
         answer = _ask(module, module.drain_query, config, log, environ,
                       f"{module.TITLE} drains not known this time")
         if answer is False:
@@ -136,7 +149,7 @@ def _batch_drains(config: Config, store: Store, log: Log, environ: dict[str, str
     return [summary] if summary else []
 
 
-def _batch_systems_here(config: Config) -> list:
+def batch_systems_here(config: Config) -> list:
     """The batch modules of the batch systems this node runs: as configured (``[mjf]
     batch_systems``), else those that look installed."""
     modules = [batch.backend(name) for name in (config.batch_systems or batch.NAMES)]
@@ -192,7 +205,7 @@ class BatchListings:
     def here(self) -> dict:
         """The batch modules of this node, by name."""
         if self._here is None:
-            self._here = {module.NAME: module for module in _batch_systems_here(self._config)}
+            self._here = {module.NAME: module for module in batch_systems_here(self._config)}
         return self._here
 
     def running(self, backend: str) -> set[str] | None:

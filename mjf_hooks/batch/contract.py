@@ -69,6 +69,24 @@ class OwnNodeName(Protocol):
         """The name the batch system knows this host by."""
 
 
+class Publisher(Protocol):
+    """Optional, a module of its own: ``mjf_hooks/publish/<NAME>.py``, for a batch system
+    `mjf publish` writes the node's facts into (its name in ``publish.PUBLISHERS``)."""
+
+    def read_query(self, options: dict[str, str],
+                   node: str) -> tuple[list[str], dict[str, str]]:
+        """The command that prints what this node publishes."""
+
+    def published(self, output: str, names: list[str]) -> dict[str, str]:
+        """Its output -> ``{name: value text}`` of ``names`` (ValueError: unreadable)."""
+
+    def write_commands(self, options: dict[str, str], node: str, changes: dict[str, str],
+                       published: dict[str, str]) -> list[tuple[list[str], dict[str, str]]]:
+        """The commands that set ``changes`` (names and values already checked)."""
+
+
+PUBLISHER = ("read_query", "published", "write_commands")
+
 REQUIRED = ("NAME", "TITLE", "job_facts", "installed", "job_store_dirs", "drain_query",
             "drains", "jobs_query", "running_jobs")
 OPTIONAL = {"job_id": JobIdFromEnvironment, "node_name": OwnNodeName}

@@ -170,20 +170,25 @@ def jobs_query(options: dict[str, str], environ: dict[str, str],
     return [command_path(options, "pbsnodes"), "-H", "-F", "json", short], command_env()
 
 
+def nodes_json(output: str) -> list[tuple[str, object]]:
+    """``pbsnodes -F json`` -> its ``nodes`` as (name, entry) pairs; ValueError for output
+    that is not that (nested too deep for the JSON parser too)."""
+    import json  # only here: mjf sync and mjf publish, never a hook
+
+    try:
+        return list(json.loads(output)["nodes"].items())
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        raise ValueError(f"pbsnodes -F json printed no nodes: {output[:80]!r}") from None
+
+
 def running_jobs(output: str) -> set[str]:
     """``pbsnodes -H -F json`` -> the directory names of the jobs on this host's vnodes
     (``jobs``: ``4.vm/0``, one entry per CPU). Raises ValueError for output that does
     not describe the host (an unknown host is an ``Error`` entry, exit status 0)."""
-    import json  # only here: mjf sync, never a hook
-
     from ..errors import StoreError
     from ..store import job_dir_name
 
-    try:
-        nodes = json.loads(output)["nodes"]
-        entries = list(nodes.items())
-    except (ValueError, KeyError, TypeError, AttributeError):
-        raise ValueError(f"pbsnodes -F json printed no nodes: {output[:80]!r}") from None
+    entries = nodes_json(output)
     if not entries:
         raise ValueError("pbsnodes -H listed no vnode of this host")
     names = set()

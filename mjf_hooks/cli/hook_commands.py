@@ -58,7 +58,8 @@ Bring this node's MJF state up to date (run it every minute from a systemd timer
 or cron, as root): machine features; a Slurm maintenance reservation, an
 HTCondor graceful drain or a PBS maintenance reservation becomes shutdowntime
 (and is withdrawn with it); job directories whose jobs are proven gone are
-removed; job records handed in by jobs' users are filed, and old ones removed.
+removed; job records handed in by jobs' users are filed, and old ones removed;
+with [publish] sync = yes, this node's facts are published (as mjf publish).
 Each of these runs whatever another did; the exit status is 1 if one failed
 (each says why in one line).
 
@@ -77,6 +78,33 @@ def sync_command(argv: list[str]) -> int:
     return run_hook("mjf sync", argv, body, SYNC_USAGE, usage_exit=2)
 
 
+PUBLISH_USAGE = """\
+usage: mjf publish [options]
+
+Publish this node's facts ([publish] facts: hs06, hs06_per_cpu, total_cpu) where its
+batch system matches jobs on them, under the names [submit] gives them: Grid Engine
+host complex_values, PBS resources_available. Only what changed is written (a pass
+that changes nothing only reads). Exit status 0: published or already so; 1: a read
+or a write failed (one warning line each; nothing else changed, the next run tries
+again); 2: a wrong command line. A broken config is one error line and exit 0, as for
+mjf sync. With [publish] sync = yes, mjf sync does the same.
+
+""" + COMMON_HELP
+
+
+def publish_command(argv: list[str]) -> int:
+    from ..publish import machine_values, publish
+
+    def body(context):
+        outcome = publish(context.config, context.log, machine_values(context.config),
+                          context.dry_run)
+        for line in outcome.done:
+            sys.stdout.write(line + "\n")
+        return 1 if outcome.failed else 0
+
+    return run_hook("mjf publish", argv, body, PUBLISH_USAGE, usage_exit=2)
+
+
 def htcondor_wrapper_command(argv: list[str]) -> int:
     from ..hooks.htcondor import wrapper_command
 
@@ -84,4 +112,4 @@ def htcondor_wrapper_command(argv: list[str]) -> int:
 
 
 HOOK_COMMANDS = {"run": run_command, "machine": machine_command, "sync": sync_command,
-                 "htcondor-wrapper": htcondor_wrapper_command}
+                 "publish": publish_command, "htcondor-wrapper": htcondor_wrapper_command}

@@ -1,5 +1,5 @@
 """The interactive ``mjf`` subcommands (click): the group, the hooks it replays (``mjf
-run``, ``machine``, ``sync``, ``htcondor-wrapper``), and the commands of each subject,
+run``, ``machine``, ``sync``, ``publish``, ``htcondor-wrapper``), and the commands of each subject,
 one module each (``mjf_show``, ``mjf_drain``, ``mjf_records``, ``mjf_match``,
 ``mjf_container_args``), all imported here. Hooks never import this module."""
 
@@ -41,6 +41,13 @@ def machine(context: click.Context) -> None:
 @click.pass_context
 def sync(context: click.Context) -> None:
     sys.exit(hooks.sync_command(context.args))
+
+
+@cli.command(context_settings=_PASS_THROUGH, add_help_option=False,
+             help="Publish this node's facts into its batch system, for a timer (see --help).")
+@click.pass_context
+def publish(context: click.Context) -> None:
+    sys.exit(hooks.publish_command(context.args))
 
 
 @cli.command("htcondor-wrapper", context_settings=_PASS_THROUGH, add_help_option=False,

@@ -250,8 +250,7 @@ def submit_args_command(batch: str, format_: str, jdl: str | None, hs06_per_cpu:
         else:
             needs = expression_needs(expression)
         settings = submit_options.Settings(
-            names={fact: config.submit[f"{fact}_name"] for fact in
-                   ("hs06", "hs06_per_cpu", "total_cpu") if f"{fact}_name" in config.submit},
+            names=config.fact_names(),  # the names `mjf publish` writes the facts under
             gridengine_pe=str(config.submit.get("gridengine_pe", "smp")),
             htcondor_wall_attribute=config.backend["htcondor"].get("wall_limit_attribute",
                                                                    "AllowedJobDuration"),

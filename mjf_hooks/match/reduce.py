@@ -40,7 +40,6 @@ class Unexpressible(MJFError):
 
 
 REQUEST_KINDS = ("cores", "memory_mib", "wall_secs", "cpu_secs")
-NODE_FACTS = ("hs06", "hs06_per_cpu", "total_cpu")
 
 # attribute (lower case) -> (request kind, the kind's units per unit of the attribute).
 # MB is 2^20 bytes and GLUE times are minutes, as `mjf describe` writes them.

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+from ..config import NODE_FACTS
 from .reduce import AnyOf, Needs, NodeBound, Tag, Unexpressible
 
 BATCH_SYSTEMS = ("slurm", "pbs", "gridengine", "htcondor", "lsf")
@@ -34,7 +35,7 @@ class Settings:
     def __init__(self, names: dict[str, str] | None = None, gridengine_pe: str = "smp",
                  htcondor_wall_attribute: str = "AllowedJobDuration",
                  htcondor_wall_unit: str = "seconds"):
-        self.names = {"hs06": "hs06", "hs06_per_cpu": "hs06_per_cpu", "total_cpu": "total_cpu"}
+        self.names = {fact: fact for fact in NODE_FACTS}
         self.names.update(names or {})
         self.gridengine_pe = gridengine_pe
         self.htcondor_wall_attribute = htcondor_wall_attribute

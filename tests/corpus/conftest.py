@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 _KINDS = {"test_case": "in-process", "test_plan_case": "in-process",
+          "test_publish_case": "in-process",
           "test_installed_command": "installed command",
           "test_sh_taskprolog": "installed command"}
 

@@ -41,6 +41,7 @@ def test_mjf_conf_page_names_every_section_and_key():
         keys[section] |= set(options)
     keys["describe"] |= set(config.DESCRIBE_OPTIONS)
     keys["submit"] |= set(config.SUBMIT_OPTIONS)
+    keys["publish"] |= set(config.PUBLISH_OPTIONS)
     for name, key in spec.KEYS.items():
         if key.configurable:
             keys["machinefeatures" if key.scope == spec.MACHINE else "jobfeatures"].add(name)

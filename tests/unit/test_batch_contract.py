@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mjf_hooks import batch
+from mjf_hooks import batch, publish
 from mjf_hooks.batch import contract
 from mjf_hooks.config import BACKEND_OPTIONS
 
@@ -35,6 +35,16 @@ def test_each_batch_module_provides_the_declared_names_and_signatures(name):
         if hasattr(module, member):
             assert _parameters(getattr(module, member)) == _declared(protocol, member), \
                 f"batch/{name}.py: {member}"
+
+
+@pytest.mark.parametrize("name", publish.PUBLISHERS)
+def test_each_publisher_is_a_batch_system_with_the_declared_functions(name):
+    assert name in batch.NAMES
+    module = publish.publisher(name)
+    for member in contract.PUBLISHER:
+        assert _parameters(getattr(module, member)) == _declared(contract.Publisher, member), \
+            f"publish/{name}.py: {member}"
+    assert publish.publisher("lsf") is None
 
 
 def test_the_protocol_declares_what_the_conformance_test_checks():

@@ -104,6 +104,7 @@ def options() -> list[tuple[str, str]]:
     found += [("describe", key) for key in config.DESCRIBE_OPTIONS]
     found += [("records", key) for key in config.RECORDS_OPTIONS]
     found += [("submit", key) for key in config.SUBMIT_OPTIONS]
+    found += [("publish", key) for key in config.PUBLISH_OPTIONS]
     return found
 
 

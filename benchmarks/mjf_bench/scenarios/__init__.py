@@ -16,6 +16,7 @@ from .match import Match
 from .packaged import Packaged
 from .pbs import Pbs, PbsRecords
 from .pilot import Pilot
+from .publish import Publish
 from .reading import Reading
 from .slurm import Slurm, SlurmRecords
 from .standalone import Standalone
@@ -24,4 +25,4 @@ from .storm import Storm
 
 ALL = (Floors, Standalone, Slurm, Lsf, GridEngine, HTCondor, Pbs, ShellWrapper,
        SlurmRecords, GridEngineRecords, HTCondorRecords, PbsRecords,
-       Pilot, Storm, Drain, Status, RecordsSummary, Reading, Match, Packaged)
+       Pilot, Storm, Drain, Status, RecordsSummary, Reading, Match, Publish, Packaged)
