@@ -82,11 +82,12 @@ PUBLISH_USAGE = """\
 usage: mjf publish [options]
 
 Publish this node's facts ([publish] facts: hs06, hs06_per_cpu, total_cpu) where its
-batch system matches jobs on them, under the names [submit] gives them: Grid Engine
-host complex_values, PBS resources_available. Only what changed is written (a pass
-that changes nothing only reads). Exit status 0: published or already so; 1: a read
-or a write failed (one warning line each; nothing else changed, the next run tries
-again); 2: a wrong command line. A broken config is one error line and exit 0, as for
+batch system matches jobs on them, under the names [submit] gives them: Slurm node
+Extra (JSON), Grid Engine host complex_values, PBS resources_available. Only what
+changed is written (a pass that changes nothing only reads). Exit status 0: published
+or already so; 1: a read or a write failed (one warning line each; nothing else
+changed, the next run tries again); 2: a wrong command line. A broken config is one
+error line and exit 0, as for
 mjf sync. With [publish] sync = yes, mjf sync does the same.
 
 """ + COMMON_HELP

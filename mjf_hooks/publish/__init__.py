@@ -12,7 +12,7 @@ can be written to has a module here, pure functions of text (as ``batch/<name>.p
 
 A batch system without one is not written to: HTCondor's slots carry the facts from
 ``mjf-htcondor-cron`` (STARTD_CRON, the ``MJF_MACHINE_*`` attributes), LSF reads its
-resources from its own files. Slurm's would add ``publish/slurm.py`` (docs/matchmaking.md).
+resources from its own files.
 
 Every value is checked before it goes into a command (a number with at most two
 decimals; a name of letters, digits and _; a node name of letters, digits, ``-_.``),
@@ -28,7 +28,7 @@ from ..config import Config, is_fact_name
 from ..external_command import ask
 from ..log import Log
 
-PUBLISHERS = ("gridengine", "pbs")
+PUBLISHERS = ("gridengine", "pbs", "slurm")
 
 
 class Outcome:

@@ -49,6 +49,10 @@ def pbsnodes(value) -> str:
     return json.dumps({"nodes": {"vm": {"resources_available": {"ncpus": 2, "hs06": value}}}})
 
 
+def scontrol_node(extra: str) -> str:
+    return f"NodeName=vm CPUTot=2 Extra={extra} RealMemory=4000 State=IDLE\n"
+
+
 def build_cases() -> list[Case]:
     rng = random.Random(SEED)
     cases = []
@@ -81,14 +85,27 @@ def build_cases() -> list[Case]:
         ("resources-not-object", json.dumps({"nodes": {"vm": {"resources_available": 1}}})),
     ]:
         cases.append(Case("mjf publish (pbs)", f"pbsnodes-{label}", "pbs", output))
+    for index, value in enumerate(HOSTILE_VALUES):
+        cases.append(Case("mjf publish (slurm)", f"scontrol-value-{index}", "slurm",
+                          scontrol_node(json.dumps({"hs06": value, "rack": value}))))
+    for label, extra in [
+        ("text", "fast nodes"), ("list", "[1,2]"), ("cut", '{"hs06":'), ("deep", "[" * 100000),
+        ("megabyte", json.dumps({f"k{i}": i for i in range(60000)})),
+        ("nan", '{"hs06":NaN}'), ("huge", '{"hs06":1e400}'), ("twice", '{"hs06":1,"hs06":2}'),
+    ]:
+        cases.append(Case("mjf publish (slurm)", f"scontrol-extra-{label}", "slurm",
+                          scontrol_node(extra)))
+    for label, output in [("empty", ""), ("not-found", "Node vm not found\n"),
+                          ("two", scontrol_node("{}") * 2), ("binary", "\x00" * 100)]:
+        cases.append(Case("mjf publish (slurm)", f"scontrol-{label}", "slurm", output))
     for index, name in enumerate(["hs06 -dattr", "hs06=1,x", "hs06\nset", "", "1hs06",
                                   "h" * 65, "hs06;x", "\u00e9"]):
-        for system in ("gridengine", "pbs"):
+        for system in ("gridengine", "pbs", "slurm"):
             cases.append(Case(f"mjf publish ({system})", f"{system}-name-{index}", system,
                               "", names={"hs06_name": name}))
     for index, host in enumerate(["-se", "vm x", "vm;id", "", ".", "vm\nset", "v" * 300,
                                   "vm,x", "vm resources_available.x=1"]):
-        for system in ("gridengine", "pbs"):
+        for system in ("gridengine", "pbs", "slurm"):
             cases.append(Case(f"mjf publish ({system})", f"{system}-host-{index}", system,
                               "", host=host))
     return cases
@@ -105,6 +122,14 @@ def well_formed(case: Case, argv: list[str]) -> bool:
         return len(argv) == 6 and argv[1] in ("-mattr", "-aattr") and \
             GRIDENGINE_WRITE.fullmatch(argv[4]) is not None and \
             re.fullmatch(HOST, argv[5]) is not None
+    if case.batch == "slurm":
+        if argv[1] == "show":
+            return argv[2:4] == ["node", "-o"] and re.fullmatch(HOST, argv[4]) is not None
+        extra = json.loads(argv[3][len("Extra="):])
+        return len(argv) == 4 and argv[1] == "update" and \
+            re.fullmatch(f"NodeName={HOST}", argv[2]) is not None and \
+            argv[3].startswith("Extra=") and isinstance(extra, dict) and \
+            all(re.fullmatch(NUMBER, json.dumps(extra[name])) for name in ("hs06", "total_cpu"))
     if argv[0].endswith("pbsnodes"):
         return argv[1:] == ["-v", argv[2], "-F", "json"] and \
             re.fullmatch(HOST, argv[2]) is not None
@@ -121,7 +146,7 @@ def test_publish_case(case, monkeypatch):
 
     def fake(argv, timeout, env, log, unknown):
         ran.append(argv)
-        return case.output if len(argv) < 4 or argv[1] in ("-se", "-v") else ""
+        return case.output if len(argv) < 4 or argv[1] in ("-se", "-v", "show") else ""
 
     monkeypatch.setattr(publish, "ask", fake)
     log = LeveledLog()
@@ -132,4 +157,4 @@ def test_publish_case(case, monkeypatch):
     if outcome.failed:
         assert warnings
     if case.names or case.host != "vm":
-        assert all(argv[1] in ("-se", "-v") for argv in ran)  # nothing written under it
+        assert all(argv[1] in ("-se", "-v", "show") for argv in ran)  # nothing written

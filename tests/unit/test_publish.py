@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from mjf_hooks import batch, config, publish
 from mjf_hooks.external_command import CommandError
-from mjf_hooks.publish import gridengine, pbs
+from mjf_hooks.publish import gridengine, pbs, slurm
 from tests.conftest import LeveledLog
 
 # `qconf -se vm` of the Son of Grid Engine 8.1.9 cell, its load values cut short.
@@ -236,7 +236,7 @@ def test_nothing_selected_runs_no_command(node, monkeypatch):
 
 
 def test_a_batch_system_without_a_publisher_is_not_written_to(node, monkeypatch):
-    conf = config.parse("[mjf]\nbatch_systems = slurm, htcondor, lsf\n[machinefeatures]\n"
+    conf = config.parse("[mjf]\nbatch_systems = htcondor, lsf\n[machinefeatures]\n"
                         "hs06 = 62.5\n")
     outcome, log = run(FakeGridEngine(), conf, monkeypatch)
     assert (outcome.done, outcome.failed, log.lines) == ([], False, [])
@@ -281,6 +281,61 @@ def test_pbs_writes_several_values_in_one_statement():
     assert argv == ["/opt/pbs/bin/qmgr", "-c", "set node vm resources_available.hs06=62.5, "
                     "resources_available.total_cpu=4"]
     assert env["PATH"] == "/usr/bin:/bin"
+
+
+# --- Slurm ----------------------------------------------------------------------------
+
+def scontrol_node(extra: str | None) -> str:
+    """``scontrol show node -o vm`` of Slurm 24.11, trimmed; ``extra`` None: no field."""
+    field = "" if extra is None else f" Extra={extra}"
+    return (f"NodeName=vm Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 CPUTot=2 Features=(null)"
+            f"{field} NodeAddr=127.0.0.1 RealMemory=4000 State=IDLE Reason=(null)\n")
+
+
+def test_slurm_extra_is_read_and_set_keeping_the_sites_own_keys(node, monkeypatch):
+    commands, extra = [], ['{"rack":"b7","gpu":0}']
+
+    def fake(argv, timeout, env, log, unknown):
+        commands.append(argv)
+        if argv[1] == "update":
+            extra.append(argv[3][len("Extra="):])
+        return scontrol_node(extra[-1]) if argv[1] == "show" else ""
+
+    conf = config.parse("[mjf]\nbatch_systems = slurm\n[slurm]\nscontrol = /opt/s/scontrol\n")
+    outcome, _ = run(fake, conf, monkeypatch)
+    assert commands == [["/opt/s/scontrol", "show", "node", "-o", "vm"],
+                        ["/opt/s/scontrol", "update", "NodeName=vm",
+                         'Extra={"gpu":0,"hs06":62.5,"rack":"b7"}'],
+                        ["/opt/s/scontrol", "show", "node", "-o", "vm"]]
+    assert outcome.done == ["Slurm node vm: hs06 unset -> 62.5"] and not outcome.failed
+    commands.clear()
+    outcome, _ = run(fake, conf, monkeypatch)  # nothing changed: the read alone
+    assert [argv[1] for argv in commands] == ["show"] and outcome.done == []
+
+
+@pytest.mark.parametrize("extra, read", [
+    (None, {}), ("(null)", {}), ("", {}), ('{"hs06":62.50}', {"hs06": "62.5"}),
+    ('{"hs06":"62.5","x":[1]}', {"hs06": '"62.5"', "x": "[1]"}),
+])
+def test_slurm_extra_as_printed(extra, read):
+    assert slurm.published(scontrol_node(extra), ["hs06"]) == read
+
+
+@pytest.mark.parametrize("output", [
+    "", "Node vm not found\n", scontrol_node("fast-nodes"), scontrol_node("[1,2]"),
+    scontrol_node('{"a":'), scontrol_node("[" * 100000),
+    scontrol_node("{}") + scontrol_node("{}"),
+])
+def test_slurm_output_or_extra_it_cannot_keep_is_refused(output):
+    """Another node's text in Extra is the site's: never overwritten; nor is what is
+    not one node's record."""
+    with pytest.raises(ValueError):
+        slurm.published(output, ["hs06"])
+
+
+def test_slurm_a_string_value_is_replaced_by_the_number():
+    [(argv, _)] = slurm.write_commands({}, "vm", {"hs06": "62.5"}, {"hs06": '"62.5"'})
+    assert argv[1:] == ["update", "NodeName=vm", 'Extra={"hs06":62.5}']
 
 
 # --- mjf sync ----------------------------------------------------------------------------
