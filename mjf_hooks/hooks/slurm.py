@@ -159,10 +159,17 @@ def epilog(context: HookContext, args: list[str]) -> int:
     ending = None
     if config.records_dir:
         delivered, user, partition = slurm.ending(environ, time.time())
+        # Each node of a job writes the record of its own share, saying which it is.
+        try:
+            share = slurm.node_share(environ)
+        except SiteInputError as error:
+            context.log.warning(f"job {job_id}: its record does not say which of its nodes "
+                                f"this is: {error}")
+            share = None
         # The job's cgroup is gone by now (Slurm removes it before the Epilog): what it
         # used is what the TaskEpilog last read there, as the job's user.
         ending = lifecycle.JobEnd(
-            slurm.NAME, delivered, user=user, queue=partition,
+            slurm.NAME, delivered, user=user, queue=partition, share=share,
             usage_source="the job's cgroup, read by its TaskEpilog (as the job's user)")
     lifecycle.end_job(store, context.log, job_id, context.dry_run, config, ending)
     return 0

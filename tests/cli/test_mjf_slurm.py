@@ -1,6 +1,7 @@
 """`mjf-slurm` and `mjf-slurm-taskprolog` as installed commands, replaying recorded
 Slurm 22.05 hook environments, with a fake scontrol (working, missing, hanging, garbled)."""
 
+import json
 import os
 import subprocess
 import time
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mjf_hooks.batch.slurm import parse_local_time
-from tests.conftest import fixture_text, installed_command, pending, write_script
+from tests.conftest import fixture_text, installed_command, pending, require, write_script
 
 SCONTROL_OUTPUT = fixture_text("slurm-22.05/scontrol-show-job-o.txt")
 START = parse_local_time("2026-11-22T05:11:35")
@@ -351,3 +352,34 @@ def test_sh_taskprolog_help_is_for_a_person_and_exits_0(slurm_site):
     assert sh.returncode == 0 and sh.stderr == ""
     assert sh.stdout.startswith("usage: mjf-slurm-taskprolog [--help]\n")
     assert "export MACHINEFEATURES=" not in sh.stdout
+
+
+def test_each_node_of_a_multi_node_job_records_its_own_share(slurm_site):
+    require(os.geteuid() == 0, "needs root: as another user the Epilog hands its record in")
+    slurm_site.configure(f"[records]\ndir = {slurm_site.tmp_path / 'records'}\n")
+    nodes = {"SLURM_JOB_NODELIST": "vm,wn[2-3]", "SLURM_NODELIST": "vm,wn[2-3]",
+             "SLURMD_NODENAME": "wn2", "SLURM_JOB_CPUS_PER_NODE": "2,4(x2)",
+             "SLURM_JOB_ID": "2", "SLURM_JOBID": "2"}
+    assert slurm_site.run("prolog", env_file=slurm_site.env_file(**nodes)).returncode == 0
+    assert slurm_site.job()["allocated_cpu"] == "4"
+    ended = slurm_site.run("epilog", env_file=slurm_site.env_file("epilog.env", **nodes))
+    assert ended.returncode == 0 and ended.stderr == ""
+    [record] = (slurm_site.tmp_path / "records").glob("*/*.json")
+    data = json.loads(record.read_text())
+    assert (data["node_index"], data["node_count"]) == (2, 3)
+    assert data["requested"]["allocated_cpu"] == 4
+
+
+def test_a_record_whose_node_is_not_in_the_jobs_node_list_says_so_in_one_line(slurm_site):
+    require(os.geteuid() == 0, "needs root: as another user the Epilog hands its record in")
+    slurm_site.configure(f"[records]\ndir = {slurm_site.tmp_path / 'records'}\n")
+    job = {"SLURM_JOB_ID": "2", "SLURM_JOBID": "2"}
+    assert slurm_site.run("prolog", env_file=slurm_site.env_file(**job)).returncode == 0
+    ended = slurm_site.run("epilog", env_file=slurm_site.env_file(
+        "epilog.env", SLURM_NODELIST="wn[1-2]", SLURMD_NODENAME="vm", **job))
+    assert ended.returncode == 0 and slurm_site.job() is None
+    [warning] = ended.stderr.splitlines()
+    assert "warning: job 2: its record does not say which of its nodes" in warning
+    assert "SLURMD_NODENAME='vm') is not in the job's node list" in warning
+    [record] = (slurm_site.tmp_path / "records").glob("*/*.json")
+    assert "node_index" not in json.loads(record.read_text())
