@@ -157,6 +157,8 @@ class MultiNodeCluster(SlurmCluster):
         hosts.write_text("127.0.0.1 localhost\n" f"{SUBNET}.1 {CONTROLLER}\n" + "".join(
             f"{node.address} {node.name}\n" for node in self.specs.values()))
         self._hold(CONTROLLER, [(hosts, Path("/etc/hosts"))])
+        # From here on Slurm's commands run there: the host's network never sees them.
+        self.enter = self.node_enter(CONTROLLER)
         self._in(CONTROLLER, "ip", "link", "add", "br0", "type", "bridge")
         self._in(CONTROLLER, "ip", "addr", "add", f"{SUBNET}.1/24", "dev", "br0")
         self._in(CONTROLLER, "ip", "link", "set", "br0", "up")
@@ -173,9 +175,12 @@ class MultiNodeCluster(SlurmCluster):
             self._in(node.name, "ip", "addr", "add", f"{node.address}/24", "dev", "eth0")
             self._in(node.name, "ip", "link", "set", "eth0", "up")
 
-    def _start_daemons(self) -> None:
+    def _start_munge(self) -> None:
+        # The namespaces first: if they cannot be made, nothing else was started.
         self._start_namespaces()
-        self.enter = self.node_enter(CONTROLLER)
+        super()._start_munge()
+
+    def _start_daemons(self) -> None:
         (self.root / "spool").mkdir(exist_ok=True)
         self.command(["/usr/sbin/slurmctld", "-c", "-f", str(self.conf)])
         for name in self.nodes:
@@ -183,7 +188,7 @@ class MultiNodeCluster(SlurmCluster):
             self.on_node(name, ["/usr/sbin/slurmd", "-f", str(self.conf), "-N", name])
 
     def stop(self) -> None:
-        if self.holders:
+        if CONTROLLER in self.holders:  # else no daemon started, nor may scontrol run
             super().stop()
         for holder in self.holders.values():
             with contextlib.suppress(ProcessLookupError):
