@@ -332,6 +332,11 @@ exit $status
         if self.munged_pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.munged_pid, 15)
+            # Gone before the next cluster starts: a 22.05 cluster takes any munged still
+            # running for the host's (ensure_munge) and would start none of its own.
+            deadline = time.monotonic() + 10
+            while Path(f"/proc/{self.munged_pid}").exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
         if self.chroot:
             self.chroot.kill_processes()  # step daemons of jobs a failed test left
         # slurmd's cgroup/v1 plugin leaves empty slurm_<node> directories behind.

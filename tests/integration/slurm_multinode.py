@@ -21,13 +21,18 @@ the namespaces, their mounts, the veths and the bridge. Its ports (7827, 7828) a
 state are its own, so it can run beside the one-node clusters.
 
 For later tests: :meth:`MultiNodeCluster.on_node` runs a command in a node's
-namespaces (inside the chroot), ``nodes`` names them and ``conf`` is slurm.conf.
+namespaces (inside the chroot), :meth:`~MultiNodeCluster.restart_slurmd` restarts
+its slurmd there, ``nodes`` names them, ``specs`` gives their sizes and hs06, and
+``conf`` is slurm.conf.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -187,6 +192,21 @@ class MultiNodeCluster(SlurmCluster):
             (self.root / "spool" / name).mkdir(exist_ok=True)
             self.on_node(name, ["/usr/sbin/slurmd", "-f", str(self.conf), "-N", name])
 
+    def restart_slurmd(self, name: str) -> None:
+        """Stop node ``name``'s slurmd (by its pid file) and start it again, in its
+        namespaces; back once slurmctld sees the node up."""
+        pidfile = self.root / f"slurmd-{name}.pid"
+        pid = int(pidfile.read_text())
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{pid}").exists():
+            assert time.monotonic() < deadline, f"slurmd of {name} (pid {pid}) did not stop"
+            time.sleep(0.1)
+        self.on_node(name, ["/usr/sbin/slurmd", "-f", str(self.conf), "-N", name])
+        while self.node_state(name) not in ("idle", "mixed", "allocated"):
+            assert time.monotonic() < deadline + 60, f"{name}: {self.node_state(name)}"
+            time.sleep(0.3)
+
     def stop(self) -> None:
         if CONTROLLER in self.holders:  # else no daemon started, nor may scontrol run
             super().stop()
@@ -194,6 +214,8 @@ class MultiNodeCluster(SlurmCluster):
             with contextlib.suppress(ProcessLookupError):
                 holder.kill()
             holder.wait(timeout=30)
+            holder.stdout.close()
+            holder.stderr.close()
         self.holders.clear()
 
 

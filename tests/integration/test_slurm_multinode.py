@@ -103,6 +103,20 @@ def assert_no_directories_left_on_any_node(cluster) -> None:
         assert_no_job_directories_left(cluster.node_base(node))
 
 
+def test_the_nodes_differ_and_each_is_a_host_of_its_own(cluster):
+    listed = cluster.command(["sinfo", "-h", "-N", "-p", "debug", "-o", "%N %c %m"]).stdout
+    assert sorted(listed.split("\n")[:-1]) == [
+        f"{node.name} {node.cpus} {node.memory_mib}" for node in cluster.specs.values()]
+    config = cluster.command(["scontrol", "show", "config"]).stdout
+    assert "extra_constraints" in config  # for jobs that match on node facts (--extra)
+    for node in cluster.nodes:
+        assert cluster.on_node(node, ["hostname"]).stdout.strip() == node
+        address = cluster.on_node(node, ["cat", "/proc/net/fib_trie"]).stdout
+        assert cluster.specs[node].address in address and "127.0.0.1" in address
+        assert cluster.on_node(node, ["cat", "/etc/mjf/mjf.conf"]).stdout \
+            == cluster.node_config(node)
+
+
 def test_a_job_of_two_nodes_with_uneven_tasks(cluster):
     job_id = submit(cluster, "two", ["-N2", "--ntasks=3", "--mem-per-cpu=100M", "--time=5"],
                     dump_steps(cluster, "two", ""))
@@ -206,4 +220,14 @@ def test_drain_and_sync_on_one_node_touch_that_node_alone(cluster):
     cluster.wait_until_no_jobs()
     for node in cluster.nodes:
         cluster.mjf_on(node, "sync")  # the reservation's drain withdrawn
+    assert_no_directories_left_on_any_node(cluster)
+
+
+def test_a_restarted_slurmd_rejoins_in_its_own_namespaces(cluster):
+    last = cluster.nodes[-1]
+    cluster.restart_slurmd(last)
+    job_id = submit(cluster, "again", ["-N3", "--ntasks=3", "--mem-per-cpu=100M",
+                                       "--time=5"], dump_steps(cluster, "again", ""))
+    shares = assert_each_node_sees_its_share(cluster, job_id, task_views(cluster, "again-0", 3))
+    assert shares == {node: 1 for node in cluster.nodes}
     assert_no_directories_left_on_any_node(cluster)
