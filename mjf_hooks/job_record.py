@@ -32,6 +32,11 @@ REQUESTED = ("allocated_cpu", "max_rss_bytes", "wall_limit_secs", "cpu_limit_sec
              "scratch_limit_bytes", "hs06_job", "start_time")
 DELIVERED = ("end_time", "wall_secs", "cpu_secs", "peak_memory_bytes")
 _IDENTITY = ("user", "queue", "node", "backend")
+# Which share of a job of several nodes a record is: one record per node, each of its
+# node's share (docs/records.md); (1, 1) or unknown for a job of one node.
+_SHARE = ("node_index", "node_count")
+# More nodes than any job spans (Slurm's host lists stop at as many).
+MAX_NODES = 100000
 _CONSUMPTION_SOURCE = "derived: cpu_secs / (wall_secs * allocated_cpu)"
 
 
@@ -76,10 +81,12 @@ class Record:
     source is refused.
     """
 
-    __slots__ = ("job_id", *_IDENTITY, *REQUESTED, *DELIVERED, "sources", "benchmark")
+    __slots__ = ("job_id", *_IDENTITY, *_SHARE, *REQUESTED, *DELIVERED, "sources",
+                 "benchmark")
 
     def __init__(self, job_id: str, *, user: str | None = None, queue: str | None = None,
                  node: str | None = None, backend: str | None = None,
+                 node_index: int | None = None, node_count: int | None = None,
                  allocated_cpu: int | None = None, max_rss_bytes: int | None = None,
                  wall_limit_secs: float | None = None, cpu_limit_secs: float | None = None,
                  scratch_limit_bytes: int | None = None, hs06_job: float | None = None,
@@ -96,6 +103,14 @@ class Record:
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise ValueError(f"{name} must be text, not {type(value).__name__}")
+        self.node_index, self.node_count = node_index, node_count
+        if (node_index, node_count) != (None, None) and not (
+                all(isinstance(value, int) and not isinstance(value, bool)
+                    for value in (node_index, node_count))
+                and 1 <= node_index <= node_count <= MAX_NODES):
+            raise ValueError(f"node_index and node_count must be whole numbers with 1 <= "
+                             f"node_index <= node_count <= {MAX_NODES}, not "
+                             f"{_shown(node_index)} and {_shown(node_count)}")
         self.allocated_cpu = allocated_cpu
         self.max_rss_bytes = max_rss_bytes
         self.wall_limit_secs = wall_limit_secs
@@ -245,6 +260,14 @@ def sss_xml(record: Record) -> str:
             lines.append(f"  <{name}>")
             lines.extend("    " + child for child in children)
             lines.append(f"  </{name}>")
+    # A share of a job of several nodes (a record per node): its <TaskGroup> (l.119-130)
+    # counts the job's nodes (<NodeCount>, l.158) and holds this node's <Task> (l.122-125).
+    if record.node_count is not None and record.node_count > 1:
+        lines += ["  <TaskGroup>", "    " + _element("NodeCount", str(record.node_count)),
+                  "    <Task>"]
+        if record.node is not None:
+            lines.append("      " + _element("Node", record.node))
+        lines += ["    </Task>", "  </TaskGroup>"]
     lines.append("</Job>")
     return "\n".join(lines) + "\n"
 
@@ -323,7 +346,7 @@ def record_json(record: Record) -> dict:
     """A JSON-ready dict: numbers stay numbers, unknown values are left out, and each
     Delivered value is ``{"value": ..., "source": ...}``."""
     out: dict = {"job_id": record.job_id}
-    for name in (*_IDENTITY, "benchmark"):
+    for name in (*_IDENTITY, *_SHARE, "benchmark"):
         value = getattr(record, name)
         if value is not None:
             out[name] = value
@@ -359,7 +382,8 @@ def record_from_json(data: dict) -> Record:
             raise ValueError(f"delivered {name} must be {{value, source}}")
         values[name] = entry.get("value")
         sources[name] = entry["source"]
-    return Record(data.get("job_id"), **{name: data.get(name) for name in _IDENTITY},
+    return Record(data.get("job_id"),
+                  **{name: data.get(name) for name in (*_IDENTITY, *_SHARE)},
                   **values, sources=sources, benchmark=data.get("benchmark"))
 
 

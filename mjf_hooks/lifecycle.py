@@ -262,18 +262,22 @@ class JobEnd:
     ``usage_source``: where the job's usage report (``usage/``, from a hook of the job's
     user: :func:`report_usage`) came from, for a backend whose jobs report; what the
     backend measured itself wins over the report.
+    ``share``: for a job of several nodes, which this node is (its place in the job's node
+    list from 1, the number of nodes): the record is this node's share, and says so.
     """
 
-    __slots__ = ("backend", "delivered", "queue", "usage_source", "user")
+    __slots__ = ("backend", "delivered", "queue", "share", "usage_source", "user")
 
     def __init__(self, backend: str, delivered: Mapping[str, tuple] | None = None,
                  user: str | None = None, queue: str | None = None,
-                 usage_source: str | None = None) -> None:
+                 usage_source: str | None = None,
+                 share: tuple[int, int] | None = None) -> None:
         self.backend = backend
         self.delivered = dict(delivered or {})
         self.user = user
         self.queue = queue
         self.usage_source = usage_source
+        self.share = share
 
 
 def report_usage(config: Config, log: Log, job_id: str, level, dry_run: bool = False) -> None:
@@ -444,9 +448,10 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
     if "wall_secs" not in delivered and start is not None:
         delivered["wall_secs"] = (max(0.0, delivered["end_time"][0] - start),
                                   "end_time - jobstart_secs")
+    node_index, node_count = ending.share or (None, None)
     record = Record(
         job_id, user=ending.user, queue=ending.queue, node=os.uname().nodename,
-        backend=ending.backend, **requested,
+        backend=ending.backend, node_index=node_index, node_count=node_count, **requested,
         **{name: value for name, (value, _) in delivered.items()},
         sources={name: source for name, (_, source) in delivered.items()},
         benchmark=config.benchmark if "hs06_job" in requested else None)

@@ -250,30 +250,43 @@ def parse_cpus_per_node(text: str) -> list[int]:
 def cpus_on_node(environ: dict[str, str]) -> tuple[int, str]:
     """This node's CPUs of the job and a description of where that came from."""
     raw_counts = environ.get("SLURM_JOB_CPUS_PER_NODE", "")
-    node = environ.get("SLURMD_NODENAME", "")
-    list_name = "SLURM_JOB_NODELIST" if environ.get("SLURM_JOB_NODELIST") else "SLURM_NODELIST"
-    nodelist = environ.get(list_name, "")
     try:
         counts = parse_cpus_per_node(raw_counts)
     except ValueError as error:
         raise SiteInputError(f"SLURM_JOB_CPUS_PER_NODE={raw_counts!r}: {error}") from None
     if len(counts) == 1:
         return counts[0], f"SLURM_JOB_CPUS_PER_NODE={raw_counts}"
+    index, nodes = node_share(environ)
+    if nodes != len(counts):
+        raise SiteInputError(
+            f"SLURM_JOB_CPUS_PER_NODE={raw_counts!r} has {len(counts)} entries for "
+            f"{nodes} nodes in {_node_list_name(environ)}="
+            f"{environ.get(_node_list_name(environ), '')!r}"
+        )
+    return counts[index - 1], (f"SLURM_JOB_CPUS_PER_NODE={raw_counts} "
+                               f"(node {index} of {nodes})")
+
+
+def _node_list_name(environ: dict[str, str]) -> str:
+    return "SLURM_JOB_NODELIST" if environ.get("SLURM_JOB_NODELIST") else "SLURM_NODELIST"
+
+
+def node_share(environ: dict[str, str]) -> tuple[int, int]:
+    """Which of the job's nodes this is: (its place in the job's node list, from 1; the
+    number of nodes), from ``SLURMD_NODENAME`` and ``SLURM_JOB_NODELIST`` (or
+    ``SLURM_NODELIST``). Each node's values are its share of a multi-node job, and its
+    record says which share (docs/records.md)."""
+    node = environ.get("SLURMD_NODENAME", "")
+    list_name = _node_list_name(environ)
+    nodelist = environ.get(list_name, "")
     try:
         nodes = expand_hostlist(nodelist)
     except ValueError as error:
         raise SiteInputError(f"{list_name}={nodelist!r}: {error}") from None
-    if len(nodes) != len(counts):
-        raise SiteInputError(
-            f"SLURM_JOB_CPUS_PER_NODE={raw_counts!r} has {len(counts)} entries for "
-            f"{len(nodes)} nodes in {list_name}={nodelist!r}"
-        )
     if node not in nodes:
         raise SiteInputError(f"this node (SLURMD_NODENAME={node!r}) is not in the job's "
                              f"node list {list_name}={nodelist!r}")
-    index = nodes.index(node)
-    return counts[index], (f"SLURM_JOB_CPUS_PER_NODE={raw_counts} "
-                           f"(node {index + 1} of {len(nodes)})")
+    return nodes.index(node) + 1, len(nodes)
 
 
 def parse_scontrol_record(line: str) -> dict[str, str]:

@@ -177,7 +177,15 @@ def epilog(context: HookContext, args: list[str]) -> int:
     store = store_for(config)
     ending = None
     if config.records_dir:
-        ending = _job_end(*slurm.ending(environ, time.time()))
+        delivered, user, partition = slurm.ending(environ, time.time())
+        # Each node of a job writes the record of its own share, saying which it is.
+        try:
+            share = slurm.node_share(environ)
+        except SiteInputError as error:
+            context.log.warning(f"job {job_id}: its record does not say which of its nodes "
+                                f"this is: {error}")
+            share = None
+        ending = _job_end(delivered, user, partition, share)
     # A job that recorded its runner (RunInJob) says the node's jobs do: what an earlier
     # end could not remove goes with this one.
     runs_in_job = store.read_job_state(job_dir_name(job_id), RUNNER_MARKER) is not None
@@ -188,11 +196,12 @@ def epilog(context: HookContext, args: list[str]) -> int:
     return 0
 
 
-def _job_end(delivered: dict, user: str | None, partition: str | None) -> lifecycle.JobEnd:
+def _job_end(delivered: dict, user: str | None, partition: str | None,
+             share=None) -> lifecycle.JobEnd:
     # The job's cgroup is gone by now (Slurm removes it before the Epilog): what it used
     # is what the TaskEpilog last read there, as the job's user.
     return lifecycle.JobEnd(
-        slurm.NAME, delivered, user=user, queue=partition,
+        slurm.NAME, delivered, user=user, queue=partition, share=share,
         usage_source="the job's cgroup, read by its TaskEpilog (as the job's user)")
 
 

@@ -1,6 +1,7 @@
 """`mjf-slurm` and `mjf-slurm-taskprolog` as installed commands, replaying recorded
 Slurm 22.05 hook environments, with a fake scontrol (working, missing, hanging, garbled)."""
 
+import json
 import os
 import subprocess
 import time
@@ -378,3 +379,34 @@ def test_an_epilog_started_wholly_as_another_user_says_so_and_leaves_the_directo
     [line] = ended.stderr.splitlines()
     assert "mjf-slurm epilog job 3: warning: started as uid 65534, not root" in line
     assert (public_tmp_path / "base/jobs/3/jobfeatures").is_dir()
+
+
+def test_each_node_of_a_multi_node_job_records_its_own_share(slurm_site):
+    require(os.geteuid() == 0, "needs root: as another user the Epilog hands its record in")
+    slurm_site.configure(f"[records]\ndir = {slurm_site.tmp_path / 'records'}\n")
+    nodes = {"SLURM_JOB_NODELIST": "vm,wn[2-3]", "SLURM_NODELIST": "vm,wn[2-3]",
+             "SLURMD_NODENAME": "wn2", "SLURM_JOB_CPUS_PER_NODE": "2,4(x2)",
+             "SLURM_JOB_ID": "2", "SLURM_JOBID": "2"}
+    assert slurm_site.run("prolog", env_file=slurm_site.env_file(**nodes)).returncode == 0
+    assert slurm_site.job()["allocated_cpu"] == "4"
+    ended = slurm_site.run("epilog", env_file=slurm_site.env_file("epilog.env", **nodes))
+    assert ended.returncode == 0 and ended.stderr == ""
+    [record] = (slurm_site.tmp_path / "records").glob("*/*.json")
+    data = json.loads(record.read_text())
+    assert (data["node_index"], data["node_count"]) == (2, 3)
+    assert data["requested"]["allocated_cpu"] == 4
+
+
+def test_a_record_whose_node_is_not_in_the_jobs_node_list_says_so_in_one_line(slurm_site):
+    require(os.geteuid() == 0, "needs root: as another user the Epilog hands its record in")
+    slurm_site.configure(f"[records]\ndir = {slurm_site.tmp_path / 'records'}\n")
+    job = {"SLURM_JOB_ID": "2", "SLURM_JOBID": "2"}
+    assert slurm_site.run("prolog", env_file=slurm_site.env_file(**job)).returncode == 0
+    ended = slurm_site.run("epilog", env_file=slurm_site.env_file(
+        "epilog.env", SLURM_NODELIST="wn[1-2]", SLURMD_NODENAME="vm", **job))
+    assert ended.returncode == 0 and slurm_site.job() is None
+    [warning] = ended.stderr.splitlines()
+    assert "warning: job 2: its record does not say which of its nodes" in warning
+    assert "SLURMD_NODENAME='vm') is not in the job's node list" in warning
+    [record] = (slurm_site.tmp_path / "records").glob("*/*.json")
+    assert "node_index" not in json.loads(record.read_text())

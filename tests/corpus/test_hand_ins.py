@@ -57,7 +57,9 @@ def recorded_hand_in() -> dict:
     delivered, owner = htcondor.exit_facts(ad)
     job_id, _ = htcondor.job_id_of(ad, "global", [])
     delivered["end_time"] = (1795630299, "the clock as the job's end ran")
-    record = Record(job_id, user=owner, node="vm", backend="htcondor", allocated_cpu=2,
+    # The share it says it is (node 1 of 1): every case breaks that too.
+    record = Record(job_id, user=owner, node="vm", backend="htcondor", node_index=1,
+                    node_count=1, allocated_cpu=2,
                     max_rss_bytes=640 * 2**20, start_time=1795630290,
                     **{name: value for name, (value, _) in delivered.items()},
                     sources={name: source for name, (_, source) in delivered.items()})
@@ -106,7 +108,8 @@ def with_value(path: tuple, raw: str | None) -> str:
 
 def expected_filed(text: str | bytes) -> bool:
     """Whether a hand-in of ``text`` is a record root files (docs/records.md): a JSON
-    object of at most 64 KiB whose job_id is a job id, identity values text, Requested and
+    object of at most 64 KiB whose job_id is a job id, identity values text, its share
+    (node_index of node_count) none or whole numbers 1 <= index <= count <= 100000, Requested and
     Delivered values numbers from 0 to 2**63 - 1 (a time to the end of year 9999), each
     Delivered one with a source, an end_time among them; a benchmark HEPSPEC or
     HEPscore23. JSON is read as Python reads it (NaN and Infinity are numbers there)."""
@@ -130,6 +133,11 @@ def expected_filed(text: str | bytes) -> bool:
     for name in ("user", "queue", "node", "backend"):
         if data.get(name) is not None and not isinstance(data[name], str):
             return False
+    share = [data.get("node_index"), data.get("node_count")]
+    if share != [None, None] and not (
+            all(isinstance(value, int) and not isinstance(value, bool) for value in share)
+            and 1 <= share[0] <= share[1] <= 100000):
+        return False  # no place among at most 100,000 nodes of a job
     benchmark = data.get("benchmark")
     if benchmark is not None and (not isinstance(benchmark, str) or benchmark.lower() not in (
             "hepspec", "hs06", "hepscore23")):

@@ -44,7 +44,20 @@ def ensure_munge() -> None:
 
 class SlurmCluster:
     """slurmctld + slurmd for this host, configured with the hooks in ``bindir``; in
-    ``chroot`` (a prepared TrixieRoot with Slurm 24.11) if given."""
+    ``chroot`` (a prepared TrixieRoot with Slurm 24.11) if given.
+
+    A subclass with more nodes (:mod:`tests.integration.slurm_multinode`) changes where
+    the daemons run (``enter``, ``_start_daemons``), the controller's address, the node
+    lines and the pid files; the rest is shared."""
+
+    # slurmctld's and slurmd's ports in the 24.11 chroot: beside a 22.05 cluster's.
+    ports = (7817, 7818)
+    # Where Slurm's commands and the users' submissions run: an ``nsenter`` command into
+    # the controller's namespaces, or here.
+    enter: tuple[str, ...] = ()
+    # slurmd's pid file and log are named after this, its spool directory is this (under
+    # the cluster's root); ``%n`` is a node's name, for several slurmds.
+    slurmd_name, slurmd_spool = "slurmd", "spool"
 
     def __init__(self, root: Path, bindir: Path, cgroups: bool,
                  chroot: TrixieRoot | None = None, run_in_job: bool = False,
@@ -70,6 +83,8 @@ class SlurmCluster:
         self.host = socket.gethostname().split(".")[0]
         # Slurm names its cgroups slurm_<NodeName>: a second cluster needs another name.
         self.node = "vm24" if chroot else self.host
+        self.nodes: tuple[str, ...] = (self.node,)
+        self.controller = self.host
         self.conf = root / "slurm.conf"
         self.env = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "SLURM_CONF": str(self.conf)}
         self.munged_pid: int | None = None
@@ -79,8 +94,9 @@ class SlurmCluster:
         """A command of this cluster's Slurm (or any command, where it runs), as root."""
         env = {**self.env, **(env or {})}
         if self.chroot:
-            return self.chroot.chroot(argv, check=check, timeout=timeout, env=env)
-        return run(argv, check=check, timeout=timeout, env=env)
+            return self.chroot.chroot(argv, check=check, timeout=timeout, env=env,
+                                      enter=self.enter)
+        return run([*self.enter, *argv], check=check, timeout=timeout, env=env)
 
     def mount_tmpfs(self, path: Path, options: str) -> None:
         """A tmpfs at ``path`` (under /tmp), seen by this cluster's daemons and jobs too:
@@ -102,7 +118,7 @@ class SlurmCluster:
     def write_config(self) -> None:
         for sub in ("state", "spool", "log"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
-        cpus = os.cpu_count()
+        nodes = ",".join(self.nodes)
         cgroup_lines = (
             "ProctrackType=proctrack/cgroup\nTaskPlugin=task/cgroup,task/affinity\n"
             f"PrologFlags=Alloc,{'RunInJob' if self.run_in_job else 'Contain'}\n"
@@ -111,16 +127,16 @@ class SlurmCluster:
         )
         self.conf.write_text(f"""\
 ClusterName=mjfci
-SlurmctldHost={self.host}
+SlurmctldHost={self.controller}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 {self._version_lines()}StateSaveLocation={self.root}/state
-SlurmdSpoolDir={self.root}/spool
+SlurmdSpoolDir={self.root}/{self.slurmd_spool}
 SlurmctldPidFile={self.root}/slurmctld.pid
-SlurmdPidFile={self.root}/slurmd.pid
+SlurmdPidFile={self.root}/{self.slurmd_name}.pid
 SlurmctldLogFile={self.root}/log/slurmctld.log
-SlurmdLogFile={self.root}/log/slurmd.log
+SlurmdLogFile={self.root}/log/{self.slurmd_name}.log
 SlurmctldDebug=info
 SlurmdDebug=info
 SelectType=select/cons_tres
@@ -130,12 +146,12 @@ JobCompType=jobcomp/none
 JobAcctGatherType=jobacct_gather/{'cgroup' if self.records else 'none'}
 MpiDefault=none
 ReturnToService=2
-SchedulerParameters=sched_interval=1
+SchedulerParameters=sched_interval=1{self._scheduler_extra()}
 MinJobAge=2
 {self._hook_lines()}PrologEpilogTimeout=60
-NodeName={self.node} {self._node_address()}CPUs={cpus} RealMemory=4000 State=UNKNOWN
-PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE DefaultTime=30 State=UP
-PartitionName=short Nodes={self.node} MaxTime=10 State=UP
+{self._node_lines()}\
+PartitionName=debug Nodes={nodes} Default=YES MaxTime=INFINITE DefaultTime=30 State=UP
+PartitionName=short Nodes={nodes} MaxTime=10 State=UP
 """)
         if self.cgroups:
             (self.root / "cgroup.conf").write_text(
@@ -219,11 +235,21 @@ exit $status
         if not self.chroot:
             return "CryptoType=crypto/munge\n"
         # Its own ports and munge socket, beside a 22.05 cluster on the same host.
-        return (f"AuthInfo=socket={self.root}/munge/munge.socket\nSlurmctldPort=7817\n"
-                "SlurmdPort=7818\nMailProg=/bin/true\n")
+        return (f"AuthInfo=socket={self.root}/munge/munge.socket\n"
+                f"SlurmctldPort={self.ports[0]}\nSlurmdPort={self.ports[1]}\n"
+                "MailProg=/bin/true\n")
 
-    def _node_address(self) -> str:
-        return f"NodeHostname={self.host} NodeAddr=127.0.0.1 " if self.chroot else ""
+    def _node_lines(self) -> str:
+        address = f"NodeHostname={self.host} NodeAddr=127.0.0.1 " if self.chroot else ""
+        return f"NodeName={self.node} {address}CPUs={os.cpu_count()} RealMemory=4000 " \
+            "State=UNKNOWN\n"
+
+    def _scheduler_extra(self) -> str:
+        return ""
+
+    def pidfiles(self) -> list[Path]:
+        """The pid files of the daemons this cluster started (slurmd's first)."""
+        return [self.root / "slurmd.pid", self.root / "slurmctld.pid"]
 
     def _start_munge(self) -> None:
         if not self.chroot:
@@ -246,21 +272,26 @@ exit $status
     def start(self) -> None:
         self.write_config()
         self._start_munge()
+        self._start_daemons()
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            states = {node: self.node_state(node) for node in self.nodes}
+            if all(state in ("idle", "mixed", "allocated") for state in states.values()):
+                return
+            time.sleep(0.3)
+        raise RuntimeError(f"slurm did not come up: node states {states!r}\n"
+                           + "".join(self.log(path.stem) for path in self.pidfiles()))
+
+    def _start_daemons(self) -> None:
         self.command(["/usr/sbin/slurmctld", "-c", "-f", str(self.conf)])
         self.command(["/usr/sbin/slurmd", "-f", str(self.conf)]
                      + (["-N", self.node] if self.chroot else []))
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            state = self.node_state()
-            if state in ("idle", "mixed", "allocated"):
-                return
-            time.sleep(0.3)
-        raise RuntimeError(f"slurm did not come up: node state {state!r}\n"
-                           + self.log("slurmd") + self.log("slurmctld"))
 
-    def node_state(self) -> str:
-        """The node's state as scontrol prints it, lowercased: `idle`, `idle+drain`, ..."""
-        result = self.command(["scontrol", "show", "node", "-o", self.node], check=False)
+    def node_state(self, node: str | None = None) -> str:
+        """A node's state (this cluster's first by default) as scontrol prints it,
+        lowercased: `idle`, `idle+drain`, ..."""
+        result = self.command(["scontrol", "show", "node", "-o", node or self.node],
+                              check=False)
         for field in result.stdout.split():
             if field.startswith("State="):
                 return field[len("State="):].lower()
@@ -277,9 +308,10 @@ exit $status
             environment = [f"{name}={value}" for name, value in self.env.items()]
             return self.chroot.chroot(["env", "-i", f"HOME=/home/{user}", f"USER={user}",
                                        *environment, "sh", "-c", 'cd /tmp && exec "$@"', "-",
-                                       *argv], user=user, timeout=timeout, check=check)
-        return run(["runuser", "-u", user, "--", *argv], env=self.env, timeout=timeout,
-                   check=check, cwd="/tmp")
+                                       *argv], user=user, timeout=timeout, check=check,
+                                      enter=self.enter)
+        return run([*self.enter, "runuser", "-u", user, "--", *argv], env=self.env,
+                   timeout=timeout, check=check, cwd="/tmp")
 
     def resume(self) -> None:
         self.command(["scontrol", "update", f"nodename={self.node}", "state=resume"],
@@ -295,8 +327,7 @@ exit $status
 
     def stop(self) -> None:
         self.command(["scontrol", "shutdown"], check=False)
-        for pidfile in ("slurmd.pid", "slurmctld.pid"):
-            path = self.root / pidfile
+        for path in self.pidfiles():
             deadline = time.monotonic() + 30
             while path.exists() and time.monotonic() < deadline:
                 pid = path.read_text().strip()
@@ -306,16 +337,22 @@ exit $status
         if self.munged_pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.munged_pid, 15)
+            # Gone before the next cluster starts: a 22.05 cluster takes any munged still
+            # running for the host's (ensure_munge) and would start none of its own.
+            deadline = time.monotonic() + 10
+            while Path(f"/proc/{self.munged_pid}").exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
         if self.chroot:
             self.chroot.kill_processes()  # step daemons of jobs a failed test left
         # slurmd's cgroup/v1 plugin leaves empty slurm_<node> directories behind.
         for controller in Path("/sys/fs/cgroup").iterdir():
-            leftover = controller / f"slurm_{self.node}"
-            if leftover.is_dir():
-                for directory in sorted(leftover.rglob("*"), reverse=True):
-                    if directory.is_dir():
-                        directory.rmdir()
-                leftover.rmdir()
+            for node in self.nodes:
+                leftover = controller / f"slurm_{node}"
+                if leftover.is_dir():
+                    for directory in sorted(leftover.rglob("*"), reverse=True):
+                        if directory.is_dir():
+                            directory.rmdir()
+                    leftover.rmdir()
 
 
 # Runs inside the job as its user: records what the job sees.
@@ -330,6 +367,27 @@ suffix = os.environ.get("SLURM_ARRAY_TASK_ID") or os.environ.get("SLURM_PROCID",
 ''')
 
 
+def require_slurm(version: str) -> None:
+    """Skip (fail in CI) unless a cluster of Slurm ``version`` can run here."""
+    require(os.geteuid() == 0, "needs root to run slurmctld and slurmd")
+    if version == "22.05":
+        require(shutil.which("slurmctld") is not None and Path("/usr/sbin/slurmd").exists(),
+                "needs Debian's slurmctld, slurmd, slurm-client and munge (tests/setup-system)")
+        make_boot_dirs(Path("/"), ("slurmctld", "slurmd", "munge"))
+    else:
+        require(shutil.which("debootstrap") is not None,
+                "needs debootstrap for the Slurm 24.11 chroot (tests/setup-system)")
+    require((HOOKS_BIN / "mjf-slurm").exists(),
+            f"needs the hooks installed in {HOOKS_BIN} (tests/run does it)")
+
+
+def slurm24_root() -> TrixieRoot:
+    """The Slurm 24.11 chroot, built once and prepared with the hooks (not mounted)."""
+    chroot = TrixieRoot(SLURM24_ROOT, ("slurmctld", "slurmd", "slurm-client", "munge"), HOOKS)
+    chroot.prepare()
+    return chroot
+
+
 @contextlib.contextmanager
 def mjf_cluster(cgroups: bool, version: str = "22.05", run_in_job: bool = False,
                 site_hooks: bool = False, extra_config: str = "", records: bool = False,
@@ -342,22 +400,11 @@ def mjf_cluster(cgroups: bool, version: str = "22.05", run_in_job: bool = False,
     Besides SlurmCluster's attributes: ``mjf_base``, ``job_root`` (holds ``dump.py``
     and ``out/``, where jobs write what they saw) and ``good_config``.
     """
-    require(os.geteuid() == 0, "needs root to run slurmctld and slurmd")
-    if version == "22.05":
-        require(shutil.which("slurmctld") is not None and Path("/usr/sbin/slurmd").exists(),
-                "needs Debian's slurmctld, slurmd, slurm-client and munge (tests/setup-system)")
-        make_boot_dirs(Path("/"), ("slurmctld", "slurmd", "munge"))
-    else:
-        require(shutil.which("debootstrap") is not None,
-                "needs debootstrap for the Slurm 24.11 chroot (tests/setup-system)")
-    require((HOOKS_BIN / "mjf-slurm").exists(),
-            f"needs the hooks installed in {HOOKS_BIN} (tests/run does it)")
+    require_slurm(version)
     with mjf_site("mjf-slurm-", DUMP) as site:
         chroot = None
         if version == "24.11":
-            chroot = TrixieRoot(SLURM24_ROOT, ("slurmctld", "slurmd", "slurm-client", "munge"),
-                                HOOKS)
-            chroot.prepare()
+            chroot = slurm24_root()
             shutil.copy("/etc/hosts", chroot.root / "etc/hosts")
             chroot.mount(extra=(str(SITE_CONFIG.parent),))
         slurm = SlurmCluster(site.root / "slurm", Path("/usr/bin") if chroot else HOOKS_BIN,

@@ -114,10 +114,12 @@ class TrixieRoot:
             (self.root / "etc" / name).write_text("\n".join(inside + extra) + "\n")
 
     def chroot(self, argv: list[str], user: str | None = None, timeout: int = 120,
-               check: bool = True, env: dict[str, str] | None = None
-               ) -> subprocess.CompletedProcess:
+               check: bool = True, env: dict[str, str] | None = None,
+               enter: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+        """``argv`` inside, as root or ``user``; ``enter`` (an ``nsenter ...`` command)
+        runs it in other namespaces: a node's of a multi-node cluster."""
         spec = [f"--userspec={user}:{user}"] if user else []
-        return run(["chroot", *spec, str(self.root), *argv], env=env or self.env,
+        return run([*enter, "chroot", *spec, str(self.root), *argv], env=env or self.env,
                    timeout=timeout, check=check)
 
     def mount(self, extra: tuple[str, ...] = ()) -> None:

@@ -372,3 +372,29 @@ def test_json_text_of_a_record_reads_back_and_refuses_what_json_cannot_say():
             json_text(bad)
     with pytest.raises(TypeError):
         json_text({1, 2})
+
+
+# --- a share of a job of several nodes ---------------------------------------------
+
+def test_a_share_of_a_multi_node_job_says_which_in_every_form():
+    share = full(node="mjfn2", node_index=2, node_count=3)
+    data = record_json(share)
+    assert (data["node"], data["node_index"], data["node_count"]) == ("mjfn2", 2, 3)
+    assert record_json(job_record.record_from_json(json.loads(json_text(data)))) == data
+    group = ET.fromstring(sss_xml(share)).find("TaskGroup")
+    assert group.findtext("NodeCount") == "3" and group.findtext("Task/Node") == "mjfn2"
+    # APEL counts this node alone: each node's record is its own share of the job.
+    assert "NodeCount: 1\n" in apel([share], "UKI-TEST")
+
+
+def test_a_job_of_one_node_has_no_task_group():
+    assert "TaskGroup" not in sss_xml(full(node_index=1, node_count=1))
+    assert sss_xml(full()) == FULL_XML and "node_index" not in record_json(full())
+
+
+@pytest.mark.parametrize(("index", "count"), [
+    (0, 3), (4, 3), (1, None), (None, 2), (True, 2), ("1", 2), (1, 10**6), (-1, 1),
+])
+def test_a_share_that_is_no_place_among_the_jobs_nodes_is_refused(index, count):
+    with pytest.raises(ValueError, match="node_index and node_count must be whole numbers"):
+        full(node_index=index, node_count=count)

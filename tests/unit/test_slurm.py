@@ -159,6 +159,13 @@ def test_each_node_gets_its_own_share(node, cpus):
     assert count == cpus and "of 3" in source
 
 
+@pytest.mark.parametrize(("node", "share"), [("wn01", (1, 3)), ("wn02", (2, 3)),
+                                             ("gpu7", (3, 3))])
+def test_each_node_knows_which_share_it_is(node, share):
+    assert slurm.node_share(multi_node(node)) == share
+    assert slurm.node_share({"SLURMD_NODENAME": "vm", "SLURM_NODELIST": "vm"}) == (1, 1)
+
+
 @pytest.mark.parametrize(("environ", "message"), [
     (multi_node("wn09"), "not in the job's node list"),
     (multi_node("wn01", cpus="4(x2)"), "has 2 entries for 3 nodes"),
