@@ -37,17 +37,20 @@ with open(os.path.join(here, "requirement.txt")) as handle:
 result = subprocess.run([MJF, "match", "--explain", requirement], capture_output=True,
                         text=True, timeout=60)
 seen = {"rc": result.returncode, "out": result.stdout, "err": result.stderr,
-        "env": {name: os.environ.get(name) for name in ("MACHINEFEATURES", "JOBFEATURES")}}
+        "env": {name: os.environ.get(name) for name in ("MACHINEFEATURES", "JOBFEATURES",
+                                                        "SLURMD_NODENAME")}}
 with open(sys.argv[1] + ".part", "w") as handle:
     json.dump(seen, handle)
 os.rename(sys.argv[1] + ".part", sys.argv[1])
-'''.replace("MJF", repr(str(HOOKS_BIN / "mjf")))
+'''
 
 
-def install_match_job(root: Path, requirement_text: str) -> Path:
-    """The job's script and its requirement in ``root``, readable by the job's user."""
+def install_match_job(root: Path, requirement_text: str,
+                      mjf: str = str(HOOKS_BIN / "mjf")) -> Path:
+    """The job's script and its requirement in ``root``, readable by the job's user;
+    ``mjf``: the command as the job finds it."""
     script = root / "match_job.py"
-    script.write_text(MATCH_JOB)
+    script.write_text(MATCH_JOB.replace("MJF", repr(mjf)))
     (root / "requirement.txt").write_text(requirement_text)
     for path in (script, root / "requirement.txt"):
         path.chmod(0o644)
