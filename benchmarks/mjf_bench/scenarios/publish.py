@@ -1,9 +1,10 @@
 """``mjf publish`` that changes nothing, the pass a timer runs every minute once the
-node's facts are published: Grid Engine (one ``qconf -se``) and PBS (one ``pbsnodes -v
--F json``). The batch system's commands are stand-ins (sh scripts that print what the
-node holds, and keep what a write sets), so the row is our cost, not the server's. Each
-is published once before the first repeat; every command any repeat ran is recorded,
-and a write among them is a failure: a publish that changes nothing writes nothing."""
+node's facts are published: Slurm (one ``scontrol show node -o``), Grid Engine (one
+``qconf -se``) and PBS (one ``pbsnodes -v -F json``). The batch system's commands are
+stand-ins (sh scripts that print what the node holds, and keep what a write sets), so
+the row is our cost, not the server's. Each is published once before the first repeat;
+every command any repeat ran is recorded, and a write among them is a failure: a
+publish that changes nothing writes nothing."""
 
 from __future__ import annotations
 
@@ -33,12 +34,25 @@ printf '%s\\n' "$*" >> {log}
 printf '"hs06": %s\\n' "${{2##*=}}" > {state}
 """
 
+# `scontrol show node -o NODE` prints the node's Extra as kept in STATE; `scontrol update
+# NodeName=NODE Extra=JSON` keeps the JSON.
+SCONTROL = """#!/bin/sh
+printf '%s\\n' "$*" >> {log}
+case "$1" in
+show) printf 'NodeName=%s CPUTot=2 Extra=%s State=IDLE\\n' "$4" "$(cat {state})" ;;
+*) printf '%s\\n' "${{3#Extra=}}" > {state} ;;
+esac
+"""
+
 
 class Publish(Scenario):
     def __init__(self, bench: Bench) -> None:
         super().__init__(bench)
         self.logs = []
         self.commands = [
+            Command("`mjf publish`, nothing changed (Slurm: one `scontrol show node`, a "
+                    "stand-in)", [bench.bin("mjf"), "publish"], PYTHON_FLOOR,
+                    bench.env_for(self._config("slurm", {"scontrol": SCONTROL}, "(null)"))),
             Command("`mjf publish`, nothing changed (Grid Engine: one `qconf -se`, a stand-in)",
                     [bench.bin("mjf"), "publish"], PYTHON_FLOOR,
                     bench.env_for(self._config("gridengine", {"qconf": QCONF}, "NONE"))),
@@ -59,7 +73,8 @@ class Publish(Scenario):
                                    text.format(log=log, state=state))
             os.chmod(path, 0o700)
         self.logs.append(log)
-        where = f"qconf = {top}/bin/qconf" if batch == "gridengine" else f"pbs_exec = {top}"
+        where = {"gridengine": f"qconf = {top}/bin/qconf", "pbs": f"pbs_exec = {top}",
+                 "slurm": f"scontrol = {top}/bin/scontrol\nnodename = bench"}[batch]
         with open(self.bench.config) as handle:
             text = handle.read()
         return self.bench.file(f"mjf-publish-{batch}.conf", text + f"[mjf]\nbatch_systems = "
@@ -76,7 +91,8 @@ class Publish(Scenario):
         for log in self.logs:
             with open(log) as handle:
                 calls = handle.read().splitlines()
-            writes = [call for call in calls if not call.startswith(("-se ", "-v "))]
+            writes = [call for call in calls
+                      if not call.startswith(("-se ", "-v ", "show node "))]
             if writes or not calls:
                 problems.append(f"{log}: a publish that changed nothing ran "
                                 f"{writes[:1] or 'no read'}")
