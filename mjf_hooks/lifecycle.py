@@ -261,19 +261,22 @@ class JobEnd:
     ``user`` and ``queue``: the job's user name and queue (partition), where known.
     ``usage_source``: where the job's usage report (``usage/``, from a hook of the job's
     user: :func:`report_usage`) came from, for a backend whose jobs report; what the
-    backend measured itself wins over the report.
+    backend measured itself wins over the report. ``node``: the batch system's name of
+    this node where it knows one (several of its nodes may share a host); else the
+    record names the host.
     """
 
-    __slots__ = ("backend", "delivered", "queue", "usage_source", "user")
+    __slots__ = ("backend", "delivered", "node", "queue", "usage_source", "user")
 
     def __init__(self, backend: str, delivered: Mapping[str, tuple] | None = None,
                  user: str | None = None, queue: str | None = None,
-                 usage_source: str | None = None) -> None:
+                 usage_source: str | None = None, node: str | None = None) -> None:
         self.backend = backend
         self.delivered = dict(delivered or {})
         self.user = user
         self.queue = queue
         self.usage_source = usage_source
+        self.node = node
 
 
 def report_usage(config: Config, log: Log, job_id: str, level, dry_run: bool = False) -> None:
@@ -408,7 +411,8 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
         delivered["wall_secs"] = (max(0.0, delivered["end_time"][0] - start),
                                   "end_time - jobstart_secs")
     record = Record(
-        job_id, user=ending.user, queue=ending.queue, node=os.uname().nodename,
+        job_id, user=ending.user, queue=ending.queue,
+        node=ending.node or os.uname().nodename,
         backend=ending.backend, **requested,
         **{name: value for name, (value, _) in delivered.items()},
         sources={name: source for name, (_, source) in delivered.items()},

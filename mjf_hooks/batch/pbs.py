@@ -309,6 +309,19 @@ def is_own_vnode(vnode: str, own: list[str]) -> bool:
     return base in names or base.split(".", 1)[0] in shorts
 
 
+def mom_node(attributes: dict[str, str], node: str) -> str:
+    """This mom's node name, its natural vnode: as the hook adapter gives it (``node``:
+    ``pbs.get_local_nodename()``, the mom's ``PBS_MOM_NODE_NAME`` or short host name),
+    else ``node`` (this host's, from :func:`node_name`). Its share of a job's
+    ``exec_vnode`` is that vnode's and the ``host[N]`` ones named after it
+    (:func:`is_own_vnode`).
+
+    Not the adapter's ``vnodes``: an execjob event's vnode_list holds every vnode of the
+    job, on each of its moms (OpenPBS fills it from the whole exec_vnode); and not the
+    host name: several moms may share a host, each its own node."""
+    return attributes.get("node") or node
+
+
 def host_share(exec_vnode: str, own: list[str]) -> dict[str, int]:
     """This host's ``ncpus`` and ``mem`` (bytes) of the job, summed over its vnodes.
 
