@@ -265,10 +265,15 @@ class Mom:
     etc: Path
     pid: int = 0
 
-    def config(self, base_dir: Path) -> str:
+    def config(self, base_dir: Path, extra: str = "") -> str:
+        """Its /etc/mjf/mjf.conf's text (``extra``: further sections)."""
         return (f"[mjf]\nbase_dir = {base_dir}\n[machinefeatures]\n"
                 f"hs06_per_cpu = {self.spec.hs06_per_cpu}\ntotal_cpu = {self.spec.ncpus}\n"
-                "grace_secs = 600\n")
+                f"grace_secs = 600\n{extra}")
+
+    def mjf(self, *args: str) -> subprocess.CompletedProcess:
+        """An admin's `mjf` command on this mom's node: in its mount namespace."""
+        return admin_mjf(ENV, *args, prefix=tuple(self.in_namespace()))
 
     def in_namespace(self) -> list[str]:
         """A command's prefix that runs it as this mom's hooks run: in its mount
