@@ -445,7 +445,8 @@ def cgroup_paths(prefix: str, job: str) -> dict[str, str]:
 
 def ending_facts(attributes: dict[str, str], now: int) -> tuple[dict, list[str]]:
     """What PBS measured of a finished job (``resources_used.*``, in execjob_end and in
-    an epilogue's argv): end time, wall time, CPU time, memory (PBS's peak)."""
+    an epilogue's argv): end time, wall time, CPU time, memory (PBS's peak); a zero wall
+    time or peak is no measurement."""
     delivered: dict[str, tuple] = {"end_time": (now, "time the job ended")}
     warnings = []
     for name, resource, parse in (("wall_secs", "walltime", parse_duration_secs),
@@ -460,8 +461,9 @@ def ending_facts(attributes: dict[str, str], now: int) -> tuple[dict, list[str]]
             warnings.append(f"the record has no {name}: resources_used.{resource}: {error}")
             continue
         # PBS samples memory every few seconds: a job ended before the first sample
-        # shows 0kb, which is no peak.
-        if value or resource != "mem":
+        # shows 0kb, which is no peak. A sister mom of a multi-node job keeps no wall
+        # time (00:00:00 after seconds of work): the job's own clock counts there.
+        if value or resource == "cput":
             delivered[name] = (value, f"PBS resources_used.{resource}={text}")
     return delivered, warnings
 

@@ -335,6 +335,8 @@ def test_a_sister_moms_record_names_its_node_and_its_share(site):
     record = _record(records)
     assert (record["job_id"], record["node"], record["requested"]["allocated_cpu"],
             record["requested"]["max_rss_bytes"]) == ("270.vm", "vm-m2", 2, 200 * MIB)
+    # Its mom keeps no wall time (it handed over 00:00:00): the job's own clock counts.
+    assert record["delivered"]["wall_secs"]["source"] == "end_time - jobstart_secs"
 
 
 def test_end_without_a_memory_sample_records_no_peak(site):

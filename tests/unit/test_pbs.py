@@ -220,6 +220,15 @@ def test_epilogue_argv_gives_what_the_job_used():
     assert attributes["queue"] == "workq"
 
 
+def test_a_sister_moms_zero_walltime_is_not_measured():
+    """A sister mom keeps no wall time of its own: its execjob_end says
+    ``walltime=00:00:00`` after seconds of work, which is no measurement."""
+    attributes = {"resources_used.walltime": "00:00:00", "resources_used.cput": "00:00:08",
+                  "resources_used.mem": "0kb"}
+    delivered, warnings = pbs.ending_facts(attributes, NOW)
+    assert (values(delivered), warnings) == ({"end_time": NOW, "cpu_secs": 8}, [])
+
+
 def test_qstat_f_with_continued_lines():
     text = ("Job Id: 4.vm\n    Job_Name = STDIN\n    Resource_List.walltime = 00:10:00\n"
             "    exec_vnode = (vm:ncpus=1:mem=102400kb)+(vm:ncpu\n\ts=1:mem=102400kb)\n"
