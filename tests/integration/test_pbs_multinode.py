@@ -134,6 +134,8 @@ def assert_every_node_recorded_its_share(complex_, job_id: str, job: dict) -> No
         assert (record["node"], record["requested"]["allocated_cpu"],
                 record["requested"]["max_rss_bytes"], record["requested"]["hs06_job"]) == \
             (node, share["ncpus"], share["mem"], hs06_per_cpu(complex_, node) * share["ncpus"])
+        # A sister mom hands over walltime=00:00:00 (it keeps none): no measurement.
+        assert not record["delivered"]["wall_secs"]["source"].endswith("=00:00:00"), record
 
 
 def assert_no_directory_left_anywhere(complex_) -> None:
