@@ -1,4 +1,5 @@
-"""A one-node OpenPBS complex with our hook installed, for the integration tests.
+"""An OpenPBS complex with our hook installed, for the integration tests: one node, and
+further moms on this host as further nodes where a test asks (``further_moms``).
 
 OpenPBS 23.06 is built from ``tests/vendor/openpbs/`` into ``/opt/pbs`` by
 tests/setup-system (once: the build is cached there). A running complex is used as it
@@ -310,7 +311,7 @@ def _start_mom(complex_: PBSComplex, mom: Mom, pbs_conf: Path) -> None:
 
 
 def _stop_mom(mom: Mom) -> None:
-    """SIGTERM to the pid it started as (its jobs' processes end with it: they are
+    """SIGTERM to the mom this harness started, by the pid its lock named (its jobs are
     deleted first); its mount namespace goes with its last process."""
     if not mom.pid:
         return
@@ -327,6 +328,8 @@ def further_moms(complex_: PBSComplex, specs: tuple[MomSpec, ...]):
     (named ``<host>-<suffix>``) with ``resources_available`` from its spec and an MJF of
     its own; nodes, moms, their homes and files removed afterwards."""
     host_conf = PBS_CONF.read_text()
+    # The mount point of each mom's base_dir, which the complex's own mom makes later.
+    complex_.mjf_base.mkdir(mode=0o755, exist_ok=True)
     made: list[Mom] = []
     try:
         for index, spec in enumerate(specs):
@@ -337,8 +340,6 @@ def further_moms(complex_: PBSComplex, specs: tuple[MomSpec, ...]):
             made.append(mom)
             for directory in (mom.base, mom.etc):
                 directory.mkdir(parents=True, mode=0o755)
-            # The mount point of its base_dir, which the complex's own mom makes later.
-            complex_.mjf_base.mkdir(mode=0o755, exist_ok=True)
             (mom.etc / "mjf.conf").write_text(mom.config(complex_.mjf_base))
             pbs_conf = files / "pbs.conf"
             pbs_conf.write_text(_pbs_conf_with(host_conf, {
@@ -348,6 +349,8 @@ def further_moms(complex_: PBSComplex, specs: tuple[MomSpec, ...]):
                 "PBS_MANAGER_SERVICE_PORT": str(mom.port + 1),
                 "PBS_MOM_NODE_NAME": name}))
             _start_mom(complex_, mom, pbs_conf)
+            # The server keeps its nodes: one of this name is one a run killed midway left.
+            qmgr(f"delete node {name}", check=False)
             # place=scatter places chunks on distinct hosts: each node is a host of its own.
             qmgr(f"create node {name} Mom={complex_.node},port={mom.port},"
                  f"resources_available.host={name}")
