@@ -264,20 +264,23 @@ class JobEnd:
     backend measured itself wins over the report.
     ``share``: for a job of several nodes, which this node is (its place in the job's node
     list from 1, the number of nodes): the record is this node's share, and says so.
+    ``node``: the batch system's name of this node where it knows one (several of its
+    nodes may share a host); else the record names the host.
     """
 
-    __slots__ = ("backend", "delivered", "queue", "share", "usage_source", "user")
+    __slots__ = ("backend", "delivered", "node", "queue", "share", "usage_source", "user")
 
     def __init__(self, backend: str, delivered: Mapping[str, tuple] | None = None,
                  user: str | None = None, queue: str | None = None,
                  usage_source: str | None = None,
-                 share: tuple[int, int] | None = None) -> None:
+                 share: tuple[int, int] | None = None, node: str | None = None) -> None:
         self.backend = backend
         self.delivered = dict(delivered or {})
         self.user = user
         self.queue = queue
         self.usage_source = usage_source
         self.share = share
+        self.node = node
 
 
 def report_usage(config: Config, log: Log, job_id: str, level, dry_run: bool = False) -> None:
@@ -450,7 +453,8 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
                                   "end_time - jobstart_secs")
     node_index, node_count = ending.share or (None, None)
     record = Record(
-        job_id, user=ending.user, queue=ending.queue, node=os.uname().nodename,
+        job_id, user=ending.user, queue=ending.queue,
+        node=ending.node or os.uname().nodename,
         backend=ending.backend, node_index=node_index, node_count=node_count, **requested,
         **{name: value for name, (value, _) in delivered.items()},
         sources={name: source for name, (_, source) in delivered.items()},

@@ -314,6 +314,19 @@ def is_own_vnode(vnode: str, own: list[str]) -> bool:
     return base in names or base.split(".", 1)[0] in shorts
 
 
+def mom_node(attributes: dict[str, str], node: str) -> str:
+    """This mom's node name, its natural vnode: as the hook adapter gives it (``node``:
+    ``pbs.get_local_nodename()``, the mom's ``PBS_MOM_NODE_NAME`` or short host name),
+    else ``node`` (this host's, from :func:`node_name`). Its share of a job's
+    ``exec_vnode`` is that vnode's and the ``host[N]`` ones named after it
+    (:func:`is_own_vnode`).
+
+    Not the adapter's ``vnodes``: an execjob event's vnode_list holds every vnode of the
+    job, on each of its moms (OpenPBS fills it from the whole exec_vnode); and not the
+    host name: several moms may share a host, each its own node."""
+    return attributes.get("node") or node
+
+
 def host_share(exec_vnode: str, own: list[str]) -> dict[str, int]:
     """This host's ``ncpus`` and ``mem`` (bytes) of the job, summed over its vnodes.
 
@@ -437,7 +450,8 @@ def cgroup_paths(prefix: str, job: str) -> dict[str, str]:
 
 def ending_facts(attributes: dict[str, str], now: int) -> tuple[dict, list[str]]:
     """What PBS measured of a finished job (``resources_used.*``, in execjob_end and in
-    an epilogue's argv): end time, wall time, CPU time, memory (PBS's peak)."""
+    an epilogue's argv): end time, wall time, CPU time, memory (PBS's peak); a zero wall
+    time or peak is no measurement."""
     delivered: dict[str, tuple] = {"end_time": (now, "time the job ended")}
     warnings = []
     for name, resource, parse in (("wall_secs", "walltime", parse_duration_secs),
@@ -452,8 +466,9 @@ def ending_facts(attributes: dict[str, str], now: int) -> tuple[dict, list[str]]
             warnings.append(f"the record has no {name}: resources_used.{resource}: {error}")
             continue
         # PBS samples memory every few seconds: a job ended before the first sample
-        # shows 0kb, which is no peak.
-        if value or resource != "mem":
+        # shows 0kb, which is no peak. A sister mom of a multi-node job keeps no wall
+        # time (00:00:00 after seconds of work): the job's own clock counts there.
+        if value or resource == "cput":
             delivered[name] = (value, f"PBS resources_used.{resource}={text}")
     return delivered, warnings
 

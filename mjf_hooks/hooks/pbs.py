@@ -5,8 +5,8 @@ install: the hook file (``contrib/pbs/mjf_hook.py``, imported by
 ``contrib/pbs/install-hook``) is a thin adapter that hands the job's attributes as
 ``name=value`` lines on stdin to these roles and reads what they print:
 
-* ``begin`` (execjob_begin: root, before the job, on each of its hosts): writes the
-  job's directory from its attributes (``exec_vnode`` for this host's share) and
+* ``begin`` (execjob_begin: root, before the job, on each of its moms): writes the
+  job's directory from its attributes (``exec_vnode`` for this mom's share) and
   the memory limit of its pbs_cgroups cgroup where there is one; prints the job's
   variables as ``NAME=value`` lines, which the adapter puts into its Variable_List.
 * ``launch`` (execjob_launch: root, just before the job's shell starts), which the
@@ -158,9 +158,7 @@ def set_up(context: HookContext, attributes: dict[str, str]) -> str:
     config, log = context.config, context.log
     options = config.backend[pbs.NAME]
     job = attributes["id"]
-    own = [name for name in attributes.get("vnodes", "").split(",") if name]
-    own += [name for name in (attributes.get("node", ""), pbs.node_name(options),
-                              os.uname().nodename) if name]
+    own = [pbs.mom_node(attributes, pbs.node_name(options))]
     facts, warnings = pbs.job_facts(attributes, own, int(time.time()),
                                     _cgroup_memory(options, job))
     for warning in warnings:
@@ -185,7 +183,9 @@ def finish(context: HookContext, attributes: dict[str, str]) -> None:
         for warning in warnings:
             context.log.warning(warning)
         ending = lifecycle.JobEnd(pbs.NAME, delivered, user=attributes.get("euser") or None,
-                                  queue=attributes.get("queue") or None)
+                                  queue=attributes.get("queue") or None,
+                                  node=pbs.mom_node(attributes, pbs.node_name(
+                                      config.backend[pbs.NAME])))
     lifecycle.end_job(store_for(config), context.log, attributes["id"],
                       context.dry_run, config, ending)
 

@@ -182,6 +182,10 @@ def _without_start_and_scratch(job):
     # two chunks on the one host: their sum
     ("multi", "24.vm", {"allocated_cpu": "2", "wall_limit_secs": "300",
                         "max_rss_bytes": str(100 * MIB), "cpu_limit_secs": "600"}),
+    # one chunk on each of three moms of one host: each mom its own (vnodes is the job's)
+    ("scatter-vm", "270.vm", {"allocated_cpu": "1", "max_rss_bytes": str(100 * MIB)}),
+    ("scatter-vm-m1", "270.vm", {"allocated_cpu": "1", "max_rss_bytes": str(100 * MIB)}),
+    ("scatter-vm-m2", "270.vm", {"allocated_cpu": "2", "max_rss_bytes": str(200 * MIB)}),
 ])
 def test_begin_writes_the_recorded_jobs_values(site, name, job_id, expected):
     result = site.role("begin", f"begin-{name}")
@@ -320,6 +324,19 @@ def test_end_records_what_pbs_measured(site):
     # idempotent: no second record
     assert site.role("end", "end-a").returncode == 0
     assert len(list(records.glob("*/*.json"))) == 1
+
+
+def test_a_sister_moms_record_names_its_node_and_its_share(site):
+    """Several moms on one host: each record says which node's share it is."""
+    records = _keeping_records(site)
+    assert site.role("begin", "begin-scatter-vm-m2").returncode == 0
+    result = site.role("end", "end-scatter-vm-m2")
+    assert (result.returncode, result.stderr) == (0, "")
+    record = _record(records)
+    assert (record["job_id"], record["node"], record["requested"]["allocated_cpu"],
+            record["requested"]["max_rss_bytes"]) == ("270.vm", "vm-m2", 2, 200 * MIB)
+    # Its mom keeps no wall time (it handed over 00:00:00): the job's own clock counts.
+    assert record["delivered"]["wall_secs"]["source"] == "end_time - jobstart_secs"
 
 
 def test_end_without_a_memory_sample_records_no_peak(site):

@@ -1,4 +1,5 @@
-"""A one-node OpenPBS complex with our hook installed, for the integration tests.
+"""An OpenPBS complex with our hook installed, for the integration tests: one node, and
+further moms on this host as further nodes where a test asks (``further_moms``).
 
 OpenPBS 23.06 is built from ``tests/vendor/openpbs/`` into ``/opt/pbs`` by
 tests/setup-system (once: the build is cached there). A running complex is used as it
@@ -11,8 +12,11 @@ private mount namespace, where the host name maps to a non-loopback address) and
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -61,6 +65,7 @@ class PBSComplex:
         self.node = socket.gethostname().split(".")[0]
         self.started_here = False
         self.made_conf = False
+        self.extra_moms: list[Mom] = []  # further moms of this host (further_moms)
 
     def start(self) -> None:
         # PBS is no Debian package, but its datastore runs Debian's PostgreSQL.
@@ -83,33 +88,42 @@ class PBSComplex:
             self.wait_hook_synced(f"{bindir}/mjf-pbs")
         return result
 
+    def mom_hooks(self) -> list[Path]:
+        """Where each mom of this host keeps its copy of the hook (a further mom's
+        PBS_HOME is its own)."""
+        return [MOM_HOOK, *(mom.home / MOM_HOOK.relative_to(PBS_HOME)
+                            for mom in self.extra_moms)]
+
     def wait_hook_synced(self, command: str, timeout: float = 60) -> None:
         """The server sends a hook to the moms a little after qmgr imports it."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        waiting = self.mom_hooks()
+        while waiting and time.monotonic() < deadline:
             with contextlib.suppress(OSError):
-                if f'MJF_PBS = "{command}"' in MOM_HOOK.read_text():
-                    return
+                waiting = [path for path in waiting
+                           if f'MJF_PBS = "{command}"' not in path.read_text()]
             time.sleep(0.2)
-        raise RuntimeError(f"the mom never got the hook for {command}")
+        if waiting:
+            raise RuntimeError(f"{', '.join(map(str, waiting))} never got the hook for {command}")
 
     def delete_hook(self) -> None:
         qmgr(f"delete hook {HOOK}", check=False)
         deadline = time.monotonic() + 30
-        while MOM_HOOK.exists() and time.monotonic() < deadline:
+        while any(path.exists() for path in self.mom_hooks()) and time.monotonic() < deadline:
             time.sleep(0.2)
 
-    def node_state(self) -> str:
-        output = pbs_command("pbsnodes", "-v", self.node, "-F", "json").stdout
-        return json.loads(output)["nodes"][self.node]["state"]
+    def node_state(self, node: str | None = None) -> str:
+        node = node or self.node
+        output = pbs_command("pbsnodes", "-v", node, "-F", "json").stdout
+        return json.loads(output)["nodes"][node]["state"]
 
-    def wait_node_free(self, timeout: float = 60) -> None:
+    def wait_node_free(self, timeout: float = 60, node: str | None = None) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.node_state() == "free":
+            if self.node_state(node) == "free":
                 return
             time.sleep(0.25)
-        raise RuntimeError(f"node {self.node} is {self.node_state()}, not free")
+        raise RuntimeError(f"node {node or self.node} is {self.node_state(node)}, not free")
 
     def job(self, job_id: str) -> dict:
         """``qstat -x -f -F json JOB``'s record of a job (finished ones too)."""
@@ -215,3 +229,146 @@ def mjf(*args: str) -> subprocess.CompletedProcess:
 
 def assert_no_job_directories_left(complex_: PBSComplex) -> None:
     site_assert_no_job_directories_left(complex_.mjf_base)
+
+
+# ---------------------------------------------------------------- further moms
+
+# Several moms on one host, as OpenPBS's own test framework runs them (PTL's
+# Server.create_moms): each its own pbs.conf and PBS_HOME, and its own ports, the
+# manager's one above the mom's (PBS requires it), from PTL's first; the node is created
+# with that port. PBS_MOM_NODE_NAME makes the mom's natural vnode (and
+# pbs.get_local_nodename() in its hooks) the node's name, not the host's.
+FIRST_MOM_PORT = 15011
+MOMS_DIR = Path("/var/spool/pbs-mjf-moms")  # their PBS_HOMEs: PBS wants root's path there
+
+
+@dataclasses.dataclass(frozen=True)
+class MomSpec:
+    """A further mom: its node's name suffix, what PBS may place there, and its MJF
+    config's hs06 per CPU (total_cpu is the node's ncpus)."""
+
+    suffix: str
+    ncpus: int
+    mem_mib: int
+    hs06_per_cpu: int
+
+
+@dataclasses.dataclass
+class Mom:
+    """A further mom: ``base`` is where its share of MJF lies seen from here (in its
+    own mount namespace it is the site's base_dir), ``etc`` its /etc/mjf."""
+
+    spec: MomSpec
+    name: str
+    port: int
+    home: Path
+    base: Path
+    etc: Path
+    pid: int = 0
+
+    def config(self, base_dir: Path, extra: str = "") -> str:
+        """Its /etc/mjf/mjf.conf's text (``extra``: further sections)."""
+        return (f"[mjf]\nbase_dir = {base_dir}\n[machinefeatures]\n"
+                f"hs06_per_cpu = {self.spec.hs06_per_cpu}\ntotal_cpu = {self.spec.ncpus}\n"
+                f"grace_secs = 600\n{extra}")
+
+    def mjf(self, *args: str) -> subprocess.CompletedProcess:
+        """An admin's `mjf` command on this mom's node: in its mount namespace."""
+        return admin_mjf(ENV, *args, prefix=tuple(self.in_namespace()))
+
+    def in_namespace(self) -> list[str]:
+        """A command's prefix that runs it as this mom's hooks run: in its mount
+        namespace (its /etc/pbs.conf, /etc/mjf and base_dir)."""
+        return ["nsenter", "-t", str(self.pid), "-m"]
+
+    def log(self) -> str:
+        logs = sorted((self.home / "mom_logs").glob("*"))
+        return logs[-1].read_text(errors="replace")[-4000:] if logs else ""
+
+
+def _pbs_conf_with(text: str, settings: dict[str, str]) -> str:
+    kept = [line for line in text.splitlines() if line.partition("=")[0] not in settings]
+    return "\n".join([*kept, *(f"{name}={value}" for name, value in settings.items())]) + "\n"
+
+
+def _start_mom(complex_: PBSComplex, mom: Mom, pbs_conf: Path) -> None:
+    """pbs_init.d start in a mount namespace of the mom's own, made inside the one the
+    recipe started the daemons in (its /etc/hosts): there /etc/pbs.conf, /etc/mjf and
+    the site's base_dir are the mom's. The mom daemonises; its pid is its mom.lock's."""
+    script = (f"mount --bind {pbs_conf} /etc/pbs.conf && mount --bind {mom.etc} /etc/mjf && "
+              f"mount --bind {mom.base} {complex_.mjf_base} && "
+              f"exec {PBS_EXEC}/libexec/pbs_init.d start")
+    run(["nsenter", "-t", str(complex_.mom_pid()), "-m", "unshare", "-m",
+         "--propagation", "private", "sh", "-c", script], timeout=120)
+    lock = mom.home / "mom_priv" / "mom.lock"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            mom.pid = int(lock.read_text().split()[0])
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"mom {mom.name} wrote no {lock}")
+
+
+def _stop_mom(mom: Mom) -> None:
+    """SIGTERM to the mom this harness started, by the pid its lock named (its jobs are
+    deleted first); its mount namespace goes with its last process."""
+    if not mom.pid:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(mom.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{mom.pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def further_moms(complex_: PBSComplex, specs: tuple[MomSpec, ...]):
+    """Further moms on this host beside the complex's own, each a node of the complex
+    (named ``<host>-<suffix>``) with ``resources_available`` from its spec and an MJF of
+    its own; nodes, moms, their homes and files removed afterwards."""
+    host_conf = PBS_CONF.read_text()
+    # The mount point of each mom's base_dir, which the complex's own mom makes later.
+    complex_.mjf_base.mkdir(mode=0o755, exist_ok=True)
+    made: list[Mom] = []
+    try:
+        for index, spec in enumerate(specs):
+            name = f"{complex_.node}-{spec.suffix}"
+            files = complex_.job_root / "moms" / name
+            mom = Mom(spec, name, FIRST_MOM_PORT + 2 * index, MOMS_DIR / name,
+                      files / "mjf", files / "etc-mjf")
+            made.append(mom)
+            for directory in (mom.base, mom.etc):
+                directory.mkdir(parents=True, mode=0o755)
+            (mom.etc / "mjf.conf").write_text(mom.config(complex_.mjf_base))
+            pbs_conf = files / "pbs.conf"
+            pbs_conf.write_text(_pbs_conf_with(host_conf, {
+                "PBS_HOME": str(mom.home), "PBS_START_SERVER": "0", "PBS_START_SCHED": "0",
+                "PBS_START_COMM": "0", "PBS_START_MOM": "1",
+                "PBS_MOM_SERVICE_PORT": str(mom.port),
+                "PBS_MANAGER_SERVICE_PORT": str(mom.port + 1),
+                "PBS_MOM_NODE_NAME": name}))
+            _start_mom(complex_, mom, pbs_conf)
+            # The server keeps its nodes: one of this name is one a run killed midway left.
+            qmgr(f"delete node {name}", check=False)
+            # place=scatter places chunks on distinct hosts: each node is a host of its own.
+            qmgr(f"create node {name} Mom={complex_.node},port={mom.port},"
+                 f"resources_available.host={name}")
+            qmgr(f"set node {name} resources_available.ncpus = {spec.ncpus}")
+            qmgr(f"set node {name} resources_available.mem = {spec.mem_mib}mb")
+            complex_.extra_moms.append(mom)
+        for mom in made:
+            complex_.wait_node_free(node=mom.name)
+        complex_.wait_hook_synced(f"{HOOKS_BIN}/mjf-pbs")
+        yield made
+    finally:
+        # A node with a job is not deleted: the moms' jobs go first.
+        for job_id in pbs_command("qselect", check=False).stdout.split():
+            pbs_command("qdel", "-W", "force", job_id, check=False)
+        for mom in made:
+            qmgr(f"delete node {mom.name}", check=False)
+            _stop_mom(mom)
+            shutil.rmtree(mom.home, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            MOMS_DIR.rmdir()
+        complex_.extra_moms = [mom for mom in complex_.extra_moms if mom not in made]

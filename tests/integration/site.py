@@ -71,10 +71,12 @@ def mjf_site(prefix: str, dump: str):
         shutil.rmtree(root, ignore_errors=True)
 
 
-def admin_mjf(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    """An admin's `mjf` command, as root, with the site config; a hang is a failure."""
-    return subprocess.run([str(HOOKS_BIN / "mjf"), *args], capture_output=True, text=True,
-                          timeout=60, env={**env, "MJF_CONFIG": str(SITE_CONFIG)})
+def admin_mjf(env: dict[str, str], *args: str,
+              prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """An admin's `mjf` command, as root, with the site config; a hang is a failure.
+    ``prefix``: what runs it (``nsenter ...``: on another node of this host)."""
+    return subprocess.run([*prefix, str(HOOKS_BIN / "mjf"), *args], capture_output=True,
+                          text=True, timeout=60, env={**env, "MJF_CONFIG": str(SITE_CONFIG)})
 
 
 def seen_in(path: Path) -> dict:

@@ -90,6 +90,30 @@ def test_exec_vnode_chunks_and_this_hosts_share():
     assert pbs.host_share(spanning, ["b"]) == {"ncpus": 1}
 
 
+# A job of three chunks on three moms of one host (place=scatter), as each mom's hook
+# adapter handed it over: vnode_list (``vnodes``) is the whole job's on every mom.
+SCATTER = "(vm:ncpus=1:mem=102400kb)+(vm-m1:ncpus=1:mem=102400kb)+(vm-m2:ncpus=2:mem=204800kb)"
+
+
+@pytest.mark.parametrize(("node", "share"), [
+    ("vm", {"ncpus": 1, "mem": 100 * MIB}), ("vm-m1", {"ncpus": 1, "mem": 100 * MIB}),
+    ("vm-m2", {"ncpus": 2, "mem": 200 * MIB})])
+def test_each_mom_of_a_multi_node_job_takes_its_own_chunks(node, share):
+    attributes = {"exec_vnode": SCATTER, "vnodes": "vm-m1,vm-m2,vm", "node": node}
+    # The host name (every mom's here) is not a vnode of each of them.
+    own = [pbs.mom_node(attributes, "vm")]
+    assert pbs.host_share(SCATTER, own) == share
+    facts, warnings = pbs.job_facts({"id": "270.vm", **attributes}, own, NOW)
+    assert (values(facts)["allocated_cpu"], values(facts)["max_rss_bytes"], warnings) == \
+        (share["ncpus"], share["mem"], [])
+
+
+def test_without_the_adapters_node_the_hosts_node_name_is_its_own():
+    assert pbs.mom_node({"vnodes": "vm-m1,vm"}, "vm-m1") == "vm-m1"
+    assert pbs.host_share(SCATTER, [pbs.mom_node({}, "vm.example.org")]) == \
+        {"ncpus": 1, "mem": 100 * MIB}
+
+
 @pytest.mark.parametrize("text", ["", "vm:ncpus=1", "(vm:ncpus=1", "(vm:ncpus)", "(:ncpus=1)",
                                   "(vm:ncpus=1))", "x(vm:ncpus=1)"])
 def test_an_exec_vnode_that_is_not_one_is_refused(text):
@@ -194,6 +218,15 @@ def test_epilogue_argv_gives_what_the_job_used():
     assert values(delivered) == {"end_time": NOW, "wall_secs": 5, "cpu_secs": 3,
                                  "peak_memory_bytes": 20 * MIB}
     assert attributes["queue"] == "workq"
+
+
+def test_a_sister_moms_zero_walltime_is_not_measured():
+    """A sister mom keeps no wall time of its own: its execjob_end says
+    ``walltime=00:00:00`` after seconds of work, which is no measurement."""
+    attributes = {"resources_used.walltime": "00:00:00", "resources_used.cput": "00:00:08",
+                  "resources_used.mem": "0kb"}
+    delivered, warnings = pbs.ending_facts(attributes, NOW)
+    assert (values(delivered), warnings) == ({"end_time": NOW, "cpu_secs": 8}, [])
 
 
 def test_qstat_f_with_continued_lines():
