@@ -427,13 +427,16 @@ def mjf_cluster(cgroups: bool, version: str = "22.05", run_in_job: bool = False,
                 chroot.unmount()
 
 
-def sbatch(cluster, user, name, *options, wait=True):
-    """Submit dump.py as job ``name``; with ``wait``, until the job has left the queue
-    (polled: faster than ``sbatch --wait``, which polls every few seconds)."""
+def sbatch(cluster, user, name, *options, wait=True, script=None):
+    """Submit ``script`` (default: dump.py) as job ``name``; with ``wait``, until the job
+    has left the queue (polled: faster than ``sbatch --wait``, which polls every few
+    seconds)."""
+    script = script or f"/usr/bin/python3 {cluster.job_root}/dump.py {name}"
     argv = ["sbatch", "--parsable", "-J", name, "-o", f"{cluster.job_root}/out/{name}.log",
-            *options, "--wrap", f"/usr/bin/python3 {cluster.job_root}/dump.py {name}"]
+            *options, "--wrap", script]
     result = cluster.as_user(user, argv, check=False)
-    assert result.returncode == 0, result.stderr + cluster.log("slurmd")
+    assert result.returncode == 0, result.stderr + cluster.log("slurmd") \
+        + cluster.log("slurmctld")
     job_id = result.stdout.strip().split(";")[0]
     deadline = time.monotonic() + 120
     while wait and in_queue(cluster, job_id):

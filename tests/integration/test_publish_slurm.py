@@ -17,7 +17,7 @@ import time
 import pytest
 
 from tests.integration.publish_side import assert_matched, install_match_job
-from tests.integration.slurm_cluster import in_queue
+from tests.integration.slurm_cluster import in_queue, sbatch
 from tests.integration.slurm_multinode import multinode_cluster
 
 pytestmark = pytest.mark.integration
@@ -74,11 +74,8 @@ def test_jobs_land_only_on_nodes_that_meet_the_requirement(cluster):
     for index in range(6):  # more jobs than the matching nodes have CPUs at once
         name = f"placed-{index}"
         out = cluster.job_root / "out" / f"{name}.json"
-        submitted = cluster.as_user("mjfuser1", [
-            "sbatch", "--parsable", "-J", name, "-o", "/dev/null", *words, "--wrap",
-            f"/usr/bin/python3 {script} {out}"], check=False)
-        assert submitted.returncode == 0, submitted.stderr
-        jobs[submitted.stdout.strip()] = out
+        jobs[sbatch(cluster, "mjfuser1", name, *words, wait=False,
+                    script=f"/usr/bin/python3 {script} {out}")] = out
     deadline = time.monotonic() + 180
     for job_id in jobs:
         while in_queue(cluster, job_id):
@@ -97,10 +94,8 @@ def test_a_requirement_no_node_meets_stays_pending_and_never_runs(cluster):
     printed = cluster.mjf_on("mjfn1", "submit-args", "--batch", "slurm", NO_NODE)
     assert printed.returncode == 0, printed.stderr
     out = cluster.job_root / "out" / "nowhere.json"
-    submitted = cluster.as_user("mjfuser1", [
-        "sbatch", "--parsable", "-J", "nowhere", "-o", "/dev/null",
-        *shlex.split(printed.stdout), "--wrap", f"touch {out}"])
-    job_id = submitted.stdout.strip()
+    job_id = sbatch(cluster, "mjfuser1", "nowhere", *shlex.split(printed.stdout),
+                    wait=False, script=f"touch {out}")
     try:
         time.sleep(5)  # several scheduling passes (sched_interval=1)
         state = cluster.command(["squeue", "-h", "-j", job_id, "-o", "%T %r"]).stdout.split()

@@ -21,7 +21,7 @@ import pytest
 
 from mjf_hooks.store import Store
 from tests.integration.site import assert_no_job_directories_left, seen_in
-from tests.integration.slurm_cluster import in_queue
+from tests.integration.slurm_cluster import sbatch
 from tests.integration.slurm_multinode import multinode_cluster
 
 pytestmark = pytest.mark.integration
@@ -44,16 +44,7 @@ def dump_steps(cluster, name: str, *steps: str) -> str:
 
 def submit(cluster, name: str, options: list[str], script: str, wait: bool = True) -> str:
     """A batch job of mjfuser1; with ``wait``, until it has left the queue."""
-    result = cluster.as_user("mjfuser1", [
-        "sbatch", "--parsable", "-J", name, "-o", f"{cluster.job_root}/out/{name}.log",
-        *options, "--wrap", script], check=False)
-    assert result.returncode == 0, result.stderr + cluster.log("slurmctld")
-    job_id = result.stdout.strip().split(";")[0]
-    deadline = time.monotonic() + 120
-    while wait and in_queue(cluster, job_id):
-        assert time.monotonic() < deadline, f"job {job_id} still queued"
-        time.sleep(0.2)
-    return job_id
+    return sbatch(cluster, "mjfuser1", name, *options, wait=wait, script=script)
 
 
 def task_views(cluster, name: str, tasks: int) -> list[dict]:
