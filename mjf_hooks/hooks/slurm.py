@@ -31,6 +31,7 @@ from ..errors import SiteInputError
 from ..exports import export_lines, exports
 from ..log import Log
 from ..probe import process, read_text
+from ..spec import digits_value
 from ..store import RUNNER_MARKER, job_dir_name
 from ..store_locations import store_for
 from .frame import COMMON_HELP, HookContext, run_roles
@@ -75,9 +76,9 @@ def _shield_epilog() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
-def _as_root(log: Log) -> bool:
+def _as_root(log: Log, environ: dict[str, str]) -> bool:
     """The Prolog and Epilog act as root, even where slurmstepd started them with its job
-    user's effective ids; False where they cannot (started with the user's real uid too).
+    user's effective ids; False where they cannot: started with all the job user's uids.
 
     slurmstepd switches the whole process to the job's user for a moment in one thread
     while another may fork a hook: with ``PrologFlags=RunInJob`` the job's extern step
@@ -91,8 +92,10 @@ def _as_root(log: Log) -> bool:
     """
     uids, gids = os.getresuid(), os.getresgid()
     if uids[0] != 0:
-        # All its uids the user's: slurmstepd forked it from a thread switched wholly to
-        # the job's user. Nothing unprivileged takes root back; the job's directory waits
+        if set(uids) != {digits_value(environ.get("SLURM_JOB_UID", ""))}:
+            return True  # not Slurm's doing: a user's own run (a replay, a private base_dir)
+        # All its uids the job user's: slurmstepd forked it from a thread switched wholly
+        # to that user. Nothing unprivileged takes root back; the job's directory waits
         # for root's next hook on this node (or `mjf sync`), which sees its runner ended.
         log.warning(f"started as uid {uids[0]}, not root (slurmstepd forked it while "
                     "switched to the job's user): the job's directory is left to the next "
@@ -128,7 +131,7 @@ def _role(context: HookContext) -> tuple[str, list[str]]:
 
 def prolog(context: HookContext, args: list[str]) -> int:
     config, environ, log = context.config, context.environ, context.log
-    if not _as_root(log):
+    if not context.dry_run and not _as_root(log, environ):
         return 0
     job_id = slurm.job_id(environ)
     store = store_for(config)
@@ -171,7 +174,7 @@ def prolog(context: HookContext, args: list[str]) -> int:
 
 def epilog(context: HookContext, args: list[str]) -> int:
     config, environ = context.config, context.environ
-    if not _as_root(context.log):
+    if not context.dry_run and not _as_root(context.log, environ):
         return 0
     job_id = slurm.job_id(environ)
     store = store_for(config)

@@ -365,7 +365,8 @@ def test_an_epilog_started_wholly_as_another_user_says_so_and_leaves_the_directo
     lines = fixture_text("slurm-22.05/prolog-sbatch.env").split("# scontrol")[0].splitlines()
     env = public_tmp_path / "job.env"
     env.write_text("".join(f"{line}\n" for line in lines if "=" in line and line[0] != "#")
-                   + "SLURM_JOB_END_TIME=1795400000\nSLURM_JOB_START_TIME=1795399700\n")
+                   + "SLURM_JOB_END_TIME=1795400000\nSLURM_JOB_START_TIME=1795399700\n"
+                   "SLURM_JOB_UID=65534\nSLURM_JOB_GID=65534\n")
     env.chmod(0o644)
     environ = {"MJF_CONFIG": str(conf), "PATH": "/usr/bin:/bin"}
     command = installed_command("mjf-slurm")
@@ -379,6 +380,14 @@ def test_an_epilog_started_wholly_as_another_user_says_so_and_leaves_the_directo
     [line] = ended.stderr.splitlines()
     assert "mjf-slurm epilog job 3: warning: started as uid 65534, not root" in line
     assert (public_tmp_path / "base/jobs/3/jobfeatures").is_dir()
+    # Another user than the job's, by hand: no race of Slurm's; it tries, as before.
+    other = env.read_text().replace("SLURM_JOB_UID=65534", "SLURM_JOB_UID=1001")
+    env.write_text(other)
+    ended = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                            command, "epilog", "--env-file", str(env)], env=environ,
+                           capture_output=True, text=True, timeout=60)
+    assert ended.returncode == 0 and "started as uid" not in ended.stderr
+    assert "Permission denied" in ended.stderr
 
 
 def test_each_node_of_a_multi_node_job_records_its_own_share(slurm_site):
