@@ -197,10 +197,13 @@ class MultiNodeCluster(SlurmCluster):
         namespaces; back once slurmctld sees the node up."""
         pidfile = self.root / f"slurmd-{name}.pid"
         pid = int(pidfile.read_text())
-        os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + 30
+        signalled = 0.0
         while Path(f"/proc/{pid}").exists():
             assert time.monotonic() < deadline, f"slurmd of {name} (pid {pid}) did not stop"
+            if time.monotonic() - signalled > 5:  # again: one sent as it re-executed is lost
+                os.kill(pid, signal.SIGTERM)
+                signalled = time.monotonic()
             time.sleep(0.1)
         self.on_node(name, ["/usr/sbin/slurmd", "-f", str(self.conf), "-N", name])
         while self.node_state(name) not in ("idle", "mixed", "allocated"):

@@ -54,9 +54,15 @@ def test_each_node_publishes_its_own_hs06_once_and_it_outlives_restarts(cluster)
         assert (again.returncode, again.stdout, again.stderr) == (0, "", ""), again
     assert {node: extra(cluster, node) for node in cluster.nodes} == {
         node: {"hs06": hs06(cluster, node)} for node in cluster.nodes}
-    # Kept by slurmctld across a reconfigure and a node's slurmd restart.
-    cluster.command(["scontrol", "reconfigure"])
+    # Kept by slurmctld across a node's slurmd restart and a reconfigure (in that order:
+    # slurmd re-executes itself on a reconfigure, and may miss a SIGTERM meanwhile).
     cluster.restart_slurmd("mjfn2")
+    assert extra(cluster, "mjfn2") == {"hs06": 45}
+    cluster.command(["scontrol", "reconfigure"])
+    deadline = time.monotonic() + 60
+    while any(cluster.node_state(node) not in ("idle", "mixed") for node in cluster.nodes):
+        assert time.monotonic() < deadline, [cluster.node_state(n) for n in cluster.nodes]
+        time.sleep(0.3)
     assert extra(cluster, "mjfn2") == {"hs06": 45}
     again = cluster.mjf_on("mjfn2", "publish")
     assert (again.returncode, again.stdout) == (0, ""), again.stderr
