@@ -87,6 +87,9 @@ def parse_value(text: str) -> object:
 
 def _parse_string(text: str) -> str | None:
     """A whole-line string literal; None if the line is more than one literal."""
+    if "\\" not in text:  # most are: no escape to decode, the closing quote ends the line
+        end = text.find('"', 1)
+        return text[1:end] if end == len(text) - 1 else None
     out = []
     index = 1
     while index < len(text):

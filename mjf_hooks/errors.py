@@ -16,5 +16,9 @@ class SiteInputError(MJFError):
     """
 
 
+class UsageError(Exception):
+    """The command line is wrong; the message says how (:mod:`mjf_hooks.options`)."""
+
+
 class StoreError(MJFError):
     """The per-job or machine directory cannot be written or removed safely."""

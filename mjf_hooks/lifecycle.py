@@ -14,7 +14,6 @@ import time
 from . import spec
 from .config import Config
 from .errors import StoreError
-from .exports import export_lines, exports
 from .log import Log
 from .store import (
     BACKEND_MARKER,
@@ -140,6 +139,8 @@ def set_up_job(config: Config, log: Log, site: Store, store: Store, job: JobStar
     variables the job gets - printed in a dry run."""
     machine_store, machine = machine_features_for_job(config, site, store, log, dry_run)
     job_dir = start_job(config, store, log, machine, job, dry_run, machine_store)
+    from .exports import export_lines, exports  # a job runner's: end hooks export nothing
+
     variables = exports(config, machine_store.machine_dir, job_dir)
     if dry_run:
         sys.stdout.write(export_lines(variables))

@@ -10,14 +10,10 @@ from __future__ import annotations
 
 import os
 import sys
-import syslog
 
-_PRIORITIES = {
-    "error": syslog.LOG_ERR,
-    "warning": syslog.LOG_WARNING,
-    "info": syslog.LOG_INFO,
-    "debug": syslog.LOG_DEBUG,
-}
+# syslog's priorities (LOG_ERR, ...): the module itself is imported with the first line
+# that goes there, as most hook runs log nothing.
+_PRIORITIES = {"error": 3, "warning": 4, "info": 6, "debug": 7}
 
 
 class Log:
@@ -47,6 +43,8 @@ class Log:
         # The context quotes a job id, which may be garbage too: it must not hide the level.
         line = _one_line(f"{_one_line(self.context)[:200]}: {level}: {message}")
         if "syslog" in self.destinations and level != "debug":
+            import syslog
+
             if not self._syslog_open:
                 syslog.openlog("mjf", syslog.LOG_PID, syslog.LOG_DAEMON)
                 self._syslog_open = True

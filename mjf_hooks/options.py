@@ -7,11 +7,10 @@ flags, and ``--`` before a command.
 
 from __future__ import annotations
 
+from .errors import UsageError
 from .spec import digits_value
 
-
-class UsageError(Exception):
-    """The command line is wrong; the message says how."""
+__all__ = ["UsageError", "parse", "positive_int"]
 
 
 def parse(argv: list[str], flags: tuple[str, ...], valued: tuple[str, ...],

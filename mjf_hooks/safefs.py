@@ -30,7 +30,6 @@ import stat
 import time
 
 from .errors import SiteInputError, StoreError
-from .probe.mounts import read_mounts
 
 # Type names only: collections.abc costs a hook's start ~2 ms.
 TYPE_CHECKING = False
@@ -704,6 +703,8 @@ def owner_is_gone(name: str) -> bool:
 
 def _mount_points_under(path: str) -> frozenset[str]:
     """Mount points strictly below ``path``."""
+    from .probe.mounts import read_mounts  # only where a removal meets a directory
+
     prefix = path.rstrip("/") + "/"
     return frozenset(
         mount.mount_point for mount in read_mounts() if mount.mount_point.startswith(prefix)

@@ -134,8 +134,15 @@ def title(bench: Bench, args: argparse.Namespace, options: argparse.ArgumentPars
         given += " --deb DEB"
     if args.smoke:
         given += " --smoke"
+    with open(bench.bin("mjf-slurm")) as command:
+        interpreter = command.readline().strip()
+    # The packages start every command `python3 -IS`; pip drops the options.
+    started = ("the commands started `-IS`, as the packages start them" if
+               interpreter.endswith(" -IS") else
+               f"the commands started as pip installed them (`{interpreter}`), not `-IS` "
+               "as the packages start them")
     return (f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPUs, Python "
-            f"{version}: `benchmarks/run --venv VENV {given}`. Each figure is min / median / "
-            f"max over {args.repeats} repeats of its ratio to the floor measured in the same "
-            "repeat; ms and MiB are medians.")
+            f"{version}: `benchmarks/run --venv VENV {given}`, {started}. Each figure is "
+            f"min / median / max over {args.repeats} repeats of its ratio to the floor "
+            "measured in the same repeat; ms and MiB are medians.")
 

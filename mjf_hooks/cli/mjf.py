@@ -21,6 +21,12 @@ def main(argv: list[str] | None = None) -> int:
         from .mjf_status_set import main as status_set
 
         return status_set(argv[2:])
+    if sys.flags.no_site:
+        # Started -S (bin/mjf): click, and HTCondor's ClassAd library for `mjf match`, may
+        # be installed where only site's whole start-up finds them; a person waits here.
+        import site
+
+        site.main()
     from .interactive import cli
 
     return cli.main(args=argv, prog_name="mjf", standalone_mode=True)

@@ -13,9 +13,8 @@ import os
 import sys
 
 from .. import config as config_module
-from ..errors import MJFError
+from ..errors import MJFError, UsageError
 from ..log import Log
-from ..options import UsageError, parse
 
 # Type names only: importing collections.abc at run time costs every job start ~2 ms.
 TYPE_CHECKING = False
@@ -122,9 +121,14 @@ def run_hook(
     write where that file says.
     """
     log = Log(context_name)
+    argv = sys.argv[1:] if argv is None else argv
     try:
-        options, args = parse(sys.argv[1:] if argv is None else argv, COMMON_FLAGS + flags,
-                              COMMON_VALUED + valued, positional_stop)
+        options, args = {}, []  # as a batch system starts most hooks: nothing to parse
+        if argv:
+            from ..options import parse
+
+            options, args = parse(argv, COMMON_FLAGS + flags, COMMON_VALUED + valued,
+                                  positional_stop)
         if arguments is not None and len(args) > arguments:
             raise UsageError(f"unexpected argument {args[arguments][:200]!r}")
     except UsageError as error:

@@ -23,8 +23,7 @@ import time
 
 from .. import lifecycle
 from ..batch import gridengine
-from ..errors import SiteInputError
-from ..options import UsageError
+from ..errors import SiteInputError, UsageError
 from ..safefs import (
     ROOT_ONLY,
     Dir,

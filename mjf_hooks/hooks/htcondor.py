@@ -25,8 +25,7 @@ import time
 
 from .. import classad_files, features, lifecycle, spec
 from ..batch import htcondor
-from ..errors import SiteInputError
-from ..options import UsageError
+from ..errors import SiteInputError, UsageError
 from ..store_locations import store_for
 from .frame import COMMON_HELP, HookContext, exec_job, run_hook
 

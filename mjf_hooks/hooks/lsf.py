@@ -22,7 +22,7 @@ import time
 
 from .. import lifecycle
 from ..batch import lsf
-from ..options import UsageError
+from ..errors import UsageError
 from . import starter
 from .frame import COMMON_HELP, HookContext, exec_job, run_roles
 

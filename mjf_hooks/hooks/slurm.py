@@ -28,9 +28,8 @@ import time
 from .. import lifecycle
 from ..batch import slurm
 from ..errors import SiteInputError
-from ..exports import export_lines, exports
 from ..log import Log
-from ..probe import process, read_text
+from ..probe import read_text
 from ..spec import digits_value
 from ..store import RUNNER_MARKER, job_dir_name
 from ..store_locations import store_for
@@ -116,6 +115,16 @@ def _as_root(log: Log, environ: dict[str, str]) -> bool:
     return True
 
 
+def _extern_step() -> str | None:
+    """In the job, the Prolog's slurmstepd is the job's extern step, which lives as long as
+    the job here: its identity, recorded as the job's runner, whose end proves the job
+    over on this node alone (None where no slurmstepd is found above the hook)."""
+    from ..probe import process  # with RunInJob only
+
+    stepd = process.ancestor_named("slurmstepd")
+    return process.identity(stepd) if stepd is not None else None
+
+
 def _role(context: HookContext) -> tuple[str, list[str]]:
     """The role named, or else the one SLURM_SCRIPT_CONTEXT says (none takes arguments)."""
     role = context.args[0] if context.args else \
@@ -156,12 +165,9 @@ def prolog(context: HookContext, args: list[str]) -> int:
     # nothing else).
     uid, gid = slurm.job_owner(environ, uid_needed=pending or config.jobstatus
                                or bool(config.records_dir))
-    # In the job, the Prolog's slurmstepd is the job's extern step, which lives as long
-    # as the job here: recorded, its end proves the job over on this node alone.
-    stepd = process.ancestor_named("slurmstepd") if in_job else None
     job = lifecycle.JobStart(
         slurm.NAME, facts, cgroup_pid="self" if in_job else None,
-        runner=process.identity(stepd) if stepd is not None else None,
+        runner=_extern_step() if in_job else None,
         scratch_dir=config.backend[slurm.NAME].get("scratch_dir") or settings.get("tmpfs", "/tmp"),
         gid=gid, features_owner=uid if pending else None, pending=pending, job_uid=uid,
         reports_usage=uid is not None)
@@ -228,8 +234,9 @@ def taskprolog(context: HookContext, args: list[str]) -> int:
         return 0
     context.fail_safe(lifecycle.complete_if_pending, config, store, store, context.log, job_id,
                       slurm.task_memory_facts(environ), context.dry_run)
-    sys.stdout.write(export_lines(exports(config, store.machine_dir,
-                                                              job_dir)))
+    from ..exports import export_lines, exports  # the TaskProlog's alone of the four
+
+    sys.stdout.write(export_lines(exports(config, store.machine_dir, job_dir)))
     return 0
 
 

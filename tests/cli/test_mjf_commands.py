@@ -198,7 +198,7 @@ def test_hook_paths_import_neither_click_nor_heavy_modules(module, function, arg
         ast.literal_eval(bare.stdout))
     heavy = {"click", "argparse", "logging", "re", "dataclasses", "typing", "subprocess",
              "configparser", "enum", "collections", "datetime", "urllib", "json", "socket",
-             "email", "traceback", "pwd", "resource", "select",
+             "email", "traceback", "pwd", "resource", "select", "syslog",
              "mjf_hooks.external_command", "encodings.ascii", *_COMPUTING}
     assert not modules & (heavy - needs)
 

@@ -193,7 +193,7 @@ def test_mjf_config_named_by_a_job_is_not_the_root_prologs(cell, root_secret):
 
 
 def test_no_python_a_job_names_runs_in_the_root_prolog_or_epilog(cell):
-    """The hooks start Python isolated (-I, as the packages install them): neither a
+    """The hooks start Python isolated (-IS, as the packages install them): neither a
     PYTHONPATH the job sets nor a user site-packages in its HOME runs code as root."""
     home = Path("/home") / ATTACKER
     uid, gid = ensure_user(ATTACKER)

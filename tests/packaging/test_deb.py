@@ -175,9 +175,10 @@ def test_installed_with_apt_into_a_clean_root(root):
     assert version.stdout.strip() == package_version()
     for command in COMMANDS:
         first = (root.path / "usr/bin" / command).read_text().splitlines()[0]
-        # -I: a root hook's Python ignores the job's PYTHONPATH and its user's site-packages
+        # -I: a root hook's Python ignores the job's PYTHONPATH and its user's
+        # site-packages; -S: the command adds the system's site-packages itself
         assert first == ("#!/bin/sh" if command == "mjf-slurm-taskprolog"
-                         else "#!/usr/bin/python3 -I"), command
+                         else "#!/usr/bin/python3 -IS"), command
         assert os.stat(root.path / "usr/bin" / command).st_mode & 0o755 == 0o755
 
 

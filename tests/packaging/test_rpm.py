@@ -223,8 +223,9 @@ def test_commands_run_with_the_system_python(built):
         member, content = payload[f"/usr/bin/{name}"]
         assert member.mode & 0o755 == 0o755, name
         first = content.split(b"\n", 1)[0]
-        # -I: a root hook's Python ignores the job's PYTHONPATH and its user's site-packages
-        expected = b"#!/bin/sh" if name == "mjf-slurm-taskprolog" else b"#!/usr/bin/python3 -I"
+        # -I: a root hook's Python ignores the job's PYTHONPATH and its user's
+        # site-packages; -S: the command adds the system's site-packages itself
+        expected = b"#!/bin/sh" if name == "mjf-slurm-taskprolog" else b"#!/usr/bin/python3 -IS"
         assert first == expected, (name, first)
 
 

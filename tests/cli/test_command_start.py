@@ -1,0 +1,94 @@
+"""How an installed command starts: `python3 -IS`, as the packages install it.
+
+-S skips site's start-up work; each command's first block adds this interpreter's
+site-packages itself (site's own rule), and takes all of site where the package is found
+only through a .pth file (an editable install). docs/design.md, "Python itself".
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import syslog
+from pathlib import Path
+
+import pytest
+
+import mjf_hooks
+from mjf_hooks import log
+from tests.conftest import CHECKOUT_ROOT, installed_command
+
+PYTHON_COMMANDS = sorted(path.name for path in (CHECKOUT_ROOT / "bin").iterdir()
+                         if path.read_text().startswith("#!/usr/bin/env python3"))
+
+
+def start_block(text: str) -> str:
+    """What a command does before importing its entry point."""
+    return text.split("\nfrom mjf_hooks", 1)[0]
+
+
+def test_every_command_starts_the_same_way():
+    blocks = {name: start_block((CHECKOUT_ROOT / "bin" / name).read_text())
+              for name in PYTHON_COMMANDS}
+    assert len(blocks) >= 9 and len(set(blocks.values())) == 1, blocks
+    assert "sys.flags.no_site" in blocks["mjf-slurm"]
+
+
+def site_ran(python: str, command: str) -> bool:
+    """Whether ``command``'s start block, run by ``python -IS``, ran site's whole start-up
+    (it alone gives builtins exit()); the package must be importable after it."""
+    probe = (start_block(Path(installed_command(command)).read_text())
+             + "\nimport builtins\nran = hasattr(builtins, 'exit')\nimport mjf_hooks\nprint(ran)")
+    return subprocess.run([python, "-IS", "-c", probe], capture_output=True, text=True,
+                          check=True, timeout=60).stdout.split() == ["True"]
+
+
+@pytest.mark.parametrize("command", PYTHON_COMMANDS)
+def test_started_isolated_without_site_a_command_finds_its_install(command):
+    result = subprocess.run([sys.executable, "-IS", installed_command(command), "--help"],
+                            capture_output=True, text=True, timeout=60)
+    # A job runner takes --help for its job; every command runs our code.
+    assert "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert "usage" in result.stdout.lower() or "mjf" in result.stderr, result.stderr[-2000:]
+    # Not site's whole start-up (no sitecustomize, no .pth file's code): the package found
+    # where site itself would look.
+    assert not site_ran(sys.executable, command)
+
+
+def test_an_install_only_a_pth_file_leads_to_still_starts(tmp_path):
+    """An editable install: the package is found through a .pth file alone, which only
+    site's whole start-up reads; the command then runs it."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=120)
+    python = str(venv / "bin" / "python")
+    site_packages = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True, text=True, check=True).stdout.strip()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "mjf_hooks").symlink_to(Path(mjf_hooks.__file__).parent)
+    (Path(site_packages) / "mjf-hooks-test.pth").write_text(f"{elsewhere}\n")
+    result = subprocess.run([python, "-IS", installed_command("mjf-slurm"), "--help"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and "usage: mjf-slurm" in result.stdout, result.stderr
+    assert site_ran(python, "mjf-slurm")
+
+
+def test_an_interactive_command_takes_all_of_site_for_click():
+    """click (and the ClassAd library) may be installed where only site finds them."""
+    probe = ("import sys, builtins\nsys.argv = ['mjf', '--help']\n"
+             "from mjf_hooks.cli.mjf import main\ntry:\n    main()\nexcept SystemExit:\n"
+             "    pass\nprint(hasattr(builtins, 'exit'), 'click' in sys.modules)")
+    site_packages = str(Path(mjf_hooks.__file__).parent.parent)
+    result = subprocess.run([sys.executable, "-IS", "-c",
+                             f"import sys\nsys.path.append({site_packages!r})\n{probe}"],
+                            capture_output=True, text=True, timeout=60)
+    assert "Usage: mjf" in result.stdout, result.stderr[-2000:]
+    assert result.stdout.split()[-2:] == ["True", "True"]
+
+
+def test_log_priorities_are_syslogs_own():
+    """log.py names them without importing syslog, which most hook runs never need."""
+    assert log._PRIORITIES == {"error": syslog.LOG_ERR, "warning": syslog.LOG_WARNING,
+                               "info": syslog.LOG_INFO, "debug": syslog.LOG_DEBUG}
