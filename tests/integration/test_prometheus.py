@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime
 import json
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -27,18 +26,13 @@ import pytest
 from tests.conftest import CHECKOUT_ROOT, require
 from tests.integration.site import HOOKS_BIN, SITE_CONFIG
 from tests.integration.slurm_cluster import mjf_cluster
+from tests.integration.test_http import free_port
 
 pytestmark = pytest.mark.integration
 
 EXPORTER = "/usr/bin/prometheus-node-exporter"
 PROMETHEUS = "/usr/bin/prometheus"
 RULES = CHECKOUT_ROOT / "contrib/prometheus/mjf-rules.yml"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class Stack:
