@@ -94,6 +94,6 @@ def counts(base_dir: str) -> dict[tuple[str, str], int]:
                     continue
                 if stat.S_ISREG(info.st_mode):
                     found[key] = info.st_size
-    except (FileNotFoundError, StoreError):
+    except (OSError, StoreError):  # none counted yet, or not this user's to read
         pass
     return found

@@ -137,7 +137,7 @@ def gather(config: Config, now: float | None = None, sync_failed: int | None = N
     _jobs(families, config, now, log)
     _failures(families, config)
     if config.records_dir:
-        _records(families, config, now)
+        _records(families, config, now, log)
     if sync_failed is not None:
         families("mjf_sync_failed_phases", GAUGE,
                  "phases of the last mjf sync pass that failed (each logged)").add(sync_failed)
@@ -243,11 +243,17 @@ def _failures(families: Families, config: Config) -> None:
         failures.add(count, entry_point=entry, reason=reason)
 
 
-def _records(families: Families, config: Config, now: int) -> None:
+def _records(families: Families, config: Config, now: int, log) -> None:
     from . import job_record, record_store
+    from .errors import MJFError
 
     window = config.metrics_records_hours * 3600
-    listing = record_store.read_all(config.records_dir, now - window)
+    try:
+        listing = record_store.read_all(config.records_dir, now - window)
+    except (MJFError, OSError) as error:  # the rest of the metrics are still worth writing
+        if log is not None:
+            log.warning(f"metrics: no record figures: {error}")
+        return
     found = []
     for data in listing.records:
         try:

@@ -292,3 +292,40 @@ def test_only_a_failing_hook_loads_the_counters(write_config, argv, imported):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env=env, timeout=60)
     assert result.stdout.splitlines()[-1] == str(imported), result.stderr
+
+
+def test_a_records_directory_that_cannot_be_read_leaves_out_only_its_figures(
+        write_config, tmp_path):
+    records = tmp_path / "records"
+    records.mkdir()
+    records.chmod(0o777)  # others may write: refused
+    conf, _ = write_config(f"[records]\ndir = {records}\n")
+    result = mjf("metrics", config=conf)
+    assert result.returncode == 0, result.stderr
+    assert "no record figures" in result.stderr and str(records) in result.stderr
+    samples = parse_exposition(result.stdout)
+    assert value(samples, "mjf_machine_draining") == 0
+    assert not any(name.startswith("mjf_records_") for name, _ in samples)
+
+
+def test_the_record_figures_sum_the_window(write_config, tmp_path):
+    from mjf_hooks import job_record, record_store
+
+    conf, _ = write_config(f"[records]\ndir = {tmp_path}/records\n[metrics]\nrecords_hours = 2\n")
+    config = config_module.load(str(conf))
+    now = time.time()
+    for job_id, ended, cpu, peak in (("1", now - 60, 1800.0, 10**9), ("2", now - 120, 3600.0, 1),
+                                     ("3", now - 3 * 3600, 7200.0, 1)):
+        record = job_record.Record(job_id, allocated_cpu=2, max_rss_bytes=10**8,
+                                   start_time=int(ended - 3600), end_time=int(ended),
+                                   wall_secs=3600.0, cpu_secs=cpu, peak_memory_bytes=peak,
+                                   sources=dict.fromkeys(("end_time", "wall_secs", "cpu_secs",
+                                                          "peak_memory_bytes"), "the test"))
+        record_store.write(config, record)
+    samples = parse_exposition(metrics.exposition(metrics.gather(config, now)))
+    assert value(samples, "mjf_records_window_seconds") == 7200
+    assert value(samples, "mjf_records_jobs") == 2  # job 3 ended before the window
+    assert value(samples, "mjf_records_allocated_cpu_seconds") == 2 * 2 * 3600
+    assert value(samples, "mjf_records_used_cpu_seconds") == 1800 + 3600
+    assert value(samples, "mjf_records_jobs_over_promise", promise="memory") == 1
+    assert value(samples, "mjf_records_jobs_over_promise", promise="wall") == 0
