@@ -86,8 +86,12 @@ RECORDS_OPTIONS = ("dir", "format", "keep_days", "site")
 RECORD_FORMATS = ("sss", "apel")
 DEFAULT_RECORD_FORMATS = ("sss",)
 DEFAULT_RECORDS_KEEP_DAYS = 90
+# [metrics]: the file `mjf sync` writes `mjf metrics` to (none by default), and the
+# hours of ended jobs whose records its figures sum.
+METRICS_OPTIONS = ("output", "records_hours")
+DEFAULT_METRICS_RECORDS_HOURS = 24
 _SECTIONS = ("mjf", "machinefeatures", "jobfeatures", *BACKEND_OPTIONS, "describe", "records",
-             "submit", "publish")
+             "submit", "publish", "metrics")
 
 
 class Config:
@@ -109,6 +113,8 @@ class Config:
         "legacy_keys",
         "log",
         "machine",
+        "metrics_output",
+        "metrics_records_hours",
         "on_error",
         "path",
         "publish_facts",
@@ -160,6 +166,10 @@ class Config:
         # [publish]: the node facts `mjf publish` writes, and whether `mjf sync` does.
         self.publish_facts: tuple[str, ...] = DEFAULT_PUBLISH_FACTS
         self.publish_on_sync = False
+        # [metrics]: where `mjf sync` writes the metrics (None: it does not), and the
+        # window of ended jobs their record figures sum, in hours.
+        self.metrics_output: str | None = None
+        self.metrics_records_hours = DEFAULT_METRICS_RECORDS_HOURS
 
     def fact_names(self) -> dict[str, str]:
         """Each node fact's name in the batch systems: ``[submit] <fact>_name``, else the
@@ -286,6 +296,8 @@ def _apply(config: Config, section: str, key: str, value: str) -> None:
         _apply_submit_option(config, key, value)
     elif section == "publish":
         _apply_publish_option(config, key, value)
+    elif section == "metrics":
+        _apply_metrics_option(config, key, value)
     elif section == "machinefeatures" and key in EXTRA_MACHINE_OPTIONS:
         if key == "benchmark":
             config.benchmark = _benchmark(value)
@@ -423,6 +435,21 @@ def _apply_publish_option(config: Config, key: str, value: str) -> None:
                          "(comma-separated), or none")
     else:
         config.publish_facts = tuple(dict.fromkeys(facts))
+
+
+def _apply_metrics_option(config: Config, key: str, value: str) -> None:
+    if key not in METRICS_OPTIONS:
+        raise ValueError(f"unknown option; [metrics] takes {', '.join(METRICS_OPTIONS)}")
+    if key == "output":
+        path = _absolute_path(value)
+        if not path.endswith(".prom"):
+            raise ValueError("must end in .prom: node_exporter's textfile collector reads "
+                             "only such files")
+        config.metrics_output = path
+        return
+    if not _is_digits(value) or not 1 <= int(value) <= 8760 or len(value) > 4:
+        raise ValueError("must be a whole number of hours, 1 to 8760 (a year)")
+    config.metrics_records_hours = int(value)
 
 
 def _is_describe_token(value: str) -> bool:

@@ -67,8 +67,8 @@ class JobReport:
     says why, or where the job has no ``jobstatus/``: ``offered`` is False).
     """
 
-    __slots__ = ("counted", "features", "job_id", "location", "offered", "owner", "status",
-                 "unreadable", "unverified")
+    __slots__ = ("backend", "counted", "features", "job_id", "location", "offered", "owner",
+                 "status", "unreadable", "unverified")
 
     def __init__(self, job_id: str, location: str, features: dict[str, int]) -> None:
         self.job_id = job_id
@@ -83,6 +83,8 @@ class JobReport:
         # not: exactly one of the two is set once collected.
         self.counted: str | None = None
         self.unverified: str | None = None
+        # The batch system its state/backend names (None: none, a standalone job's).
+        self.backend: str | None = None
 
     @property
     def allocated_cpu(self) -> int | None:
@@ -205,6 +207,7 @@ class _Verifier:
     def verify(self, report: JobReport, top, name: str, maker: str, jobs_in_store: int) -> None:
         uid = os.fstat(top.fd).st_uid
         backend, runner = read_state(top, BACKEND_MARKER), read_state(top, RUNNER_MARKER)
+        report.backend = backend
         if name in self.counted:
             report.unverified = f"another directory already counts for job {name}"
             return

@@ -179,6 +179,11 @@ class Store:
         """Replace (or with None remove) a file of the machine's bookkeeping atomically."""
         self._set_top_file(STATE_DIR, name, content)
 
+    def open_machine_state(self, create: bool = False) -> Dir:
+        """``<base_dir>/state/``, opened safely (``create``: made if absent, base_dir
+        too); FileNotFoundError if absent, StoreError if refused."""
+        return self._open_top(STATE_DIR, create)
+
     def _read_top_file(self, top: str, name: str) -> str | None:
         try:
             with self._open_top(top) as directory:

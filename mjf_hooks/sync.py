@@ -17,6 +17,7 @@
 5. With ``[publish] sync = yes``, the node's facts are published where its batch system
    matches jobs on them (:mod:`mjf_hooks.publish`, as ``mjf publish``).
 6. What job ends had no time to remove (hidden trash names in ``jobs/``) is removed.
+7. With ``[metrics] output``, the node's metrics are written there (as ``mjf metrics``).
 
 Each batch system this node runs is asked through its batch module's queries
 (:mod:`mjf_hooks.batch`); this module knows none of them by name.
@@ -81,6 +82,8 @@ def sync(config: Config, log: Log, environ: dict[str, str], now: float | None = 
     # Last, for up to TRASH_BUDGET_SECS: what job ends had no time to remove (a job's
     # user may have filled its directory) blocks no job here.
     done.run(log, "the trash of removed job directories", _empty_trash, store, log)
+    if config.metrics_output:  # last: it tells of this pass
+        done.run(log, "metrics", _write_metrics, config, log, done, now)
     return done
 
 
@@ -96,6 +99,14 @@ def _publish(config: Config, log: Log, done: Pass) -> list[str]:
     if outcome.failed:  # said in its own warning line
         done.failed.append("publishing node facts")
     return outcome.done
+
+
+def _write_metrics(config: Config, log: Log, done: Pass, now: float) -> list[str]:
+    from . import metrics
+
+    text = metrics.exposition(metrics.gather(config, now, len(done.failed), log))
+    metrics.write_file(config.metrics_output, text)
+    return []
 
 
 def _empty_trash(store: Store, log: Log) -> list[str]:

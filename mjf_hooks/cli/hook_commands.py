@@ -59,7 +59,8 @@ or cron, as root): machine features; a Slurm maintenance reservation, an
 HTCondor graceful drain or a PBS maintenance reservation becomes shutdowntime
 (and is withdrawn with it); job directories whose jobs are proven gone are
 removed; job records handed in by jobs' users are filed, and old ones removed;
-with [publish] sync = yes, this node's facts are published (as mjf publish).
+with [publish] sync = yes, this node's facts are published (as mjf publish);
+with [metrics] output, this node's metrics are written there (as mjf metrics).
 Each of these runs whatever another did; the exit status is 1 if one failed
 (each says why in one line).
 

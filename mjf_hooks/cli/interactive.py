@@ -1,6 +1,6 @@
 """The interactive ``mjf`` subcommands (click): the group, the hooks it replays (``mjf
 run``, ``machine``, ``sync``, ``publish``, ``htcondor-wrapper``), and the commands of each subject,
-one module each (``mjf_show``, ``mjf_drain``, ``mjf_records``, ``mjf_match``,
+one module each (``mjf_show``, ``mjf_drain``, ``mjf_records``, ``mjf_metrics``, ``mjf_match``,
 ``mjf_container_args``), all imported here. Hooks never import this module."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 import click
 
 from . import hook_commands as hooks
-from . import mjf_container_args, mjf_drain, mjf_match, mjf_records, mjf_show
+from . import mjf_container_args, mjf_drain, mjf_match, mjf_metrics, mjf_records, mjf_show
 
 _PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True,
                  "help_option_names": []}
@@ -59,6 +59,7 @@ def htcondor_wrapper(context: click.Context) -> None:
 
 for command in (mjf_show.show, mjf_show.get, mjf_show.remaining, mjf_show.check_command,
                 mjf_drain.drain_command, mjf_drain.status_command, mjf_records.records_command,
+                mjf_metrics.metrics_command,
                 mjf_match.describe_command, mjf_match.match_command,
                 mjf_match.submit_args_command,
                 mjf_container_args.container_args_command):

@@ -36,8 +36,8 @@ COMMON_HELP = """\
 class HookContext:
     """What a hook body gets: the config, the environment, its options and a log."""
 
-    __slots__ = ("args", "config", "config_failed", "dry_run", "environ", "failure_exit", "log",
-                 "options")
+    __slots__ = ("args", "config", "config_failed", "dry_run", "entry", "environ", "failure_exit",
+                 "log", "options")
 
     def __init__(self, config, environ: Mapping[str, str], options: dict, args: list[str],
                  log: Log, config_failed: bool = False, failure_exit: int = 1) -> None:
@@ -48,6 +48,8 @@ class HookContext:
         self.options = options
         self.args = args
         self.log = log
+        # The entry point failures are counted under: the command (and its role, once known).
+        self.entry = log.context
         self.dry_run = bool(options.get("dry_run"))
         # The exit status of a failure with on_error = fail (the batch system's own).
         self.failure_exit = failure_exit
@@ -61,6 +63,7 @@ class HookContext:
             return action(*args)
         except Exception as error:  # noqa: BLE001 - the fail-safe rule: nothing escapes
             _log_failure(self.log, error)
+            _count_failure(self.config.base_dir, self.entry, error)
             if self.config.on_error == "fail":
                 raise SystemExit(self.failure_exit) from None
             return None
@@ -159,6 +162,7 @@ def run_hook(
     except Exception as error:  # noqa: BLE001 - a broken config must not drain a node
         # Its on_error cannot be trusted either: the default (continue) applies.
         _log_failure(log, error)
+        _count_failure(config.base_dir, context_name, "config")
         if not runs_job:
             return 0
         context = HookContext(config, environ, options, args, log, config_failed=True,
@@ -169,9 +173,11 @@ def run_hook(
         raise
     except UsageError as error:
         log.error(str(error))
+        _count_failure(config.base_dir, context.entry, "usage")
         return usage_exit
     except Exception as error:  # noqa: BLE001
         _log_failure(log, error)
+        _count_failure(config.base_dir, context.entry, error)
         return failure_exit if config.on_error == "fail" else 0
     return status or 0
 
@@ -201,6 +207,7 @@ def run_roles(
         if role not in roles:
             *others, last = roles
             raise UsageError(f"unknown role {role!r}: give {', '.join(others)} or {last}")
+        context.entry = f"{command} {role}"
         if args and role not in with_arguments:
             raise UsageError(f"{role} takes no arguments, got {args!r}")
         context.log.context = f"{command} {role}" + \
@@ -256,6 +263,13 @@ def _log_failure(log: Log, error: Exception) -> None:
         frame = traceback.extract_tb(error.__traceback__)[-1]
         where = f"{os.path.basename(frame.filename)}:{frame.lineno}"
         log.error(f"internal error {type(error).__name__} at {where}: {error}")
+
+
+def _count_failure(base_dir: str, entry: str, reason: str | Exception) -> None:
+    """Count a failure for ``mjf metrics``."""
+    from ..hook_failures import record  # only on this path: keeps hook start-up lean
+
+    record(base_dir, entry, reason)
 
 
 def read_env_file(path: str) -> dict[str, str]:

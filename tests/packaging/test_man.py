@@ -42,6 +42,7 @@ def test_mjf_conf_page_names_every_section_and_key():
     keys["describe"] |= set(config.DESCRIBE_OPTIONS)
     keys["submit"] |= set(config.SUBMIT_OPTIONS)
     keys["publish"] |= set(config.PUBLISH_OPTIONS)
+    keys["metrics"] |= set(config.METRICS_OPTIONS)
     for name, key in spec.KEYS.items():
         if key.configurable:
             keys["machinefeatures" if key.scope == spec.MACHINE else "jobfeatures"].add(name)

@@ -105,6 +105,7 @@ def options() -> list[tuple[str, str]]:
     found += [("records", key) for key in config.RECORDS_OPTIONS]
     found += [("submit", key) for key in config.SUBMIT_OPTIONS]
     found += [("publish", key) for key in config.PUBLISH_OPTIONS]
+    found += [("metrics", key) for key in config.METRICS_OPTIONS]
     return found
 
 
