@@ -152,13 +152,16 @@ def start_job(config: Config, store: Store, log: Log, machine: Features, job: Jo
     """Compute a job's keys and create its directory; return the jobfeatures path.
     ``machine_store``: where ``machine`` was read, if not ``store``."""
     from . import features as features_module
-    from .probe import cgroup
     from .probe.scratch import filesystem_size_bytes
 
     batch = job.facts
-    limits = cgroup.limits(job.cgroup_pid) if job.cgroup_pid is not None else None
-    if limits is not None:
-        log.debug(f"cgroup: {limits!r}")
+    limits = None
+    if job.cgroup_pid is not None:  # a job runner's, or a Prolog already in the job's cgroup
+        from .probe import cgroup
+
+        limits = cgroup.limits(job.cgroup_pid)
+        if limits is not None:
+            log.debug(f"cgroup: {limits!r}")
     scratch = None
     if job.scratch_dir and "scratch_limit_bytes" not in config.job:
         size = filesystem_size_bytes(job.scratch_dir)

@@ -26,7 +26,10 @@ def main(argv: list[str] | None = None) -> int:
         # be installed where only site's whole start-up finds them; a person waits here.
         import site
 
+        from .. import interactive_defaults
+
         site.main()
+        interactive_defaults()
     from .interactive import cli
 
     return cli.main(args=argv, prog_name="mjf", standalone_mode=True)

@@ -92,3 +92,30 @@ def test_log_priorities_are_syslogs_own():
     """log.py names them without importing syslog, which most hook runs never need."""
     assert log._PRIORITIES == {"error": syslog.LOG_ERR, "warning": syslog.LOG_WARNING,
                                "info": syslog.LOG_INFO, "debug": syslog.LOG_DEBUG}
+
+
+def probe(python: str, command: str, after: str) -> list[str]:
+    """What ``after`` prints once ``command``'s start block ran, under ``python -IS``."""
+    code = start_block(Path(installed_command(command)).read_text()) + "\n" + after
+    return subprocess.run([python, "-IS", "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60).stdout.split()
+
+
+def test_a_command_loads_its_own_modules_without_searching_and_skips_collections():
+    after = ("import gc, atexit\nimport mjf_hooks.hooks.slurm as slurm\n"
+             "print(type(slurm.__spec__.loader).__name__, gc.isenabled(),"
+             " slurm.__cached__ == slurm.__spec__.cached, slurm.__file__.endswith('slurm.py'))")
+    assert probe(sys.executable, "mjf-slurm", after) == ["_OwnModules", "False", "True",
+                                                          "True"]
+
+
+def test_an_interactive_command_collects_as_python_does():
+    code = ("import sys, gc\nsys.argv = ['mjf', '--help']\n"
+            "from mjf_hooks.cli.mjf import main\ntry:\n    main()\nexcept SystemExit:\n"
+            "    pass\nprint(gc.isenabled())")
+    site_packages = str(Path(mjf_hooks.__file__).parent.parent)
+    result = subprocess.run([sys.executable, "-IS", "-c",
+                             f"import sys\nsys.path.append({site_packages!r})\n"
+                             f"import mjf_hooks\n{code}"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.stdout.split()[-1] == "True", result.stderr[-2000:]

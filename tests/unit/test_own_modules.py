@@ -1,0 +1,61 @@
+"""The finder a command started -IS uses for mjf_hooks' own modules: it takes exactly the
+compiled files Python's own import would take, and leaves everything else to Python."""
+
+from __future__ import annotations
+
+import os
+import py_compile
+import sys
+
+import pytest
+
+from mjf_hooks import _OwnModules
+
+
+@pytest.fixture
+def tree(tmp_path):
+    package = tmp_path / "mjf_hooks"
+    (package / "sub").mkdir(parents=True)
+    for path, text in ((package / "__init__.py", ""), (package / "leaf.py", "X = 1\n"),
+                       (package / "sub" / "__init__.py", "Y = 2\n")):
+        path.write_text(text)
+        py_compile.compile(str(path), doraise=True)
+    return tmp_path
+
+
+def test_a_module_and_a_package_are_found_beside_their_source(tree):
+    finder = _OwnModules(str(tree))
+    leaf = finder.find_spec("mjf_hooks.leaf")
+    assert leaf.origin == f"{tree}/mjf_hooks/leaf.py" and leaf.submodule_search_locations is None
+    assert leaf.cached == f"{tree}/mjf_hooks/__pycache__/leaf.{sys.implementation.cache_tag}.pyc"
+    sub = finder.find_spec("mjf_hooks.sub")
+    assert sub.submodule_search_locations == [f"{tree}/mjf_hooks/sub"]
+
+
+def test_it_runs_the_compiled_code():
+    finder = _OwnModules(os.path.dirname(os.path.dirname(__import__("mjf_hooks").__file__)))
+    spec = finder.find_spec("mjf_hooks.errors")
+    module = type(sys)("mjf_hooks.errors")
+    module.__spec__ = spec
+    finder.exec_module(module)
+    assert issubclass(module.UsageError, Exception) and spec.loader_state is None
+
+
+@pytest.mark.parametrize("change", ["source edited", "no compiled file", "hash-checked",
+                                    "another name", "no such module"])
+def test_everything_else_is_left_to_python(tree, change):
+    name = "mjf_hooks.leaf"
+    source = tree / "mjf_hooks" / "leaf.py"
+    cached = tree / "mjf_hooks" / "__pycache__" / f"leaf.{sys.implementation.cache_tag}.pyc"
+    if change == "source edited":
+        source.write_text("X = 22\n")  # another size (and maybe the same second)
+    elif change == "no compiled file":
+        cached.unlink()
+    elif change == "hash-checked":
+        py_compile.compile(str(source), doraise=True,
+                           invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+    elif change == "another name":
+        name = "mjf_hooks_other.leaf"
+    else:
+        name = "mjf_hooks.missing"
+    assert _OwnModules(str(tree)).find_spec(name) is None
