@@ -143,8 +143,7 @@ def _http_get(url: str, timeout_secs: float) -> tuple[str | None, float]:
     ``timeout_secs`` bounds the whole read, redirects and a re-opened connection included,
     not each wait on the socket.
     """
-    import http.client  # only payloads reading over HTTP pay for it; never urllib.request,
-    # unless a proxy variable is set (see _route)
+    import http.client  # only payloads reading over HTTP pay for it (urllib: _proxy_for)
 
     exchange = _Exchange(timeout_secs)
     try:
@@ -349,9 +348,11 @@ class _Pool:
         import select
 
         # Idle, a connection has nothing to read: if it has, the server closed it (or sent
-        # what nobody asked for). Either way, a fresh one.
-        readable, _, _ = select.select([connection.sock], [], [], 0)
-        if readable:
+        # what nobody asked for). Either way, a fresh one. (poll, not select: a payload may
+        # hold over 1024 descriptors.)
+        idle = select.poll()
+        idle.register(connection.sock, select.POLLIN)
+        if idle.poll(0):
             connection.close()
             return None
         return connection
