@@ -61,12 +61,7 @@ class Features:
     def get(self, name: str) -> int | float | str | None:
         """A key's value as its registry type; None if absent."""
         raw = self.raw(name)
-        if raw is None:
-            return None
-        try:
-            return spec.parse_value(spec.typed_like(name), raw)
-        except ValueError as error:
-            raise MalformedValue(f"{self.location}/{name} = {raw!r}: {error}") from None
+        return None if raw is None else self._typed(name, raw)
 
     def names(self) -> list[str]:
         """The keys present: a directory's files; for a URL, or a directory this user may
@@ -80,10 +75,11 @@ class Features:
                 raise ReadError(f"{self.location}: {error.strerror}") from None
             else:
                 return sorted(name for name in entries if not name.startswith("."))
-        candidates = list(spec.KEYS) + [legacy.name for legacy in spec.LEGACY_KEYS]
-        return sorted(name for name in candidates if self.raw(name) is not None)
+        return sorted(self._registry_values())
 
     def read_all(self) -> dict[str, str]:
+        if is_url(self.location):  # one request per key, not one to list and one to read
+            return dict(sorted(self._registry_values().items()))
         return {name: raw for name in self.names() if (raw := self.raw(name)) is not None}
 
     def as_dict(self) -> dict:
@@ -91,10 +87,21 @@ class Features:
         values: dict[str, object] = {}
         for name, raw in self.read_all().items():
             try:
-                values[name] = self.get(name)
+                values[name] = self._typed(name, raw)
             except MalformedValue:
                 values[name] = raw
         return {"location": self.location, "values": values}
+
+    def _registry_values(self) -> dict[str, str]:
+        """Every registry key this location serves, asked for by name."""
+        candidates = list(spec.KEYS) + [legacy.name for legacy in spec.LEGACY_KEYS]
+        return {name: raw for name in candidates if (raw := self.raw(name)) is not None}
+
+    def _typed(self, name: str, raw: str) -> int | float | str:
+        try:
+            return spec.parse_value(spec.typed_like(name), raw)
+        except ValueError as error:
+            raise MalformedValue(f"{self.location}/{name} = {raw!r}: {error}") from None
 
     def _fetch(self, name: str) -> str | None:
         url = f"{self.location}/{name}"
@@ -123,53 +130,262 @@ def _read_file(path: str) -> str | None:
         os.close(fd)
 
 
+REDIRECTS = (301, 302, 303, 307, 308)
+MAX_REDIRECTS = 10  # urllib's limits: 10 redirects in all, the same URL at most 4 times
+MAX_REPEATS = 4
+
+
 def _http_get(url: str, timeout_secs: float) -> tuple[str | None, float]:
     """(body or None for 404, seconds it may be cached).
 
     Whatever goes wrong - no connection, a timeout, an answer that is no valid HTTP - is a
     ReadError naming the URL: callers take anything else for a bug, and None for "absent".
-    ``timeout_secs`` bounds the whole request, not each wait on the socket.
+    ``timeout_secs`` bounds the whole read, redirects and a re-opened connection included,
+    not each wait on the socket.
     """
-    import http.client  # only payloads reading over HTTP pay for urllib
-    import urllib.error
-    import urllib.request
+    import http.client  # only payloads reading over HTTP pay for it (urllib: _proxy_for)
 
     exchange = _Exchange(timeout_secs)
-    # ProxyHandler: sites rely on the job's http_proxy/https_proxy being honoured. Built
-    # by hand, not with build_opener: http(s) only, so no redirect leads to ftp: or
-    # file: (and out of the deadline).
-    opener = urllib.request.OpenerDirector()
-    for handler in (urllib.request.ProxyHandler(), urllib.request.UnknownHandler(),
-                    urllib.request.HTTPDefaultErrorHandler(),
-                    urllib.request.HTTPRedirectHandler(), urllib.request.HTTPErrorProcessor(),
-                    *_deadline_handlers(exchange)):
-        opener.add_handler(handler)
     try:
-        # Only http(s) locations get here (is_url): no file: or custom schemes.
-        request = urllib.request.Request(url, headers={"User-Agent": "mjf-hooks"})  # noqa: S310
-        with opener.open(request, timeout=timeout_secs) as response:
-            body = response.read(MAX_VALUE_BYTES + 1)
-            # http.client neither checks a short body against Content-Length nor rejects an
-            # odd one ("+5", " 5"); a chunked answer has no length to check.
-            lengths = [] if response.chunked else response.headers.get_all("Content-Length", [])
-            lifetime = cache_lifetime(response.headers)
-    except urllib.error.HTTPError as error:
-        if error.code == 404:
-            return None, cache_lifetime(error.headers)
-        raise ReadError(f"{url}: HTTP {error.code} {_printable(str(error.reason))}") from None
+        current, visited = url, {}
+        while True:
+            status, reason, headers, body = _get_once(current, exchange)
+            location = headers.get("Location") or headers.get("URI")
+            if status not in REDIRECTS or not location:
+                break
+            # As urllib follows them, but only to http(s): never to ftp: or file: (and out of
+            # the deadline).
+            from urllib.parse import urljoin
+
+            target = urljoin(current, location.replace(" ", "%20"))
+            if not is_url(target):
+                raise ReadError(f"{url}: HTTP {status}: redirect to {_printable(target)} "
+                                "is not http(s)")
+            visited[target] = visited.get(target, 0) + 1
+            if visited[target] > MAX_REPEATS or len(visited) > MAX_REDIRECTS:
+                raise ReadError(f"{url}: HTTP {status}: too many redirects")
+            current = target
+    except _Invalid as error:
+        raise ReadError(f"{url}: {error}") from None
     except (OSError, http.client.HTTPException, ValueError) as error:
         raise ReadError(f"{url}: {_failure(error, timeout_secs)}") from None
     finally:
         exchange.close()
+    if status == 404:
+        return None, cache_lifetime(headers)
+    if status != 200:
+        raise ReadError(f"{url}: HTTP {status} {_printable(reason)}")
     if len(body) > MAX_VALUE_BYTES:
         raise ReadError(f"{url}: longer than {MAX_VALUE_BYTES} bytes: not a key value")
-    if lengths:
-        if len(set(lengths)) > 1 or not _is_digits(lengths[0]):
-            raise ReadError(f"{url}: invalid Content-Length {_printable(', '.join(lengths))}")
-        if len(body) != int(lengths[0]):
-            raise ReadError(f"{url}: body has {len(body)} bytes, "
-                            f"Content-Length says {int(lengths[0])}")
-    return body.decode("ascii", "replace"), lifetime
+    return body.decode("ascii", "replace"), cache_lifetime(headers)
+
+
+def _get_once(url: str, exchange: _Exchange) -> tuple:
+    """GET url without following redirects: (status, reason, headers, body).
+
+    The connection is taken from the pool and put back only when the answer was read to
+    its end and may be followed by another. A kept connection the server has closed in the
+    meantime, or that breaks before its answer is complete, is opened afresh once, within
+    the same deadline: a GET may be repeated, and nothing is kept of the broken answer.
+    """
+    import http.client
+
+    route = _Route(url)
+    connection = _POOL.take(route.key)
+    for attempt in (1, 2):
+        reused = connection is not None
+        if connection is None:
+            connection = _new_connection(route)
+        connection.exchange = exchange
+        try:
+            answer = _answer(connection, route, exchange)
+        except (http.client.RemoteDisconnected, http.client.IncompleteRead, _Cut,
+                ConnectionResetError, ConnectionAbortedError, BrokenPipeError):
+            connection.close()
+            if not reused or attempt == 2:
+                raise
+            connection = None
+            continue
+        except BaseException:
+            connection.close()
+            raise
+        if answer[-1]:
+            _POOL.give(route.key, connection)
+        else:
+            connection.close()
+        return answer[:-1]
+    raise AssertionError("unreachable")
+
+
+def _answer(connection, route: _Route, exchange: _Exchange) -> tuple:
+    """One request and its answer: (status, reason, headers, body, reusable)."""
+    connection.request("GET", route.target, headers=route.headers)
+    response = connection.getresponse()  # closed by the exchange
+    status = response.status
+    if status in REDIRECTS:
+        # Read whole, as urllib does, to reuse the connection: the answer budget bounds it.
+        body = response.read()
+    elif status in (200, 404):
+        body = response.read(MAX_VALUE_BYTES + 1)
+    else:
+        body = b""
+    # http.client neither checks a short body against Content-Length nor rejects an odd
+    # one ("+5", " 5"); a chunked answer has no length to check.
+    lengths = [] if response.chunked else response.headers.get_all("Content-Length", [])
+    framed = not lengths or (len(set(lengths)) == 1 and _is_digits(lengths[0]))
+    if status == 200 and not framed:
+        raise _Invalid(f"invalid Content-Length {_printable(', '.join(lengths))}")
+    if status == 200 and lengths and len(body) <= MAX_VALUE_BYTES \
+            and len(body) != int(lengths[0]):
+        raise _Cut(f"body has {len(body)} bytes, Content-Length says {int(lengths[0])}")
+    # Only an answer read to its very end, framed beyond doubt, on a connection both sides
+    # keep, leaves the connection ready for the next request.
+    reusable = framed and response.isclosed() and not response.will_close \
+        and connection.sock is not None
+    return status, response.reason, response.headers, body, reusable
+
+
+class _Invalid(Exception):
+    """An answer this reader refuses (its framing): the message says why."""
+
+
+class _Cut(_Invalid):
+    """An answer that ended before its Content-Length: the connection broke."""
+
+
+class _Route:
+    """Where a URL's request goes: straight to its host, or through the job's proxy exactly
+    as urllib's ProxyHandler sends it (http_proxy/https_proxy/no_proxy)."""
+
+    def __init__(self, url: str) -> None:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(url)
+        if not parts.hostname and not parts.netloc:
+            raise OSError("no host given")
+        self.scheme = parts.scheme
+        self.host = parts.netloc.rpartition("@")[2]
+        self.target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self.headers = {"User-Agent": "mjf-hooks"}
+        self.address, self.tls, self.tunnel = self.host, self.scheme == "https", ""
+        proxy = _proxy_for(self.scheme, self.host)
+        if proxy is not None:
+            self._through(proxy, url)
+        # One connection per (scheme, host, port) and way of getting there.
+        self.key = (self.scheme, self.host, self.address, self.tls, self.tunnel)
+
+    def _through(self, proxy: str, url: str) -> None:
+        import base64
+        from urllib.parse import unquote
+        from urllib.request import _parse_proxy  # the very parser ProxyHandler uses
+
+        kind, user, password, address = _parse_proxy(proxy)
+        kind = kind or self.scheme
+        if kind not in ("http", "https"):
+            raise OSError(f"unknown url type: {kind} (proxy {_printable(proxy)})")
+        if user and password:
+            secret = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode())
+            self.headers["Proxy-Authorization"] = "Basic " + secret.decode("ascii")
+        self.address = unquote(address)
+        if self.scheme == "https":  # a CONNECT tunnel, then TLS with the host itself
+            self.tunnel = self.host
+            self.tunnel_headers = {"Proxy-Authorization": self.headers.pop(
+                "Proxy-Authorization")} if "Proxy-Authorization" in self.headers else {}
+        else:  # the whole URL to the proxy, over TLS if the proxy is https
+            self.tls = kind == "https"
+            self.target = url.partition("#")[0]
+
+
+def _proxy_for(scheme: str, host: str) -> str | None:
+    """The proxy urllib would use for this scheme and host, or None.
+
+    urllib.request costs more to import than http.client: it is imported only when the
+    environment names a proxy (on Linux getproxies() reads only the environment, so
+    without a *_proxy variable urllib would go straight).
+    """
+    import sys
+
+    if sys.platform in ("linux", "linux2") and not any(
+            name.lower().endswith("_proxy") for name in os.environ):
+        return None
+    from urllib.request import getproxies, proxy_bypass
+
+    proxy = getproxies().get(scheme)
+    if proxy is None or (host and proxy_bypass(host)):
+        return None
+    return proxy
+
+
+def _new_connection(route: _Route):
+    classes = _connection_classes()
+    if route.tls:
+        if len(classes) < 2:
+            raise OSError("this Python has no ssl module: https is not available")
+        # No context given: HTTPSConnection makes the default one, verifying certificates.
+        connection = classes[1](route.address)
+    else:
+        connection = classes[0](route.address)
+    if route.tunnel:
+        connection.set_tunnel(route.tunnel, headers=route.tunnel_headers)
+    return connection
+
+
+class _Pool:
+    """At most one idle connection per route, kept for the next request, in this process
+    only: a payload that forks must not have its child talk on its parent's socket."""
+
+    def __init__(self) -> None:
+        self.idle: dict[tuple, object] = {}
+        self.pid = os.getpid()
+        self.registered = False
+
+    def take(self, key: tuple):
+        """The idle connection for a route, if it is still fit for a request."""
+        self._forget_if_forked()
+        connection = self.idle.pop(key, None)  # atomic: two threads never get the same
+        if connection is None:
+            return None
+        import select
+
+        # Idle, a connection has nothing to read: if it has, the server closed it (or sent
+        # what nobody asked for). Either way, a fresh one. (poll, not select: a payload may
+        # hold over 1024 descriptors.)
+        idle = select.poll()
+        idle.register(connection.sock, select.POLLIN)
+        if idle.poll(0):
+            connection.close()
+            return None
+        return connection
+
+    def give(self, key: tuple, connection) -> None:
+        self._forget_if_forked()
+        if self.idle.setdefault(key, connection) is not connection:
+            connection.close()  # another thread kept one meanwhile
+        elif not self.registered:
+            import atexit
+
+            atexit.register(self.close)
+            self.registered = True
+
+    def close(self) -> None:
+        while self.idle:
+            _, connection = self.idle.popitem()
+            connection.close()
+
+    def _forget_if_forked(self) -> None:
+        if self.pid != os.getpid():
+            # The child closes its copies of the descriptors only: close() sends nothing
+            # (no shutdown), so the parent's connections go on.
+            self.pid = os.getpid()
+            self.close()
+
+
+_POOL = _Pool()
+
+
+def close_connections() -> None:
+    """Close the kept HTTP connections now (they are closed at exit otherwise)."""
+    _POOL.close()
 
 
 def _is_digits(text: str) -> bool:
@@ -184,24 +400,23 @@ def _printable(text: str, limit: int = 200) -> str:
 
 def _failure(error: BaseException, timeout_secs: float) -> str:
     """A short reason for a failed request."""
+    import http.client
     import socket
-    import urllib.error
 
-    cause = error.reason if isinstance(error, urllib.error.URLError) else error
-    if isinstance(cause, (socket.timeout, TimeoutError)):
+    if isinstance(error, (socket.timeout, TimeoutError)):
         return f"timed out after {timeout_secs:g} s"
-    if isinstance(cause, OSError):  # refused, unknown host, TLS, closed without an answer
-        return _printable(cause.strerror or str(cause))
-    if isinstance(cause, BaseException):  # BadStatusLine, LineTooLong, InvalidURL, ValueError...
-        return f"{type(cause).__name__}: {_printable(str(cause))}"
-    return _printable(str(cause))
+    if isinstance(error, OSError) and not isinstance(error, http.client.RemoteDisconnected):
+        # refused, unknown host, TLS, no host given
+        return _printable(error.strerror or str(error))
+    # BadStatusLine, RemoteDisconnected, LineTooLong, InvalidURL, ValueError...
+    return f"{type(error).__name__}: {_printable(str(error))}"
 
 
 class _Exchange:
-    """One HTTP request: the deadline all its steps share, and the answers it opened.
+    """One read: the deadline all its steps share, and the answers it opened.
 
-    urllib leaves an answer open when reading it fails inside a handler (a redirect's body):
-    closing them all here frees the sockets now rather than whenever the GC gets to them.
+    A failed read can leave an answer open: closing them all here frees the sockets now
+    rather than whenever the GC gets to them.
     """
 
     def __init__(self, timeout_secs: float) -> None:
@@ -222,31 +437,31 @@ class _Exchange:
             answer.close()
 
 
-_HANDLER_CLASSES: tuple = ()  # defined on first use, by _define_handler_classes
+_CONNECTION_CLASSES: tuple = ()  # defined on first use, by _define_connection_classes
 
 
-def _deadline_handlers(exchange: _Exchange) -> list:
-    """urllib handlers for http and https whose requests keep to ``exchange``'s deadline."""
-    global _HANDLER_CLASSES
-    if not _HANDLER_CLASSES:
-        _HANDLER_CLASSES = _define_handler_classes()
-    return [handler(exchange) for handler in _HANDLER_CLASSES]
+def _connection_classes() -> tuple:
+    """(HTTPConnection, HTTPSConnection) keeping to each request's deadline."""
+    global _CONNECTION_CLASSES
+    if not _CONNECTION_CLASSES:
+        _CONNECTION_CLASSES = _define_connection_classes()
+    return _CONNECTION_CLASSES
 
 
-def _define_handler_classes() -> tuple:
-    """urllib handlers whose connections share one deadline over connect, TLS handshake,
-    request, status line, headers and body.
+def _define_connection_classes() -> tuple:
+    """http.client connections whose every request keeps to its own deadline over connect,
+    TLS handshake, request, status line, headers and body.
 
     A socket timeout bounds each wait, not the request: a server trickling one header line a
     second would hold a 3 s reader for as long as it likes. Here each wait gets only what is
-    left. (Name resolution stays unbounded: getaddrinfo takes no timeout.) Defined here, not
-    at module level, so that hooks never import http.client.
+    left of the deadline of the request under way (``connection.exchange``, set before each
+    one, so a kept connection never carries one request's deadline into the next). (Name
+    resolution stays unbounded: getaddrinfo takes no timeout.) Defined here, not at module
+    level, so that hooks never import http.client.
     """
-    import functools
     import http.client
     import io
     import socket
-    import urllib.request
 
     class DeadlineReader(io.RawIOBase):
         """A socket's input where every recv waits at most until the deadline."""
@@ -255,8 +470,7 @@ def _define_handler_classes() -> tuple:
             super().__init__()
             self._sock = sock
             self._exchange = exchange
-            # The socket's own raw stream keeps it open until the answer is closed: urllib
-            # closes the connection before the body is read.
+            # The socket's own raw stream keeps it open until the answer is closed.
             self._stream = sock.makefile("rb", buffering=0)
             # http.client reads some bodies whole (a redirect's; a chunk of negative size):
             # a server must not fill memory for as long as the deadline lasts.
@@ -291,11 +505,13 @@ def _define_handler_classes() -> tuple:
             return io.BufferedReader(DeadlineReader(self._sock, self._exchange))
 
     class DeadlineConnection:
-        """Mixin for http.client connections: every step waits only until the deadline."""
+        """Mixin for http.client connections: every step waits only until the deadline of
+        the request under way."""
 
-        def __init__(self, host: str, *, exchange: _Exchange, **kwargs) -> None:
+        exchange: _Exchange
+
+        def __init__(self, host: str, **kwargs) -> None:
             super().__init__(host, **kwargs)
-            self._exchange = exchange
             self._create_connection = self._connect_socket  # an instance attribute upstream
 
         def _connect_socket(self, address, timeout=None, source_address=None):
@@ -309,56 +525,46 @@ def _define_handler_classes() -> tuple:
                 try:
                     if source_address:
                         sock.bind(source_address)
-                    sock.settimeout(self._exchange.time_left())
+                    sock.settimeout(self.exchange.time_left())
                     sock.connect(target)
+                    # Small requests answered at once: Nagle would hold each one back.
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                     # A TLS handshake takes the socket timeout as its total: what is left.
-                    sock.settimeout(self._exchange.time_left())
+                    sock.settimeout(self.exchange.time_left())
                     return sock
                 except OSError as failure:
                     sock.close()
                     error = failure
             raise error
 
+        def send(self, data) -> None:
+            # The request is one sendall, which takes the socket timeout as its total.
+            if self.sock is not None:
+                self.sock.settimeout(self.exchange.time_left())
+            super().send(data)
+
         def connect(self) -> None:
             super().connect()
-            # The request is one sendall, which takes the socket timeout as its total.
-            self.sock.settimeout(self._exchange.time_left())
+            self.sock.settimeout(self.exchange.time_left())
 
         def response_class(self, sock, *args, **kwargs) -> http.client.HTTPResponse:
             # http.client reads every answer - a proxy's answer to CONNECT too - through the
             # response_class it makes from the socket.
-            answer = http.client.HTTPResponse(DeadlineSocket(sock, self._exchange), *args,
+            answer = http.client.HTTPResponse(DeadlineSocket(sock, self.exchange), *args,
                                               **kwargs)
-            self._exchange.answers.append(answer)
+            self.exchange.answers.append(answer)
             return answer
 
     class HTTPConnection(DeadlineConnection, http.client.HTTPConnection):
         pass
 
-    class HTTPHandler(urllib.request.HTTPHandler):
-        def __init__(self, exchange: _Exchange) -> None:
-            super().__init__()
-            self._connection = functools.partial(HTTPConnection, exchange=exchange)
-
-        def http_open(self, req):
-            return self.do_open(self._connection, req)
-
     if not hasattr(http.client, "HTTPSConnection"):  # a Python built without ssl
-        return (HTTPHandler,)
+        return (HTTPConnection,)
 
     class HTTPSConnection(DeadlineConnection, http.client.HTTPSConnection):
         pass
 
-    class HTTPSHandler(urllib.request.HTTPSHandler):
-        def __init__(self, exchange: _Exchange) -> None:
-            super().__init__()
-            self._connection = functools.partial(HTTPSConnection, exchange=exchange)
-
-        def https_open(self, req):
-            # No context given: HTTPSConnection makes the default one, verifying certificates.
-            return self.do_open(self._connection, req)
-
-    return HTTPHandler, HTTPSHandler
+    return HTTPConnection, HTTPSConnection
 
 
 def cache_lifetime(headers) -> float:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from mjf_hooks.reader import Features, JobView, ReadError
+from mjf_hooks import spec
+from mjf_hooks.reader import Features, JobView, ReadError, close_connections
 from mjf_hooks.store import Store
 from tests.conftest import CHECKOUT_ROOT, ConfigPath, installed_command, require
 from tests.integration.boot_dirs import make_boot_dirs
@@ -46,6 +47,7 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.access_log = root / "access.log"
+        self.connections_log = root / "connections.log"  # nginx's connection serial number
 
     def start(self) -> None:
         site = (CHECKOUT_ROOT / "contrib/nginx/mjf.conf").read_text()
@@ -59,6 +61,8 @@ error_log {self.root}/error.log;
 events {{ worker_connections 64; }}
 http {{
     access_log {self.access_log};
+    log_format connections '$connection $request';
+    access_log {self.connections_log} connections;
     client_body_temp_path {self.root}/tmp;
     proxy_temp_path {self.root}/tmp;
     fastcgi_temp_path {self.root}/tmp;
@@ -120,6 +124,19 @@ def test_the_reader_gets_typed_values_and_absent_keys(server):
     assert view.get("shutdowntime") is None and view.get("shutdowntime_job") is None
     assert 3400 < view.remaining_seconds() <= 3540
     assert view.machine.names() == ["grace_secs", "hs06", "total_cpu"]
+
+
+def test_one_connection_carries_every_request_of_both_locations(server):
+    close_connections()  # none kept from an earlier test
+    time.sleep(0.05)  # nginx writes its log line after answering
+    before = len(server.connections_log.read_text().splitlines())
+    view = JobView(Features(f"{server.url}/machinefeatures"), Features(job_url(server)))
+    values = {**view.machine.read_all(), **view.job.read_all()}
+    time.sleep(0.05)
+    lines = server.connections_log.read_text().splitlines()[before:]
+    assert len(values) == 3 + len(JOB) + 1
+    assert len(lines) == 2 * (len(spec.KEYS) + len(spec.LEGACY_KEYS))  # each key once
+    assert len({line.split()[0] for line in lines}) == 1
 
 
 def test_answers_are_reused_while_their_max_age_lasts(server):

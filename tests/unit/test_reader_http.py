@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from mjf_hooks import check, spec
-from mjf_hooks.reader import MAX_VALUE_BYTES, Features, JobView, ReadError
+from mjf_hooks.reader import MAX_VALUE_BYTES, Features, JobView, ReadError, close_connections
 from tests.conftest import require
 
 # An answer left for the GC to close shows up as an "unraisable" exception: fail on it.
@@ -34,11 +34,17 @@ CLOSE = b"Connection: close\r\n"
 
 class ScriptedServer:
     """Listens on 127.0.0.1; for each connection reads the request head, then plays the
-    script: bytes are sent, numbers are pauses in seconds. Then it closes the connection,
-    or with ``hold`` keeps it open until the client goes away or the server stops."""
+    script: bytes are sent, numbers are pauses in seconds. ``then`` holds the scripts of
+    the next requests on the same connection (an empty one answers nothing). Then it closes
+    the connection, or with ``hold`` keeps it open until the client goes away or the server
+    stops. ``later``, if given, is what every connection after the first gets instead."""
 
-    def __init__(self, *script: bytes | float, hold: bool = False) -> None:
+    def __init__(self, *script: bytes | float, hold: bool = False,
+                 then: tuple[tuple[bytes | float, ...], ...] = (),
+                 later: tuple[tuple[bytes | float, ...], ...] | None = None) -> None:
         self.script = script
+        self.then = then
+        self.later = later
         self.hold = hold
         self.requests: list[bytes] = []
         self.connections: list[socket.socket] = []
@@ -68,35 +74,50 @@ class ScriptedServer:
         assert all(connection.fileno() == -1 for connection in self.connections)
 
     def _serve(self) -> None:
+        # Each connection answered by a thread of its own: a client may open another while
+        # it keeps one.
+        answering: list[threading.Thread] = []
         while not self._stop.is_set():
             try:
                 connection, _ = self._listener.accept()
             except socket.timeout:
                 continue
             self.connections.append(connection)
-            with connection:
-                try:
-                    self._answer(connection)
-                except OSError:
-                    pass  # the client gave up mid-script: what timeout tests expect
+            answering.append(threading.Thread(target=self._converse, args=(connection,),
+                                              daemon=True))
+            answering[-1].start()
+        for thread in answering:
+            thread.join(5)
+
+    def _converse(self, connection: socket.socket) -> None:
+        with connection:
+            try:
+                self._answer(connection)
+            except OSError:
+                pass  # the client gave up mid-script: what timeout tests expect
 
     def _answer(self, connection: socket.socket) -> None:
         connection.settimeout(0.05)
-        request = b""
-        while b"\r\n\r\n" not in request and not self._stop.is_set():
-            try:
-                chunk = connection.recv(65536)
-            except socket.timeout:
-                continue
-            if not chunk:
+        first = connection is self.connections[0]
+        for script in ((self.script, *self.then) if first or self.later is None
+                       else self.later):
+            request = b""
+            while b"\r\n\r\n" not in request and not self._stop.is_set():
+                try:
+                    chunk = connection.recv(65536)
+                except socket.timeout:
+                    continue
+                if not chunk:
+                    return
+                request += chunk
+            if self._stop.is_set():
                 return
-            request += chunk
-        self.requests.append(request)
-        for step in self.script:
-            if isinstance(step, bytes):
-                connection.sendall(step)
-            elif self._stop.wait(step):
-                return
+            self.requests.append(request)
+            for step in script:
+                if isinstance(step, bytes):
+                    connection.sendall(step)
+                elif self._stop.wait(step):
+                    return
         while self.hold and not self._stop.is_set():
             try:
                 if not connection.recv(65536):
@@ -125,6 +146,7 @@ def no_leaks():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ResourceWarning)
         yield
+        close_connections()  # the kept ones: closed by the reader, at exit or when asked
         gc.collect()
     assert set(threading.enumerate()) <= threads
     assert [str(warning.message) for warning in caught
@@ -336,32 +358,43 @@ def test_an_unlistable_directory_as_another_user_really_sees_it():
     try:
         parent.chmod(0o755)
         directory = unlistable(parent)
-        reader, writer = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: report through the pipe, never return into pytest
-            status = 1
+
+        def as_nobody() -> str:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
             try:
-                os.close(reader)
-                os.setgroups([])
-                os.setgid(65534)
-                os.setuid(65534)
-                try:
-                    os.listdir(directory)
-                    result = "listable"
-                except PermissionError:
-                    result = ",".join(Features(str(directory)).names())
-                os.write(writer, result.encode())
-                status = 0
-            finally:
-                os._exit(status)
-        os.close(writer)
-        with os.fdopen(reader, "rb") as pipe:
-            result = pipe.read().decode()
-        _, status = os.waitpid(pid, 0)
+                os.listdir(directory)
+                return "listable"
+            except PermissionError:
+                return ",".join(Features(str(directory)).names())
+
+        result = in_child(as_nobody)
     finally:
         shutil.rmtree(parent)
-    assert os.waitstatus_to_exitcode(status) == 0
     assert result == ",".join(EXPECTED_NAMES)
+
+
+def in_child(work) -> str:
+    """What ``work()`` returns when run in a forked child, which must exit 0."""
+    reader, writer = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # a fork with threads running
+        pid = os.fork()
+    if pid == 0:  # the child: report through the pipe, never return into pytest
+        status = 1
+        try:
+            os.close(reader)
+            os.write(writer, work().encode())
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as pipe:
+        result = pipe.read().decode()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    return result
 
 
 def test_other_listing_errors_stay_read_errors(tmp_path):
@@ -379,3 +412,113 @@ def test_the_fallback_asks_for_every_registry_key(tmp_path, monkeypatch):
     monkeypatch.setattr(features, "raw", lambda name: asked.append(name))
     assert features.names() == []
     assert sorted(asked) == sorted(list(spec.KEYS) + [key.name for key in spec.LEGACY_KEYS])
+
+
+# Kept-alive answers: no "Connection: close", so the client may ask again on the connection.
+SIXTEEN = OK + b"Content-Length: 2\r\n\r\n16"
+
+
+def test_one_connection_serves_every_key_of_both_locations():
+    keys = len(spec.KEYS) + len(spec.LEGACY_KEYS)
+    with ScriptedServer(SIXTEEN, then=((SIXTEEN,),) * (2 * keys)) as server:
+        view = JobView(Features(server.url("/machinefeatures")),
+                       Features(server.url("/jobs/7/jobfeatures")))
+        machine, job = view.machine.read_all(), view.job.read_all()
+    assert machine["total_cpu"] == job["job_id"] == "16"
+    assert len(server.connections) == 1
+    # No Cache-Control: still one request per key, not one to list it and one to read it.
+    assert len(server.requests) == 2 * keys
+
+
+def test_a_connection_the_server_closed_while_idle_is_opened_afresh():
+    # The server closes after each answer without saying so (a keep-alive timeout).
+    with ScriptedServer(SIXTEEN) as server:
+        features = Features(server.url("/machinefeatures"))
+        assert features.get("total_cpu") == 16
+        assert features.get("hs06") == 16
+    assert len(server.connections) == len(server.requests) == 2
+
+
+@pytest.mark.parametrize("broken", [
+    pytest.param((), id="closed-on-the-next-request"),
+    pytest.param((OK + b"Content-Length: 2\r\n\r\n1",), id="cut-short-on-the-next-request"),
+    pytest.param((OK + b"Transfer-Encoding: chunked\r\n\r\n2\r\n1",),
+                 id="chunks-cut-short-on-the-next-request"),
+])
+def test_a_kept_connection_that_breaks_is_opened_again_once(broken):
+    # The broken answer is never taken for a value: the request is made again, on a new
+    # connection, whose first answer is whole.
+    with ScriptedServer(SIXTEEN, then=(broken,)) as server:
+        features = Features(server.url("/machinefeatures"))
+        assert features.get("total_cpu") == 16
+        assert features.get("hs06") == 16
+    assert len(server.connections) == 2
+    assert len(server.requests) == 3
+
+
+def test_a_kept_connection_is_opened_again_only_once():
+    # The kept connection breaks on the next request, and so does the fresh one.
+    with ScriptedServer(SIXTEEN, then=((),), later=((),)) as server:
+        features = Features(server.url("/machinefeatures"))
+        assert features.get("total_cpu") == 16
+        with pytest.raises(ReadError, match="hs06: RemoteDisconnected: Remote end closed"):
+            features.get("hs06")
+    assert len(server.connections) == 2
+    assert len(server.requests) == 3
+
+
+def test_each_request_on_a_kept_connection_has_its_own_deadline():
+    # Two answers that each take 1.2 s of a 2 s timeout: 2.4 s in all on one connection.
+    slow = (1.2, SIXTEEN)
+    with ScriptedServer(SIXTEEN, then=(slow, slow)) as server:
+        features = Features(server.url("/machinefeatures"), timeout_secs=2.0)
+        assert [features.get(name) for name in ("total_cpu", "hs06", "grace_secs")] \
+            == [16, 16, 16]
+    assert len(server.connections) == 1
+
+
+def test_a_trickling_answer_on_a_kept_connection_still_times_out():
+    trickle = (OK, *(step for n in range(20) for step in (0.5, b"X-Slow-%d: y\r\n" % n)))
+    with ScriptedServer(SIXTEEN, then=(trickle,)) as server:
+        features = Features(server.url("/machinefeatures"), timeout_secs=1.5)
+        assert features.get("total_cpu") == 16
+        with pytest.raises(ReadError, match=r"hs06: timed out after 1\.5 s"):
+            features.get("hs06")
+    assert len(server.connections) == 1  # a timeout is not a broken connection: no retry
+
+
+def test_a_forked_child_opens_its_own_connection():
+    with ScriptedServer(SIXTEEN, then=((SIXTEEN,),) * 4) as server:
+        features = Features(server.url("/machinefeatures"))
+        assert features.get("total_cpu") == 16  # the parent's connection, kept
+        result = in_child(lambda: str(Features(server.url("/machinefeatures")).get("hs06")))
+        assert features.get("grace_secs") == 16  # the parent's connection still works
+    assert result == "16"
+    # The parent's connection for its two reads, the child's own for its one.
+    assert len(server.connections) == 2
+    assert len(server.requests) == 3
+
+
+def test_locations_on_other_hosts_get_their_own_connections():
+    with ScriptedServer(SIXTEEN, then=((SIXTEEN,),) * 4) as server:
+        one = Features(server.url("/machinefeatures"))
+        other = Features(server.url("/machinefeatures").replace("127.0.0.1", "localhost"))
+        assert [one.get("total_cpu"), other.get("total_cpu"), one.get("hs06"),
+                other.get("hs06")] == [16] * 4
+    assert len(server.connections) == 2
+
+
+def test_a_redirect_is_followed_on_the_kept_connection():
+    found = b"HTTP/1.1 302 Found\r\nLocation: /elsewhere/total_cpu\r\n" \
+        + b"Content-Length: 5\r\n\r\nmoved"
+    with ScriptedServer(found, then=((SIXTEEN,),)) as server:
+        assert Features(server.url("/machinefeatures")).get("total_cpu") == 16
+    assert server.requests[1].startswith(b"GET /elsewhere/total_cpu HTTP/1.1\r\n")
+    assert len(server.connections) == 1
+
+
+@pytest.mark.parametrize("target", [b"file:///etc/passwd", b"ftp://example.invalid/x"])
+def test_a_redirect_leads_only_to_http(target):
+    found = answer(b"", b"Location: " + target).replace(b"200 OK", b"302 Found")
+    with ScriptedServer(found) as server:
+        assert "is not http(s)" in read_error(server.url("/m"))

@@ -1,6 +1,6 @@
 """Reading all 15 keys in a fresh interpreter, from the directory and through nginx
 (contrib/nginx/mjf.conf, when root and /usr/sbin/nginx are there): first read and
-re-read."""
+re-read; and, as the yardstick of the first read, one key read the same way."""
 
 from __future__ import annotations
 
@@ -36,6 +36,19 @@ assert again == values
 print(first * 1000, second * 1000)
 """
 
+# The same for one key: what a single request costs a payload, import of the HTTP client
+# included, as it is in the first read of all 15.
+_READ_ONE = """\
+import sys, time
+from mjf_hooks.reader import Features
+root = sys.argv[1]
+start = time.perf_counter()
+value = Features(root + "/machinefeatures").raw("total_cpu")
+first = time.perf_counter() - start
+assert value == "16", value
+print(first * 1000)
+"""
+
 
 class Reading(Scenario):
     startup_table = False
@@ -44,7 +57,8 @@ class Reading(Scenario):
         super().__init__(bench)
         self.locations: dict[str, str] = {}
         self.nginx: list[str] = []  # the command that started it, while it runs
-        self.runs: list[dict[str, tuple[float, float]]] = []  # per repeat: ms per location
+        # per repeat: ms per location, of the first read, the re-read and one key's read
+        self.runs: list[dict[str, tuple[float, float, float]]] = []
 
     def prepare(self) -> None:
         """A machine and one job with all 15 keys, served by nginx where it can be."""
@@ -87,30 +101,33 @@ class Reading(Scenario):
         return f"http://127.0.0.1:{port}"
 
     def repeat(self) -> None:
-        """ms of the first read and of a re-read of all 15 keys, per location."""
+        """ms of the first read and of a re-read of all 15 keys, and of one key's read, per
+        location."""
         figures = {}
         for label, root in self.locations.items():
-            output = subprocess.run([self.bench.python, "-c", _READ, root],
-                                    capture_output=True, text=True, check=True,
-                                    env=self.bench.env).stdout
-            first, again = (float(value) for value in output.split())
-            figures[label] = first, again
+            first, again = (float(value) for value in self._run(_READ, root).split())
+            figures[label] = first, again, float(self._run(_READ_ONE, root))
         self.runs.append(figures)
+
+    def _run(self, script: str, root: str) -> str:
+        return subprocess.run([self.bench.python, "-c", script, root], capture_output=True,
+                              text=True, check=True, env=self.bench.env).stdout
 
     def tables(self, floors: dict[str, Command]) -> list[Table]:
         python_floor = floors[PYTHON_FLOOR].ms
         table = Table(["reading all 15 keys", "first read ÷ python floor", "ms",
-                       "re-read ÷ python floor", "ms"])
+                       "÷ one key's first read", "re-read ÷ python floor", "ms",
+                       "one key's first read, ms"])
         for label in (LOCAL, HTTP):
             if label not in self.locations:
-                table.add(label, NOT_MEASURED, "", "", "")
+                table.add(label, NOT_MEASURED, "", "", "", "", "")
                 table.note = ("(HTTP skipped: needs root and /usr/sbin/nginx, "
                               "see tests/setup-system)")
                 continue
-            first = [run[label][0] for run in self.runs]
-            again = [run[label][1] for run in self.runs]
+            first, again, one = ([run[label][index] for run in self.runs] for index in range(3))
             table.add(label, per_floor(first, python_floor), f"{statistics.median(first):.1f}",
-                      per_floor(again, python_floor, 3), f"{statistics.median(again):.2f}")
+                      per_floor(first, one), per_floor(again, python_floor, 3),
+                      f"{statistics.median(again):.2f}", f"{statistics.median(one):.2f}")
         return [table]
 
     def close(self) -> None:
