@@ -48,6 +48,8 @@ _CONSUMPTION_SOURCE = "derived: cpu_secs / (wall_secs * allocated_cpu)"
 MAX_TIME = 253402300799
 MAX_NUMBER = 2**63 - 1
 _TIMES = ("start_time", "end_time")
+_NUMBERS = REQUESTED + DELIVERED
+_PLAIN_NUMBERS = (int, float)  # exactly: bool is an int, and a subclass may be anything
 
 
 def out_of_bounds(name: str, value) -> str | None:
@@ -122,14 +124,17 @@ class Record:
         self.wall_secs = wall_secs
         self.cpu_secs = cpu_secs
         self.peak_memory_bytes = peak_memory_bytes
-        for name in REQUESTED + DELIVERED:
+        for name in _NUMBERS:
             value = getattr(self, name)
-            if value is None:
+            # A plain number within bounds passes here, as out_of_bounds would pass it:
+            # `mjf records` checks every value of every record kept.
+            if value is None or (type(value) in _PLAIN_NUMBERS and 0 <= value <= (
+                    MAX_TIME if name in _TIMES else MAX_NUMBER)):
                 continue
             problem = out_of_bounds(name, value)
             if problem:
                 raise ValueError(f"{name} {problem}")
-        sources = dict(sources or {})
+        sources = dict(sources) if sources else {}
         for name in sources:
             if name not in DELIVERED:
                 raise ValueError(f"source given for {name}, which is not a Delivered value")

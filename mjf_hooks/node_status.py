@@ -202,6 +202,7 @@ class _Verifier:
     def __init__(self, config: Config, listings: BatchListings) -> None:
         self.listings = listings
         self.counted: set[str] = set()  # the directory names counted so far
+        self.euid = os.geteuid()
         machine = store_locations.store_for(config).read_machine_key("total_cpu")
         # What no job of this machine can have more of: its CPUs (as root wrote them).
         self.total_cpu = (spec.digits_value(machine) if machine else None) or os.cpu_count()
@@ -212,7 +213,7 @@ class _Verifier:
         if name in self.counted:
             report.unverified = f"another directory already counts for job {name}"
             return
-        if uid in (0, os.geteuid()) and maker == _SITE and backend in batch.NAMES:
+        if uid in (0, self.euid) and maker == _SITE and backend in batch.NAMES:
             report.counted = f"its directory was written by a root hook of {backend}"
         elif backend in (None, "standalone"):  # `mjf sync` reads no backend so too
             self._standalone(report, uid, runner)

@@ -2,7 +2,7 @@
 directory and of the machine (no location: its config's base_dir), ``mjf
 match EXPRESSION --location JOB`` and a bare ``python -I -c 'import classad2'``
 (HTCondor's ClassAd library, which ``mjf match`` imports on top of ``mjf describe``'s
-start), all three started among the start-up commands; and ``mjf match --jdl DIR
+start), each started among the start-up commands; and ``mjf match --jdl DIR
 --location JOB`` over small JDL files (half gLite ``Requirements = other.GlueHostBenchmarkSI00
 > N ? ... : ...``, half DIRAC ``NumberOfProcessors``/``CPUTime``, varied; checked once:
 every file judged, none unreadable): its seconds, and µs per requirement once the same
