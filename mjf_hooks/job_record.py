@@ -48,6 +48,8 @@ _CONSUMPTION_SOURCE = "derived: cpu_secs / (wall_secs * allocated_cpu)"
 MAX_TIME = 253402300799
 MAX_NUMBER = 2**63 - 1
 _TIMES = ("start_time", "end_time")
+_NUMBERS = REQUESTED + DELIVERED
+_PLAIN_NUMBERS = (int, float)  # exactly: bool is an int, and a subclass may be anything
 
 
 def out_of_bounds(name: str, value) -> str | None:
@@ -122,14 +124,17 @@ class Record:
         self.wall_secs = wall_secs
         self.cpu_secs = cpu_secs
         self.peak_memory_bytes = peak_memory_bytes
-        for name in REQUESTED + DELIVERED:
+        for name in _NUMBERS:
             value = getattr(self, name)
-            if value is None:
+            # A plain number within bounds passes here, as out_of_bounds would pass it:
+            # `mjf records` checks every value of every record kept.
+            if value is None or (type(value) in _PLAIN_NUMBERS and 0 <= value <= (
+                    MAX_TIME if name in _TIMES else MAX_NUMBER)):
                 continue
             problem = out_of_bounds(name, value)
             if problem:
                 raise ValueError(f"{name} {problem}")
-        sources = dict(sources or {})
+        sources = dict(sources) if sources else {}
         for name in sources:
             if name not in DELIVERED:
                 raise ValueError(f"source given for {name}, which is not a Delivered value")
@@ -499,52 +504,3 @@ def parse_usage_report(text: str, source: str) -> dict:
         if number < _REPORT_BOUND:
             facts[name] = (number, source)
     return facts
-
-
-# --- JSON text, without the json module ----------------------------------------------
-
-# `import json` costs an end-of-job hook ~9 ms (it pulls in `re`), more than writing the
-# record: the record's JSON is written here, as json.dumps(value, sort_keys=True) would
-# (ASCII only, non-ASCII as \u escapes). Reading stays with json.loads (`mjf records`).
-_JSON_ESCAPES = {i: f"\\u{i:04x}" for i in (*range(0x20), 0x7F)}
-_JSON_ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\", ord("\n"): "\\n", ord("\r"): "\\r",
-                      ord("\t"): "\\t", ord("\b"): "\\b", ord("\f"): "\\f"})
-
-
-def _json_string(text: str) -> str:
-    text = text.translate(_JSON_ESCAPES)
-    if not text.isascii():
-        text = "".join(char if char < "\x80" else _json_unicode(ord(char)) for char in text)
-    return f'"{text}"'
-
-
-def _json_unicode(code: int) -> str:
-    if code < 0x10000:
-        return f"\\u{code:04x}"
-    code -= 0x10000  # a surrogate pair, as JSON spells a character beyond the BMP
-    return f"\\u{0xD800 | code >> 10:04x}\\u{0xDC00 | code & 0x3FF:04x}"
-
-
-def json_text(value) -> str:
-    """``value`` (dicts with string keys, lists, strings, finite numbers, booleans, None)
-    as json.dumps(value, sort_keys=True) writes it."""
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, int):
-        return int.__repr__(value)
-    if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            raise ValueError(f"{value!r} has no JSON form")
-        return float.__repr__(value)
-    if isinstance(value, str):
-        return _json_string(value)
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{_json_string(key)}: {json_text(value[key])}"
-                               for key in sorted(value)) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(json_text(item) for item in value) + "]"
-    raise TypeError(f"{type(value).__name__} has no JSON form here")

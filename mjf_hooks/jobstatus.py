@@ -84,18 +84,16 @@ def parse(key: str, text: str) -> int | bool:
     if kind is None:
         raise InvalidValue(f"{key!r} is not a $JOBSTATUS key ({', '.join(KEYS)})")
     value = text[:-1] if text.endswith("\n") else text
-    problem = InvalidValue(f"{key}: {value[:MAX_VALUE_BYTES]!r} is not {_KIND_TEXT[kind]}")
     if kind == BOOLEAN:
-        if value not in ("True", "False"):
-            raise problem
-        return value == "True"
-    digits = value[1:] if kind == INTEGER and value.startswith("-") else value
-    if not (digits and len(digits) <= _MAX_DIGITS and digits.isascii() and digits.isdigit()):
-        raise problem
-    number = int(value)
-    if kind == TIME and not EARLIEST_TIME <= number <= LATEST_TIME:
-        raise problem
-    return number
+        if value in ("True", "False"):
+            return value == "True"
+    else:
+        digits = value[1:] if kind == INTEGER and value.startswith("-") else value
+        if digits and len(digits) <= _MAX_DIGITS and digits.isascii() and digits.isdigit():
+            number = int(value)
+            if kind != TIME or EARLIEST_TIME <= number <= LATEST_TIME:
+                return number
+    raise InvalidValue(f"{key}: {value[:MAX_VALUE_BYTES]!r} is not {_KIND_TEXT[kind]}")
 
 
 def format_value(key: str, value: object) -> str:

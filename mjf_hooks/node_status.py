@@ -45,13 +45,13 @@ from .store import (
     JOB_FEATURES_DIR,
     JOB_STATUS_DIR,
     RUNNER_MARKER,
-    Store,
-    read_state,
+    read_states,
 )
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .log import Log
+    from .safefs import Dir
     from .sync import BatchListings
 
 # The jobfeatures keys the figures and the drain planner use.
@@ -169,18 +169,22 @@ def collect(config: Config, job_ids: tuple[str, ...] = (),
     site = store_locations.store_for(config)
     for store, maker in [(site, _SITE), *store_locations.kept_job_stores(config)]:
         try:
-            names = store.job_dir_names()
+            found = store.job_dirs()
         except (OSError, StoreError):
             continue  # a store refused (a planted symlink) or unreadable to this user
-        for name in names:
-            report, status_dir = _open_job(store, name, verifier, maker, len(names))
-            if report is None or (job_ids and report.job_id not in job_ids):
-                if status_dir is not None:
-                    os.close(status_dir)
-                continue
-            reports.append(report)
-            if status_dir is not None and not _read(report, status_dir, 0.0, final=False):
-                waiting.append((report, status_dir))
+        if found is None:
+            continue
+        jobs, names = found
+        with jobs:
+            for name in names:
+                report, status_dir = _open_job(jobs, name, verifier, maker, len(names))
+                if report is None or (job_ids and report.job_id not in job_ids):
+                    if status_dir is not None:
+                        os.close(status_dir)
+                    continue
+                reports.append(report)
+                if status_dir is not None and not _read(report, status_dir, 0.0, final=False):
+                    waiting.append((report, status_dir))
     deadline = time.monotonic() + timeout
     while waiting:
         time.sleep(_RETRY_PAUSE_SECS)
@@ -200,18 +204,19 @@ class _Verifier:
     def __init__(self, config: Config, listings: BatchListings) -> None:
         self.listings = listings
         self.counted: set[str] = set()  # the directory names counted so far
+        self.euid = os.geteuid()
         machine = store_locations.store_for(config).read_machine_key("total_cpu")
         # What no job of this machine can have more of: its CPUs (as root wrote them).
         self.total_cpu = (spec.digits_value(machine) if machine else None) or os.cpu_count()
 
     def verify(self, report: JobReport, top, name: str, maker: str, jobs_in_store: int) -> None:
         uid = os.fstat(top.fd).st_uid
-        backend, runner = read_state(top, BACKEND_MARKER), read_state(top, RUNNER_MARKER)
+        backend, runner = read_states(top, BACKEND_MARKER, RUNNER_MARKER)
         report.backend = backend
         if name in self.counted:
             report.unverified = f"another directory already counts for job {name}"
             return
-        if uid in (0, os.geteuid()) and maker == _SITE and backend in batch.NAMES:
+        if uid in (0, self.euid) and maker == _SITE and backend in batch.NAMES:
             report.counted = f"its directory was written by a root hook of {backend}"
         elif backend in (None, "standalone"):  # `mjf sync` reads no backend so too
             self._standalone(report, uid, runner)
@@ -268,12 +273,12 @@ class _Verifier:
             report.counted += f"; {key} {value} counted as {most}, {what}"
 
 
-def _open_job(store: Store, name: str, verifier: _Verifier | None = None, maker: str = _SITE,
+def _open_job(jobs: Dir, name: str, verifier: _Verifier | None = None, maker: str = _SITE,
               jobs_in_store: int = 1) -> tuple[JobReport | None, int | None]:
     """A job's report with its features (counted or not, by ``verifier``), and its
-    ``jobstatus/`` open (or None)."""
+    ``jobstatus/`` open (or None); ``jobs``: its store's jobs/, open."""
     try:
-        top = store.open_job_dir(name)
+        top = jobs.open_subdir(name)
     except (FileNotFoundError, StoreError):
         return None, None  # ended meanwhile, or not a directory: not a job
     with top:

@@ -56,7 +56,8 @@ import stat
 import time
 
 from .errors import StoreError
-from .job_record import Record, apel, json_text, record_json, sss_xml
+from .job_record import Record, apel, record_json, sss_xml
+from .json_text import json_text
 from .safefs import TRASH_PREFIX as _TRASH_PREFIX
 from .safefs import Dir, check_trusted_path, describe, owner_is_gone
 from .store import JOB_DIR_NAME_CHARS, Store, job_dir_name

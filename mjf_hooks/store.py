@@ -330,11 +330,24 @@ class Store:
 
     def job_dir_names(self) -> list[str]:
         """The directory names in ``jobs/``, one per job, sorted (none without jobs/)."""
+        found = self.job_dirs()
+        if found is None:
+            return []
+        with found[0]:
+            return found[1]
+
+    def job_dirs(self) -> tuple[Dir, list[str]] | None:
+        """``jobs/``, opened safely, and the directory names in it, one per job, sorted
+        (None without jobs/): who reads every job opens each through this one descriptor
+        (``open_subdir``), not base_dir and jobs/ again for each."""
         jobs = self._open_jobs()
         if jobs is None:
-            return []
-        with jobs:
-            return sorted(name for name in os.listdir(jobs.fd) if not name.startswith("."))
+            return None
+        try:
+            return jobs, sorted(name for name in os.listdir(jobs.fd) if not name.startswith("."))
+        except BaseException:
+            jobs.close()
+            raise
 
     def root_entries(self) -> list[str]:
         """The names in ``jobs/`` of what root made there - a root hook's job directories,
@@ -351,12 +364,6 @@ class Store:
                 except OSError:
                     continue  # gone meanwhile
         return names
-
-    def open_job_dir(self, dir_name: str) -> Dir:
-        """A job's directory as listed in ``jobs/``, opened without following a symlink
-        (FileNotFoundError once the job has ended, StoreError if it is not a directory)."""
-        with self._open_top(JOBS_DIR) as jobs:
-            return jobs.open_subdir(dir_name)
 
     def read_job_state(self, dir_name: str, entry: str) -> str | None:
         """A bookkeeping file of the job whose directory in ``jobs/`` is ``dir_name`` (as
@@ -531,9 +538,15 @@ class Store:
 def read_state(top: Dir, name: str) -> str | None:
     """A bookkeeping file of a job (``state/<name>``) whose directory is open as ``top``,
     or None; neither a symlink nor a FIFO planted there is followed or waited on."""
+    return read_states(top, name)[0]
+
+
+def read_states(top: Dir, *names: str) -> list[str | None]:
+    """Several of a job's bookkeeping files, as :func:`read_state` reads one, its
+    ``state/`` opened once."""
     try:
         bookkeeping = top.open_subdir(STATE_DIR)
     except (FileNotFoundError, StoreError):
-        return None
+        return [None] * len(names)
     with bookkeeping:
-        return bookkeeping.read(name)
+        return [bookkeeping.read(name) for name in names]

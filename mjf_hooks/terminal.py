@@ -5,7 +5,10 @@ from __future__ import annotations
 
 def printable(text: str) -> str:
     """No control characters (a forged line, an escape sequence), at most 200 characters."""
-    return "".join(char if " " <= char <= "~" else "?" for char in text[:200])
+    text = text[:200]
+    if text.isascii() and text.isprintable():  # " " to "~" only: nothing to replace
+        return text
+    return "".join(char if " " <= char <= "~" else "?" for char in text)
 
 
 def figure(value) -> str:

@@ -100,7 +100,8 @@ def run(bench: Bench, scenarios: list[Scenario], repeats: int, began: float) -> 
         for scenario in scenarios:
             scenario.repeat()
     problems = [problem for scenario in scenarios for problem in scenario.finish()]
-    left = os.listdir(os.path.join(bench.base, "jobs"))
+    jobs = os.path.join(bench.base, "jobs")  # none where no scenario ran a job
+    left = os.listdir(jobs) if os.path.isdir(jobs) else []
     return problems + ([f"job directories {left}"] if left else [])
 
 

@@ -2,7 +2,8 @@
 
 ``mjf run``, ``mjf machine``, ``mjf sync`` and ``mjf htcondor-wrapper`` are hooks
 (:mod:`mjf_hooks.cli.hook_commands`), dispatched here without importing click, as is
-``mjf status set`` (a pilot's update, :mod:`mjf_hooks.cli.mjf_status_set`); every
+``mjf status set`` (a pilot's update, :mod:`mjf_hooks.cli.mjf_status_set`), and so is
+``mjf describe`` where its fast path serves it (:mod:`mjf_hooks.cli.mjf_describe`); every
 other subcommand is interactive and served by click (:mod:`mjf_hooks.cli.interactive`).
 """
 
@@ -21,6 +22,12 @@ def main(argv: list[str] | None = None) -> int:
         from .mjf_status_set import main as status_set
 
         return status_set(argv[2:])
+    if argv[:1] == ["describe"]:  # a slot's description, for an information system
+        from .mjf_describe import fast
+
+        served = fast(argv[1:])
+        if served is not None:
+            return served
     if sys.flags.no_site:
         # Started -S (bin/mjf): click, and HTCondor's ClassAd library for `mjf match`, may
         # be installed where only site's whole start-up finds them; a person waits here.

@@ -107,8 +107,9 @@ def status_command(as_json: bool, timeout: float, jobs: tuple[str, ...]) -> None
     if as_json:
         click.echo(json.dumps(status_format.status_json(ordered, now), indent=2))
     else:
-        for line in status_format.status_lines(ordered, now):
-            click.echo(line)
+        lines = status_format.status_lines(ordered, now)
+        if lines:  # at once: a write (and a flush) per line cost more than reading a job
+            click.echo("\n".join(lines))
     found = {report.job_id for report in reports}
     missing = [job for job in jobs if job not in found]
     for job in missing:

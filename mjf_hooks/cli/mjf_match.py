@@ -7,14 +7,14 @@ import json
 import os
 import shlex
 import sys
-import time
 
 import click
 
 from ..errors import MJFError
-from ..reader import Features, is_url
+from ..options import UsageError
 from ..terminal import printable
-from .mjf_show import UNREADABLE, classify
+from . import mjf_describe
+from .locations import UNREADABLE
 
 
 @click.command("describe")
@@ -38,74 +38,19 @@ def describe_command(format_: str, locations: tuple[str, ...]) -> None:
     if format_ not in describe.FORMATS:
         fail(f"unknown format {format_!r}: give one of {', '.join(describe.FORMATS)}")
     options, slot = _slot_of("mjf describe", locations, fail)
-    arch = os.uname().machine
-    if format_ == "classad":
-        click.echo(describe.classad_text(describe.classad(slot)), nl=False)
-        return
-    document = {"dirac": lambda: describe.dirac(slot, options),
-                "glue2": lambda: describe.glue2(slot, arch, options.benchmark),
-                "json": lambda: describe.everything(slot, options, arch)}[format_]()
-    click.echo(json.dumps(document, indent=2))
+    click.echo(mjf_describe.text(format_, options, slot), nl=False)
 
 
 def _slot_of(command: str, locations: tuple[str, ...], fail):
     """(describe options, the slot) of the locations, for `mjf describe` and `mjf match`;
     a value that cannot be read is a warning, a location that cannot be read ``fail``s."""
-    from .. import describe
-
     try:
-        options, machine_raw, job_raw = _describe_inputs(locations)
-    except click.UsageError as error:
-        fail(error.format_message())
-    except UNREADABLE as error:
+        options, slot, problems = mjf_describe.slot_of(locations)
+    except (UsageError, *UNREADABLE) as error:
         fail(str(error))
-    slot, problems = describe.slot(machine_raw, job_raw, _text("/proc/cpuinfo"),
-                                   _text("/etc/os-release") or _text("/usr/lib/os-release"),
-                                   time.time())
     for problem in problems:
         click.echo(f"{command}: warning: {problem}", err=True)
     return options, slot
-
-
-def _describe_inputs(locations: tuple[str, ...]):
-    """(options, machine features, job features or None) for `mjf describe`, as raw texts."""
-    from .. import config as config_module
-    from .. import describe
-
-    config = config_module.load()
-    options = describe.Options(**config.describe, benchmark=config.benchmark)
-    machine, jobs, _ = classify(locations)  # a base_dir: its node, not its jobs
-    if len(jobs) > 1:
-        raise click.UsageError("give one job: a description is of one slot")
-    job = jobs[0] if jobs else None
-    if machine is None and job is not None and not is_url(job.location):
-        # A job directory of a base_dir: <base_dir>/jobs/<id>/jobfeatures.
-        candidate = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-            job.location))), "machinefeatures")
-        if os.path.isdir(candidate):
-            machine = Features(candidate)
-    if machine is None and job is None:
-        machine_dir = os.path.join(config.base_dir, "machinefeatures")
-        if os.path.isdir(machine_dir):
-            machine = Features(machine_dir)
-        else:  # this node as `mjf machine` would describe it
-            from .. import features
-            from ..probe import cpu
-
-            total = None if "total_cpu" in config.machine else cpu.total_cpu()
-            return options, features.render(features.machine_features(config, total)), None
-    return (options, machine.read_all() if machine else {},
-            job.read_all() if job else None)
-
-
-def _text(path: str) -> str:
-    """A small system file's text; empty when it cannot be read."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.read(1 << 20)
-    except OSError:
-        return ""
-
 
 
 @click.command("match")

@@ -3,6 +3,7 @@
 import json
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -155,3 +156,124 @@ def test_a_broken_config_is_one_line_and_exit_2(tmp_path):
     result = describe(str(LSF_JOB), config=conf)
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert "[describe] tags = 'a b'" in result.stderr
+
+
+# --- the fast path: served without click, exactly as click serves it ----------------------
+
+# `mjf describe ARGS` as click serves it (the fast path never runs there).
+_CLICK_PATH = ("import sys; from mjf_hooks.cli.interactive import cli; "
+               "cli.main(args=['describe', *sys.argv[1:]], prog_name='mjf')")
+_SLURM = DESCRIBED / "slurm-22.05"
+_LOCATIONS = {  # every kind of location; every job's end is past: no output hangs on the clock
+    "a job directory": [str(LSF_JOB)],
+    "machine and job features": [str(_SLURM / "machinefeatures"),
+                                 str(_SLURM / "jobs" / "2" / "jobfeatures/")],
+    "a base_dir": [str(DESCRIBED / "htcondor-23.9")],
+    "machine features": [str(DESCRIBED / "gridengine-8.1.9" / "machinefeatures")],
+    "the variables": [],
+}
+_FORMATS = {"the default": [], **{name: ["--format", name]
+                                  for name in ("classad", "dirac", "glue2", "json")}}
+
+
+def _both(args, config, **variables):
+    """(status, stdout, stderr) of `mjf describe ARGS`, and of the same served by click."""
+    served = describe(*args, config=config, **variables)
+    env = {name: value for name, value in os.environ.items()
+           if name not in ("MACHINEFEATURES", "JOBFEATURES", "MJF_CONFIG")}
+    env.update(variables, MJF_CONFIG=str(config) if config else "/nonexistent/mjf.conf")
+    clicked = subprocess.run([sys.executable, "-c", _CLICK_PATH, *args], capture_output=True,
+                             env=env, timeout=60)
+    return ((served.returncode, served.stdout.encode(), served.stderr.encode()),
+            (clicked.returncode, clicked.stdout, clicked.stderr))
+
+
+@pytest.mark.parametrize("where", _LOCATIONS)
+@pytest.mark.parametrize("format_", _FORMATS)
+def test_every_format_of_every_location_is_what_click_writes(where, format_, tmp_path):
+    conf = tmp_path / "mjf.conf"
+    conf.write_text("[describe]\nsite = LCG.Example.org\ntags = cvmfs\n")
+    variables = {"MACHINEFEATURES": str(DESCRIBED / "lsf-10.1" / "machinefeatures"),
+                 "JOBFEATURES": str(LSF_JOB / "jobfeatures")} if not _LOCATIONS[where] else {}
+    served, clicked = _both([*_FORMATS[format_], *_LOCATIONS[where]], conf, **variables)
+    assert served == clicked and served[0] == 0 and served[1]
+
+
+@pytest.mark.parametrize("args", [
+    ["--format=glue2", str(LSF_JOB)],
+    [str(LSF_JOB), "--format", "dirac"],  # an option after the location
+    ["--format", "dirac", "--format", "json", str(LSF_JOB)],  # the last one counts
+    ["--format", "classad", "--", str(LSF_JOB)],
+])
+def test_every_spelling_of_the_options_is_what_click_writes(args):
+    served, clicked = _both(args, None)
+    assert served == clicked and served[0] == 0
+
+
+@pytest.mark.parametrize("configured", [True, False])
+@pytest.mark.parametrize("format_", _FORMATS)
+def test_the_machine_without_a_location_is_what_click_writes(format_, configured,
+                                                             write_config):
+    # Its base_dir's machine features; without them, the node as probed.
+    conf, base = write_config("[machinefeatures]\nhs06_per_cpu = 10\n")
+    if configured:
+        (base / "machinefeatures").mkdir(parents=True)
+        (base / "machinefeatures" / "total_cpu").write_text("96")
+    served, clicked = _both(_FORMATS[format_], conf)
+    assert served == clicked and served[0] == 0
+
+
+@pytest.mark.parametrize(("name", "text"), [
+    ("allocated_cpu", "2\n"),  # malformed: a warning, served
+    ("job_id", "j\u00f6b"),  # not ASCII: click writes it, by its own encoding rules
+    ("job_id", "\x1b[31mred"),  # an escape sequence: click strips what it writes raw
+])
+@pytest.mark.parametrize("format_", ["classad", "json"])
+def test_values_of_any_text_are_what_click_writes(name, text, format_, tmp_path):
+    job = tmp_path / "jobfeatures"
+    job.mkdir()
+    (job / "wall_limit_secs").write_text("600")
+    (job / name).write_text(text, encoding="utf-8")
+    served, clicked = _both(["--format", format_, str(job)], None)
+    assert served == clicked and served[0] == 0
+
+
+@pytest.mark.parametrize("args", [
+    ["--help"], ["-h"], ["--format"], ["--format", "yaml"], ["--format", "--help"],
+    ["--bogus", str(LSF_JOB)], ["/nonexistent/where"], ["/nonexistent/jobfeatures"],
+    [str(LSF_JOB), str(DESCRIBED / "gridengine-8.1.9" / "jobs" / "13")],
+])
+def test_what_the_fast_path_does_not_serve_click_does(args):
+    served, clicked = _both(args, None)
+    assert served == clicked and served[0] == (0 if args == ["--help"] else 2)
+
+
+def test_a_broken_config_is_what_click_writes(tmp_path):
+    conf = tmp_path / "mjf.conf"
+    conf.write_text("[describe]\ntags = a b\n")
+    served, clicked = _both([str(LSF_JOB)], conf)
+    assert served == clicked and served[0] == 2
+
+
+@pytest.mark.parametrize("format_", ["classad", "dirac", "glue2", "json"])
+def test_the_documents_are_what_json_dumps_wrote(format_):
+    # What `mjf describe` printed before it wrote JSON without the json module.
+    from mjf_hooks import describe as describing
+    from mjf_hooks.cli import mjf_describe
+
+    options = describing.Options(site="S\u00e9", gridce="ce", tags=("a", "b\n"),
+                                 platform="x")
+    slot, _ = describing.slot(
+        {"total_cpu": "8", "hs06": "85", "shutdowntime": "1795319600"},
+        {"allocated_cpu": "4", "hs06_job": "42.5", "job_id": "1234", "wall_limit_secs": "1800",
+         "jobstart_secs": "1795319470", "max_rss_bytes": "2147483648",
+         "max_swap_bytes": "1073741824"},
+        (FIXTURES / "host" / "cpuinfo-amd-epyc-2.txt").read_text(),
+        (DESCRIBED / "os-release").read_text(), 1795319500.0)
+    arch = os.uname().machine
+    before = {"classad": lambda: describing.classad_text(describing.classad(slot)),
+              "dirac": lambda: json.dumps(describing.dirac(slot, options), indent=2) + "\n",
+              "glue2": lambda: json.dumps(describing.glue2(slot, arch), indent=2) + "\n",
+              "json": lambda: json.dumps(describing.everything(slot, options, arch),
+                                         indent=2) + "\n"}[format_]()
+    assert mjf_describe.text(format_, options, slot) == before

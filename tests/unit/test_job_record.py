@@ -12,7 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mjf_hooks import job_record
-from mjf_hooks.job_record import Record, apel, json_text, record_json, sss_xml
+from mjf_hooks.job_record import Record, apel, record_json, sss_xml
+from mjf_hooks.json_text import json_text
 
 GIB, MIB = 2**30, 2**20
 
@@ -360,6 +361,14 @@ def test_json_text_is_what_json_dumps_writes(value):
     import json
 
     assert json_text(value) == json.dumps(value, sort_keys=True)
+
+
+@given(_JSON_VALUES, st.sampled_from([0, 2, 4]))
+def test_indented_json_text_in_key_order_is_what_json_dumps_writes(value, indent):
+    import json
+
+    # As `mjf describe` writes its documents (json.dumps(value, indent=2)).
+    assert json_text(value, indent, sort_keys=False) == json.dumps(value, indent=indent)
 
 
 def test_json_text_of_a_record_reads_back_and_refuses_what_json_cannot_say():

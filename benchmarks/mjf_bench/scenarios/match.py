@@ -1,7 +1,8 @@
-"""Matchmaking, in its own tables: ``mjf describe`` (ClassAd) of a job directory, ``mjf
+"""Matchmaking, in its own tables: ``mjf describe`` (ClassAd, DIRAC, GLUE 2) of a job
+directory and of the machine (no location: its config's base_dir), ``mjf
 match EXPRESSION --location JOB`` and a bare ``python -I -c 'import classad2'``
 (HTCondor's ClassAd library, which ``mjf match`` imports on top of ``mjf describe``'s
-start), all three started among the start-up commands; and ``mjf match --jdl DIR
+start), each started among the start-up commands; and ``mjf match --jdl DIR
 --location JOB`` over small JDL files (half gLite ``Requirements = other.GlueHostBenchmarkSI00
 > N ? ... : ...``, half DIRAC ``NumberOfProcessors``/``CPUTime``, varied; checked once:
 every file judged, none unreadable): its seconds, and µs per requirement once the same
@@ -22,6 +23,7 @@ from ..report import Table, command_cells, per_floor
 from ..scenario import Scenario
 
 MATCH_EXPRESSION = "TARGET.MJF_JOB_ALLOCATED_CPU >= 1"
+DESCRIBED = ("classad", "dirac", "glue2")  # the text formats, each a row
 CLASSAD_IMPORT = "`python -I -c 'import classad2'` (the ClassAd library's import alone)"
 MATCH_START = f"`mjf match '{MATCH_EXPRESSION}' --location JOB`"
 # `mjf submit-args`, one row per kind of requirement (what each costs over its start).
@@ -55,10 +57,17 @@ class Match(Scenario):
         submit_jdl = os.path.join(bench.work, "submit.jdl")
         with open(submit_jdl, "w") as handle:
             handle.write(SUBMIT_JDL)
+        # `mjf describe` with no location, as an admin runs it on the node: the slot's
+        # machine (its config's base_dir is the slot's store).
+        machine_env = bench.env_for(bench.file(
+            "slot.conf", f"[mjf]\nbase_dir = {os.path.join(bench.work, 'slot')}\nlog = none\n"))
         self.commands = [
-            Command("`mjf describe` (classad) of a job directory",
-                    [mjf, "describe", "--format", "classad", self.slot], PYTHON_FLOOR,
-                    bench.env),
+            *(Command(f"`mjf describe --format {format_}` of a job directory",
+                      [mjf, "describe", "--format", format_, self.slot], PYTHON_FLOOR,
+                      bench.env) for format_ in DESCRIBED),
+            *(Command(f"`mjf describe --format {format_}` of the machine (its base_dir)",
+                      [mjf, "describe", "--format", format_], PYTHON_FLOOR, machine_env)
+              for format_ in DESCRIBED),
             *(Command(f"`mjf submit-args --batch {batch}`: {kind}",
                       [mjf, "submit-args", "--batch", batch, expression], PYTHON_FLOOR,
                       bench.env, missing=missing)
