@@ -437,30 +437,45 @@ def _median(values: list[float]) -> float | None:
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
+def summary_row(record: Record) -> list:
+    """What :func:`summary` takes of a record: CPU seconds allocated and used (None where
+    CPU time, wall time or allocated_cpu is unknown), peak memory and wall time as
+    fractions of their promise, the promises it went past. Plain JSON values: the
+    records directory keeps each day's rows as that day's digest (record_store)."""
+    known = record.consumption_rate is not None
+    return [record.wall_secs * record.allocated_cpu if known else None,  # type: ignore[operator]
+            record.cpu_secs if known else None,
+            _ratio(record.peak_memory_bytes, record.max_rss_bytes),
+            _ratio(record.wall_secs, record.wall_limit_secs),
+            overruns(record)]
+
+
 def summary(records: Iterable[Record]) -> dict:
-    """Totals over ``records``: core-hours allocated and used, overall CPU efficiency
-    (CPU time over wall time x allocated CPUs, of the jobs where all three are known),
-    the idle core-hours, medians of the used fractions, and how many jobs went past
-    each promise."""
+    """Totals over ``records``: see :func:`summary_of`."""
+    return summary_of(summary_row(record) for record in records)
+
+
+def summary_of(rows: Iterable[list]) -> dict:
+    """Totals over records' :func:`summary_row`: core-hours allocated and used, overall
+    CPU efficiency (CPU time over wall time x allocated CPUs, of the jobs where all three
+    are known), the idle core-hours, medians of the used fractions, and how many jobs
+    went past each promise."""
     jobs = 0
     allocated = used = 0.0
     efficiency_jobs = 0
     memory, wall = [], []
     over = {"wall": 0, "memory": 0, "cpu": 0, "cores": 0}
     any_over = 0
-    for record in records:
+    for allocated_secs, used_secs, memory_fraction, wall_fraction, went_over in rows:
         jobs += 1
-        if record.consumption_rate is not None:
+        if allocated_secs is not None:
             efficiency_jobs += 1
-            allocated += record.wall_secs * record.allocated_cpu  # type: ignore[operator]
-            used += record.cpu_secs  # type: ignore[operator]
-        fraction = _ratio(record.peak_memory_bytes, record.max_rss_bytes)
-        if fraction is not None:
-            memory.append(fraction)
-        fraction = _ratio(record.wall_secs, record.wall_limit_secs)
-        if fraction is not None:
-            wall.append(fraction)
-        went_over = overruns(record)
+            allocated += allocated_secs
+            used += used_secs
+        if memory_fraction is not None:
+            memory.append(memory_fraction)
+        if wall_fraction is not None:
+            wall.append(wall_fraction)
         any_over += bool(went_over)
         for name in went_over:
             over[name] += 1

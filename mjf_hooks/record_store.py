@@ -260,7 +260,6 @@ def read_all(path: str, since: float | None = None) -> Listing:
     """Every record in the records directory at ``path`` (that ended at or after
     ``since``), as JSON dicts, oldest first. A file that is not a record is listed in
     ``unreadable``; a missing directory has no records (StoreError if it is refused)."""
-    import json
 
     listing = Listing()
     try:
@@ -275,23 +274,185 @@ def read_all(path: str, since: float | None = None) -> Listing:
                 day.close()
                 continue
             with day:
-                names = sorted(name for name in os.listdir(day.fd)
-                               if name.endswith(RECORD_SUFFIX) and not name.startswith("."))
-                for name in names:
+                for name in _record_names(day):
                     end = _end_of(name)
                     if since is not None and end is not None and end < since:
                         continue
-                    text = _read(day, name)
-                    try:
-                        data = json.loads(text) if text is not None else None
-                    except (ValueError, RecursionError):  # RecursionError: nested too deep
-                        data = None
-                    if not isinstance(data, dict) or "job_id" not in data:
+                    data = _record_data(day, name)
+                    if data is None:
                         listing.unreadable.append(f"{day.path}/{name}")
                         continue
                     listing.records.append(data)
     listing.records.sort(key=lambda data: (_number(data, "delivered", "end_time") or 0))
     return listing
+
+
+# --- what `mjf records --summary` takes of each day, and its digest ---------------------
+#
+# A summary over 100,000 records would otherwise read and parse every one of them (about
+# 40 µs a record). A record never changes once in place, and a day's directory changes
+# (its inode's mtime and ctime) whenever a record comes or goes: so each day's rows are
+# kept in DIGESTS/<day>.json with the directory's (inode, mtime, ctime) they were read
+# under, and used while those are the same. Only the records directory's owner writes
+# them (a hidden directory beside the days, checked as the days are); a digest that is
+# stale, malformed or unreadable is read past, and the day's records are read instead.
+
+DIGESTS = ".digests"
+_DIGEST_FORMAT = 1
+_MAX_DIGEST_BYTES = 64 << 20
+
+
+def summary_rows(path: str, since: float | None = None) -> tuple[list[list], list[str]]:
+    """Every record's :func:`job_record.summary_row` (that ended at or after ``since``),
+    in :func:`read_all`'s order, and what is not a record, as :func:`read_all` and
+    :func:`job_record.record_from_json` would name it."""
+    rows: list[tuple[float, list]] = []
+    files: list[str] = []
+    invalid: list[tuple[float, str]] = []
+    try:
+        top = _open_records_dir(path, create=False)
+    except StoreError as error:
+        if not os.path.lexists(path):
+            return [], []
+        raise error from None
+    with top:
+        digests = _digests(top)
+        try:
+            for name, start, day in _days(top):
+                with day:
+                    if since is not None and start + _DAY_SECS <= since:
+                        continue
+                    for end, sort_key, kind, payload in _day_entries(day, name, digests):
+                        if since is not None and end is not None and end < since:
+                            continue
+                        if kind == "row":
+                            rows.append((sort_key, payload))
+                        elif kind == "file":
+                            files.append(f"{day.path}/{payload}")
+                        else:
+                            invalid.append((sort_key, payload))
+        finally:
+            if digests is not None:
+                digests[0].close()
+    rows.sort(key=lambda item: item[0])  # stable: read_all's order
+    invalid.sort(key=lambda item: item[0])
+    return [row for _, row in rows], files + [f"the record of job {label}"
+                                              for _, label in invalid]
+
+
+def _digests(top: Dir) -> tuple[Dir, bool] | None:
+    """The digests' directory and whether this process may write there (it owns the
+    records directory); None where there is none to read and none may be made."""
+    writes = os.fstat(top.fd).st_uid == os.geteuid()
+    try:
+        return top.subdir(DIGESTS, _DIR_MODE, None, create=writes), writes
+    except (FileNotFoundError, StoreError):
+        return None
+
+
+def _day_entries(day: Dir, name: str, digests: tuple[Dir, bool] | None) -> list:
+    """(end time its name says, end time it sorts by, kind, what) of each record file of
+    ``day`` in name order; kind "row" (what: its summary row), "file" (not a record: its
+    name) or "invalid" (a record that fails its checks: its job, printable)."""
+    info = os.fstat(day.fd)  # before reading: a change while reading makes the digest stale
+    stamp = [info.st_ino, info.st_mtime_ns, info.st_ctime_ns]
+    digest_name = f"{name}.json"
+    if digests is not None:
+        entries = _read_digest(digests[0], digest_name, stamp)
+        if entries is not None:
+            return entries
+    entries = _read_day(day)
+    if digests is not None and digests[1]:
+        try:
+            digests[0].replace(digest_name, json_text(
+                {"format": _DIGEST_FORMAT, "day": stamp, "entries": entries}), _FILE_MODE)
+        except (StoreError, OSError, ValueError, TypeError):
+            pass  # a digest saves time only: the summary is right without it
+    return entries
+
+
+def _read_day(day: Dir) -> list:
+
+    from .job_record import record_from_json, summary_row
+    from .terminal import printable
+
+    entries = []
+    for name in _record_names(day):
+        end = _end_of(name)
+        data = _record_data(day, name)
+        if data is None:
+            entries.append([end, 0, "file", name])
+            continue
+        sort_key = _number(data, "delivered", "end_time") or 0
+        try:
+            entries.append([end, sort_key, "row", summary_row(record_from_json(data))])
+        except (ValueError, TypeError, RecursionError):
+            job = data.get("job_id")
+            entries.append([end, sort_key, "invalid",
+                            printable(job) if isinstance(job, str) else "?"])
+    return entries
+
+
+def _read_digest(digests: Dir, name: str, stamp: list) -> list | None:
+    """A day's entries from its digest, if it was made under ``stamp`` and is well formed."""
+    import json
+
+    found = digests.read_whole(name, _MAX_DIGEST_BYTES)
+    if found is None:
+        return None
+    try:
+        digest = json.loads(found[0])
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(digest, dict) or digest.get("format") != _DIGEST_FORMAT \
+            or digest.get("day") != stamp or not isinstance(digest.get("entries"), list):
+        return None
+    entries = digest["entries"]
+    return entries if all(_well_formed_entry(entry) for entry in entries) else None
+
+
+_NUMBER = (int, float)
+_NUMBER_OR_NONE = (int, float, type(None))
+_OVERRUNS = frozenset(["wall", "memory", "cpu", "cores"])
+
+
+def _well_formed_entry(entry) -> bool:
+    """Whether a digest's entry is one :func:`_read_day` makes (checked for every entry of
+    100,000 records: written out rather than with a loop per value)."""
+    try:
+        end, sort_key, kind, payload = entry
+    except (TypeError, ValueError):
+        return False
+    if type(end) not in (int, type(None)) or type(sort_key) not in _NUMBER:
+        return False
+    if kind != "row":
+        return kind in ("file", "invalid") and type(payload) is str
+    try:
+        allocated, used, memory, wall, over = payload
+    except (TypeError, ValueError):
+        return False
+    return (type(allocated) in _NUMBER_OR_NONE and type(used) in _NUMBER_OR_NONE
+            and (allocated is None) == (used is None) and type(memory) in _NUMBER_OR_NONE
+            and type(wall) in _NUMBER_OR_NONE and type(over) is list
+            and (not over or _OVERRUNS.issuperset(over)))
+
+
+def _record_names(day: Dir) -> list[str]:
+    return sorted(name for name in os.listdir(day.fd)
+                  if name.endswith(RECORD_SUFFIX) and not name.startswith("."))
+
+
+def _record_data(day: Dir, name: str) -> dict | None:
+    """A record file's JSON object; None where it is no record (unreadable, not JSON, no
+    job_id)."""
+    import json  # here, not at the top: hooks write records, never read them
+
+    text = _read(day, name)
+    try:
+        data = json.loads(text) if text is not None else None
+    except (ValueError, RecursionError):  # RecursionError: nested too deep
+        return None
+    return data if isinstance(data, dict) and "job_id" in data else None
 
 
 # A record is well under 4 KiB; anything much larger is not one of ours.
@@ -682,7 +843,23 @@ def expire(config: Config, now: float | None = None) -> int:
                 except OSError:
                     pass  # a record arrived meanwhile
         _expire_notes(top, cutoff)
+        _expire_digests(top)
     return removed
+
+
+def _expire_digests(top: Dir) -> None:
+    """Remove the digests of days that are gone, and what killed writers left."""
+    try:
+        digests = top.open_subdir(DIGESTS)
+    except (FileNotFoundError, StoreError):
+        return
+    with digests:
+        days = set(os.listdir(top.fd))
+        for name in os.listdir(digests.fd):
+            stale = owner_is_gone(name) if name.startswith(".") else \
+                name[:-len(".json")] not in days
+            if stale:
+                digests._unlink_quietly(name)
 
 
 def _expire_notes(top: Dir, cutoff: float) -> None:

@@ -30,9 +30,19 @@ def records_command(since: str | None, as_json: bool, summary: bool) -> None:
         if not config.records_dir:
             raise MJFError(f"{config.path}: no records are kept here: set [records] dir")
         start = None if since is None else timeparse.parse_since(since, int(time.time()))
-        listing = record_store.read_all(config.records_dir, start)
+        if summary:  # each day's rows, from its digest while the day is unchanged
+            rows, skipped = record_store.summary_rows(config.records_dir, start)
+        else:
+            listing = record_store.read_all(config.records_dir, start)
     except MJFError as error:
         raise click.ClickException(str(error)) from None
+    if summary:
+        for what in skipped:
+            click.echo(f"mjf records: {what} is not a record: skipped", err=True)
+        totals = job_record.summary_of(rows)
+        click.echo(json.dumps(totals, indent=2) if as_json
+                   else "\n".join(records_format.summary_lines(totals)))
+        return
     found = []
     for data in listing.records:
         try:
@@ -43,11 +53,6 @@ def records_command(since: str | None, as_json: bool, summary: bool) -> None:
                 f"the record of job {printable(job) if isinstance(job, str) else '?'}")
     for what in listing.unreadable:
         click.echo(f"mjf records: {what} is not a record: skipped", err=True)
-    if summary:
-        totals = job_record.summary(found)
-        click.echo(json.dumps(totals, indent=2) if as_json
-                   else "\n".join(records_format.summary_lines(totals)))
-        return
     if as_json:
         click.echo(json.dumps(records_format.records_json(found), indent=2))
         return
