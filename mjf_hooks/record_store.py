@@ -372,7 +372,7 @@ def _day_entries(day: Dir, name: str, digests: tuple[Dir, bool] | None) -> list:
 
 
 def _read_day(day: Dir) -> list:
-
+    """A day's entries (see :func:`_day_entries`), from its records."""
     from .job_record import record_from_json, summary_row
     from .terminal import printable
 
