@@ -260,7 +260,6 @@ def read_all(path: str, since: float | None = None) -> Listing:
     """Every record in the records directory at ``path`` (that ended at or after
     ``since``), as JSON dicts, oldest first. A file that is not a record is listed in
     ``unreadable``; a missing directory has no records (StoreError if it is refused)."""
-
     listing = Listing()
     try:
         top = _open_records_dir(path, create=False)
