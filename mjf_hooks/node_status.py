@@ -185,15 +185,15 @@ def collect(config: Config, job_ids: tuple[str, ...] = (),
             jobs, names = found
             with jobs:
                 first, *others = _shares(names)
-                shares: list = [_Worker(jobs, share, job_ids, timeout) for share in others]
+                shares: list = []  # in parts at once: whatever fails, its workers are waited for
+                parts.append((maker, len(names), shares))
+                for share in others:
+                    shares.append(_Worker(jobs, share, job_ids, timeout))
                 shares.insert(0, _first_pass(jobs, first, job_ids, waiting))
-            parts.append((maker, len(names), shares))
         _wait(waiting, timeout)
         for _, _, shares in parts:
             shares[1:] = [worker.entries() for worker in shares[1:]]
     finally:
-        for fd in (fd for _, fd in waiting):
-            os.close(fd)
         for worker in (share for _, _, shares in parts for share in shares):
             if isinstance(worker, _Worker):
                 worker.abandon()

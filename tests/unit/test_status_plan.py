@@ -515,6 +515,22 @@ def test_what_a_worker_raises_is_raised_as_one_process_raises_it(node, monkeypat
     assert not [path for path in open_files() if path.startswith(str(base))]
 
 
+def test_what_the_command_raises_while_workers_read_leaves_none_behind(node, monkeypatch):
+    config, store, base = node
+    mixed_store(store, base)
+    in_workers(monkeypatch)
+
+    def fail():
+        raise OSError(5, "Input/output error", "j0")
+
+    failing_open_job(monkeypatch, "j0", fail)  # in the first share: this process's own
+    with pytest.raises(OSError, match="j0"):
+        node_status.collect(config, timeout=0.1)
+    with pytest.raises(ChildProcessError):  # every worker waited for
+        os.waitpid(-1, os.WNOHANG)
+    assert not [path for path in open_files() if path.startswith(str(base))]
+
+
 def test_a_worker_that_ends_without_its_reports_is_an_error(node, monkeypatch):
     config, store, base = node
     mixed_store(store, base)
