@@ -285,11 +285,17 @@ def read_at(dir_fd: int, label: str, timeout: float, owner: int | None,
     if status.reported and LOCK_KEY not in status.raw:
         status.problems.setdefault(LOCK_KEY, "absent: the other keys were written "
                                              "without the lock")
+    bound_used(status, allocated_cpu)
+    return status
+
+
+def bound_used(status: Status, allocated_cpu: int | None) -> None:
+    """Refuse ``used_CPU`` above ``allocated_cpu`` (None: no bound): a problem, not a
+    value. Apart from :func:`read_at` for a reader that learns the bound after reading."""
     used = status.values.get(LOCK_KEY)
     if used is not None and allocated_cpu is not None and used > allocated_cpu:
         del status.values[LOCK_KEY]
         status.problems[LOCK_KEY] = set_problems({LOCK_KEY: used}, allocated_cpu)[0]
-    return status
 
 
 def _exists(dir_fd: int, name: str) -> bool:

@@ -33,6 +33,7 @@ runner started.
 
 from __future__ import annotations
 
+import marshal
 import os
 import time
 
@@ -159,39 +160,198 @@ def collect(config: Config, job_ids: tuple[str, ...] = (),
     """Every job on this node (or those named) with its pilot's status, each read under
     its lock; locks held by pilots are waited for at most ``timeout`` seconds in all.
     Each is counted or unverified (see the module); ``log``: where a batch system's
-    failing query is said (asked only for a job that needs it)."""
+    failing query is said (asked only for a job that needs it).
+
+    A large store is read by one process per CPU this one may use, each a contiguous
+    share of its jobs through the same code (the reading is mostly system calls, one
+    CPU's worth); the reports are then counted or not here, in the order found."""
     from .log import Log
     from .sync import BatchListings
 
     verifier = _Verifier(config, BatchListings(config, log or Log("mjf status", ()),
                                                dict(os.environ)))
-    reports, waiting = [], []
+    # Per store: its maker, its job count and its shares (read here, or a _Worker).
+    parts: list[tuple[str, int, list]] = []
+    waiting: list[tuple[JobReport, int]] = []
     site = store_locations.store_for(config)
-    for store, maker in [(site, _SITE), *store_locations.kept_job_stores(config)]:
-        try:
-            found = store.job_dirs()
-        except (OSError, StoreError):
-            continue  # a store refused (a planted symlink) or unreadable to this user
-        if found is None:
+    try:
+        for store, maker in [(site, _SITE), *store_locations.kept_job_stores(config)]:
+            try:
+                found = store.job_dirs()
+            except (OSError, StoreError):
+                continue  # a store refused (a planted symlink) or unreadable to this user
+            if found is None:
+                continue
+            jobs, names = found
+            with jobs:
+                first, *others = _shares(names)
+                shares: list = []  # in parts at once: whatever fails, its workers are waited for
+                parts.append((maker, len(names), shares))
+                for share in others:
+                    shares.append(_Worker(jobs, share, job_ids, timeout))
+                shares.insert(0, _first_pass(jobs, first, job_ids, waiting))
+        _wait(waiting, timeout)
+        for _, _, shares in parts:
+            shares[1:] = [worker.entries() for worker in shares[1:]]
+    finally:
+        for worker in (share for _, _, shares in parts for share in shares):
+            if isinstance(worker, _Worker):
+                worker.abandon()
+    reports = []
+    for maker, jobs_in_store, shares in parts:
+        for name, report, facts in (entry for share in shares for entry in share):
+            verifier.verify(report, facts, name, maker, jobs_in_store)
+            if job_ids and report.job_id not in job_ids:
+                continue
+            if report.status is not None:  # bounded by what verify made of allocated_cpu
+                jobstatus.bound_used(report.status, report.allocated_cpu)
+            reports.append(report)
+    return reports
+
+
+# Fewer jobs than this for each process are read in one: starting a worker and taking
+# its reports back costs more than the share it would read.
+_JOBS_PER_WORKER = 400
+
+
+def _shares(names: list[str]) -> list[list[str]]:
+    """``names`` in contiguous shares, one per process to read them (at least one)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on every system
+        cpus = os.cpu_count() or 1
+    count = min(cpus, len(names) // _JOBS_PER_WORKER)
+    if count <= 1:
+        return [names]
+    size = -(-len(names) // count)
+    return [names[start:start + size] for start in range(0, len(names), size)]
+
+
+def _first_pass(jobs: Dir, names: list[str], job_ids: tuple[str, ...],
+                waiting: list[tuple[JobReport, int]]) -> list:
+    """The jobs of ``names`` (in order), each as (its directory's name, its report, what
+    its counting is decided on): their statuses read (unless not among ``job_ids``),
+    each lock tried once; those held are added to ``waiting``, ``jobstatus/`` open."""
+    entries = []
+    for name in names:
+        report, facts, status_dir = _open_job(jobs, name)
+        if report is None:
             continue
-        jobs, names = found
-        with jobs:
-            for name in names:
-                report, status_dir = _open_job(jobs, name, verifier, maker, len(names))
-                if report is None or (job_ids and report.job_id not in job_ids):
-                    if status_dir is not None:
-                        os.close(status_dir)
-                    continue
-                reports.append(report)
-                if status_dir is not None and not _read(report, status_dir, 0.0, final=False):
-                    waiting.append((report, status_dir))
+        entries.append((name, report, facts))
+        if status_dir is None:
+            continue
+        if job_ids and report.job_id not in job_ids:
+            os.close(status_dir)
+        elif not _read(report, status_dir, 0.0, final=False):
+            waiting.append((report, status_dir))
+    return entries
+
+
+def _wait(waiting: list[tuple[JobReport, int]], timeout: float) -> None:
+    """Read the jobs whose locks were held, waiting at most ``timeout`` for all."""
     deadline = time.monotonic() + timeout
     while waiting:
         time.sleep(_RETRY_PAUSE_SECS)
         last = time.monotonic() >= deadline
-        waiting = [(report, fd) for report, fd in waiting
-                   if not _read(report, fd, 0.0, final=last, waited=timeout)]
-    return reports
+        waiting[:] = [(report, fd) for report, fd in waiting
+                      if not _read(report, fd, 0.0, final=last, waited=timeout)]
+
+
+class _Worker:
+    """A forked process reading a share of a store's jobs as this one would (its first
+    pass and its waiting); it hands them back through a pipe, marshalled (plain values
+    only: quick to load, nothing else to import). What it raised is raised here."""
+
+    def __init__(self, jobs: Dir, names: list[str], job_ids: tuple[str, ...],
+                 timeout: float) -> None:
+        reading, writing = os.pipe()
+        try:
+            self.pid = os.fork()
+        except BaseException:
+            os.close(reading)
+            os.close(writing)
+            raise
+        if self.pid == 0:  # pragma: no cover - the child (its answer is what is tested)
+            os.close(reading)
+            _answer(writing, jobs, names, job_ids, timeout)
+        os.close(writing)
+        self.fd: int | None = reading
+        self.count = len(names)
+
+    def entries(self) -> list:
+        """Its jobs' entries, once it has ended (StoreError if it ended without them)."""
+        chunks = []
+        while True:
+            chunk = os.read(self.fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        self.abandon()
+        data = b"".join(chunks)
+        if data[:1] == b"R":  # its exception, raised here as it was raised there
+            import pickle
+
+            raise pickle.loads(data[1:])  # noqa: S301 - our own child's, through our pipe
+        if data[:1] != b"E" or self.status != 0:
+            how = (f"signal {-os.waitstatus_to_exitcode(self.status)}"
+                   if os.WIFSIGNALED(self.status)
+                   else f"exit status {os.waitstatus_to_exitcode(self.status)}")
+            raise StoreError(f"the process reading {self.count} of the jobs ended without "
+                             f"its reports ({how})")
+        # Written by our own child into a pipe no one else holds.
+        return [_entry_from(plain) for plain in marshal.loads(data[1:])]  # noqa: S302
+
+    def abandon(self) -> None:
+        """Close its pipe (a worker still writing then ends) and wait for it, once."""
+        if self.fd is None:
+            return
+        os.close(self.fd)
+        self.fd = None
+        self.status = os.waitpid(self.pid, 0)[1]
+
+
+def _answer(fd: int, jobs: Dir, names: list[str], job_ids: tuple[str, ...],
+            timeout: float) -> None:  # pragma: no cover - runs in a worker
+    """A worker's whole life: read, write the entries (or what was raised), exit."""
+    try:
+        waiting: list[tuple[JobReport, int]] = []
+        entries = _first_pass(jobs, names, job_ids, waiting)
+        _wait(waiting, timeout)
+        data = b"E" + marshal.dumps([_plain(entry) for entry in entries])
+        code = 0
+    except BaseException as error:  # noqa: BLE001 - handed to the parent, which raises it
+        import pickle
+
+        try:
+            data = b"R" + pickle.dumps(error)
+        except Exception:  # noqa: BLE001 - not picklable: its text at least
+            data = b"R" + pickle.dumps(StoreError(f"{type(error).__name__}: {error}"))
+        code = 1
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError:
+        code = 1
+    os._exit(code)
+
+
+def _plain(entry: tuple) -> tuple:
+    name, report, facts = entry
+    status = report.status
+    return (name, report.job_id, report.location, report.features, report.offered,
+            report.unreadable, report.owner, facts,
+            None if status is None else (status.raw, status.values, status.problems))
+
+
+def _entry_from(plain: tuple) -> tuple:
+    name, job_id, location, features, offered, unreadable, owner, facts, status = plain
+    report = JobReport(job_id, location, features)
+    report.offered, report.unreadable, report.owner = offered, unreadable, owner
+    if status is not None:
+        report.status = jobstatus.Status()
+        report.status.raw, report.status.values, report.status.problems = status
+    return name, report, facts
 
 
 # The maker of base_dir's store (store_locations.kept_job_stores names the others').
@@ -209,9 +369,10 @@ class _Verifier:
         # What no job of this machine can have more of: its CPUs (as root wrote them).
         self.total_cpu = (spec.digits_value(machine) if machine else None) or os.cpu_count()
 
-    def verify(self, report: JobReport, top, name: str, maker: str, jobs_in_store: int) -> None:
-        uid = os.fstat(top.fd).st_uid
-        backend, runner = read_states(top, BACKEND_MARKER, RUNNER_MARKER)
+    def verify(self, report: JobReport, facts: tuple[int, str | None, str | None], name: str,
+               maker: str, jobs_in_store: int) -> None:
+        """``facts``: its directory's uid, its state/backend and state/runner."""
+        uid, backend, runner = facts
         report.backend = backend
         if name in self.counted:
             report.unverified = f"another directory already counts for job {name}"
@@ -273,14 +434,14 @@ class _Verifier:
             report.counted += f"; {key} {value} counted as {most}, {what}"
 
 
-def _open_job(jobs: Dir, name: str, verifier: _Verifier | None = None, maker: str = _SITE,
-              jobs_in_store: int = 1) -> tuple[JobReport | None, int | None]:
-    """A job's report with its features (counted or not, by ``verifier``), and its
-    ``jobstatus/`` open (or None); ``jobs``: its store's jobs/, open."""
+def _open_job(jobs: Dir, name: str) -> tuple[JobReport | None, tuple, int | None]:
+    """A job's report with its features, what its counting is decided on (its
+    directory's uid, state/backend and state/runner), and its ``jobstatus/`` open (or
+    None); ``jobs``: its store's jobs/, open."""
     try:
         top = jobs.open_subdir(name)
     except (FileNotFoundError, StoreError):
-        return None, None  # ended meanwhile, or not a directory: not a job
+        return None, (), None  # ended meanwhile, or not a directory: not a job
     with top:
         features: dict[str, int] = {}
         job_id = name
@@ -300,19 +461,18 @@ def _open_job(jobs: Dir, name: str, verifier: _Verifier | None = None, maker: st
                     except ValueError:
                         pass  # mjf check reports it; the figures do without
         except (FileNotFoundError, StoreError):
-            return None, None  # a directory being built or removed
+            return None, (), None  # a directory being built or removed
         report = JobReport(job_id, f"{top.path}/{JOB_STATUS_DIR}", features)
-        if verifier is not None:
-            verifier.verify(report, top, name, maker, jobs_in_store)
+        facts = (os.fstat(top.fd).st_uid, *read_states(top, BACKEND_MARKER, RUNNER_MARKER))
         try:
             status_dir = top.open_subdir(JOB_STATUS_DIR)
         except FileNotFoundError:
-            return report, None
+            return report, facts, None
         except StoreError as error:
             report.offered, report.unreadable = True, str(error)
-            return report, None
+            return report, facts, None
     report.offered = True
-    return report, status_dir.fd  # left open: _read closes it, once read under the lock
+    return report, facts, status_dir.fd  # left open: _read closes it, once read under the lock
 
 
 def _read(report: JobReport, fd: int, timeout: float, final: bool = True,
@@ -322,8 +482,8 @@ def _read(report: JobReport, fd: int, timeout: float, final: bool = True,
     long its lock was waited for in all, for the message (default ``timeout``)."""
     try:
         owner = report.owner = os.fstat(fd).st_uid
-        report.status = jobstatus.read_at(fd, report.location, timeout, owner,
-                                          report.allocated_cpu)
+        # allocated_cpu bounds used_CPU once the job is counted or not (collect).
+        report.status = jobstatus.read_at(fd, report.location, timeout, owner)
     except jobstatus.LockTimeout as error:
         if not final:
             return False

@@ -441,6 +441,34 @@ def test_the_installed_mjf_serves_status_and_drain_plan(jobs, site):
     assert mjf("status", "nope", config=conf).returncode == 1
 
 
+def test_a_large_store_read_over_two_cpus_shows_what_one_cpu_shows(site):
+    """Over enough jobs `mjf status` reads them in one process per CPU it may use: the
+    same text and JSON as one process reading them all."""
+    cpus = sorted(os.sched_getaffinity(0))
+    require(len(cpus) >= 2, "needs 2 CPUs to read a store in two processes")
+    conf, _, store = site
+    count = 2 * node_status._JOBS_PER_WORKER + 1
+    for number in range(count):
+        # Figures that do not count from now (both runs show the same): no used core,
+        # no expected end; a job that reports nothing has no jobstart_secs.
+        store.create_job(f"j{number}", {"job_id": f"j{number}", "allocated_cpu": "4"},
+                         status=True)
+        if number % 3:
+            jobstatus.update({"used_CPU": 0, "add_uncom_time": number % 7,
+                              "priority_factor": number % 5},
+                             store.job_status_dir(f"j{number}"), allocated_cpu=4)
+
+    def on(usable, *args):
+        return mjf("status", *args, config=conf,
+                   preexec_fn=lambda: os.sched_setaffinity(0, usable))
+
+    (one_text, one_json), (two_text, two_json) = (
+        (on(usable), on(usable, "--json")) for usable in ((cpus[0],), tuple(cpus[:2])))
+    assert one_text.returncode == one_json.returncode == 0, one_text.stderr + one_json.stderr
+    assert (two_text.stdout, two_json.stdout) == (one_text.stdout, one_json.stdout)
+    assert len(json.loads(one_json.stdout)["jobs"]) == count
+
+
 # --- only jobs the node runs weigh in the plan -----------------------------------------
 
 NOBODY = 65534

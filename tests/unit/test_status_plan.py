@@ -9,6 +9,7 @@ import pytest
 
 from mjf_hooks import config as config_module
 from mjf_hooks import drainplan, jobstatus, node_status, store_locations
+from mjf_hooks.errors import StoreError
 from mjf_hooks.store import Store
 from tests import lock_holder
 from tests.conftest import require
@@ -310,11 +311,21 @@ def test_best_takes_the_least_waste_then_the_earliest():
 
 
 
-@pytest.fixture
-def node(tmp_path, write_config, monkeypatch):
-    """A base_dir with jobs, and no other store (users' private directories) to find."""
+def in_workers(monkeypatch, processes=3):
+    """collect reads even a small store in ``processes`` processes (as on that many CPUs)."""
+    monkeypatch.setattr(node_status, "_JOBS_PER_WORKER", 1)
+    monkeypatch.setattr(node_status.os, "sched_getaffinity", lambda pid: set(range(processes)),
+                        raising=False)
+
+
+@pytest.fixture(params=["one process", "workers"])
+def node(request, tmp_path, write_config, monkeypatch):
+    """A base_dir with jobs, and no other store (users' private directories) to find;
+    collect reads it in one process, or split over workers."""
     monkeypatch.setattr(store_locations, "PRIVATE_PARENTS", (str(tmp_path / "tmp"),
                                                        str(tmp_path / "run-user")))
+    if request.param == "workers":
+        in_workers(monkeypatch)
     conf, base = write_config(f"jobstatus = yes\n[htcondor]\nexecute_dir = {tmp_path}/exec\n")
     store = Store(str(base))
     return config_module.load(str(conf)), store, base
@@ -424,3 +435,123 @@ def test_an_unverified_job_is_never_the_least_critical():
     cheap.unverified = "its runner process 4242 has ended"
     assert [job.job_id for job in node_status.least_critical_first([cheap, dear], NOW)] == [
         "dear", "cheap"]
+
+
+# --- collect over worker processes ----------------------------------------------------
+
+def mixed_store(store, base):
+    """Jobs of every kind collect tells apart, in a store of its own."""
+    features = {"allocated_cpu": "4", "jobstart_secs": str(NOW), "wall_limit_secs": "7200"}
+    for number in range(10):
+        store.create_job(f"j{number}", {"job_id": f"j{number}", **features},
+                         status=number != 4)
+    for number, values in ((1, {"used_CPU": 2, "last_job_start": NOW}), (2, {"used_CPU": 3}),
+                           (5, {**PILOT, "used_CPU": 1}), (8, {"used_CPU": 4})):
+        jobstatus.update(values, str(base / f"jobs/j{number}/jobstatus"))
+    (base / "jobs/j6/jobstatus/priority_factor").write_text("high")
+    (base / "jobs/j7/jobstatus").rmdir()
+    os.symlink(base / "jobs/j1/jobstatus", base / "jobs/j7/jobstatus")
+    (base / "jobs/j8/jobfeatures/allocated_cpu").write_text("2")  # used_CPU 4 refused
+    (base / "jobs/j9/jobstatus/used_CPU").mkdir()
+
+
+def shown(reports):
+    return [(job.as_dict(NOW), job.owner, job.backend) for job in reports]
+
+
+@pytest.mark.parametrize("job_ids", [(), ("j2", "j7", "j8", "j42")])
+def test_workers_report_what_one_process_reports(node, monkeypatch, job_ids):
+    config, store, base = node
+    mixed_store(store, base)
+    with monkeypatch.context() as one:
+        one.setattr(node_status, "_JOBS_PER_WORKER", 10**9)
+        alone = node_status.collect(config, job_ids, timeout=0.1)
+    for processes in (2, 3, 11):
+        in_workers(monkeypatch, processes)
+        assert shown(node_status.collect(config, job_ids, timeout=0.1)) == shown(alone)
+    assert len(alone) == (10 if not job_ids else 3)
+    assert not [path for path in open_files() if path.startswith(str(base))]
+
+
+def test_workers_wait_once_for_all_held_locks(node, monkeypatch):
+    config, store, base = node
+    mixed_store(store, base)
+    in_workers(monkeypatch)
+    with lock_holder.held(*(base / f"jobs/{name}/jobstatus/used_CPU" for name in ("j1", "j8"))):
+        reports = {job.job_id: job for job in node_status.collect(config, timeout=0.5)}
+    for name in ("j1", "j8"):  # one in the first share (read here), one in a worker's
+        assert reports[name].unreadable == (f"{base}/jobs/{name}/jobstatus/used_CPU stayed "
+                                            "locked by another process for 0.5 s")
+    assert reports["j2"].status.values == {"used_CPU": 3}
+
+
+OPEN_JOB = node_status._open_job
+
+
+def failing_open_job(monkeypatch, failing, fail):
+    """_open_job fails (``fail()``) on the job directory ``failing``, in whichever
+    process reads it (one job only: another patched before is undone)."""
+    real = OPEN_JOB
+
+    def open_job(jobs, name):
+        if name == failing:
+            fail()
+        return real(jobs, name)
+
+    monkeypatch.setattr(node_status, "_open_job", open_job)
+
+
+def test_what_a_worker_raises_is_raised_as_one_process_raises_it(node, monkeypatch):
+    config, store, base = node
+    mixed_store(store, base)
+
+    def fail():
+        raise OSError(5, "Input/output error", "j8")
+
+    failing_open_job(monkeypatch, "j8", fail)  # in the last share: a worker's
+    with pytest.raises(OSError) as raised:
+        node_status.collect(config, timeout=0.1)
+    assert str(raised.value) == "[Errno 5] Input/output error: 'j8'"
+    assert not [path for path in open_files() if path.startswith(str(base))]
+
+
+def test_what_the_command_raises_while_workers_read_leaves_none_behind(node, monkeypatch):
+    config, store, base = node
+    mixed_store(store, base)
+    in_workers(monkeypatch)
+
+    def fail():
+        raise OSError(5, "Input/output error", "j0")
+
+    failing_open_job(monkeypatch, "j0", fail)  # in the first share: this process's own
+    with pytest.raises(OSError, match="j0"):
+        node_status.collect(config, timeout=0.1)
+    with pytest.raises(ChildProcessError):  # every worker waited for
+        os.waitpid(-1, os.WNOHANG)
+    assert not [path for path in open_files() if path.startswith(str(base))]
+
+
+def test_a_worker_that_ends_without_its_reports_is_an_error(node, monkeypatch):
+    config, store, base = node
+    mixed_store(store, base)
+    in_workers(monkeypatch)
+    failing_open_job(monkeypatch, "j8", lambda: os._exit(3))
+    with pytest.raises(StoreError, match=r"^the process reading 2 of the jobs ended without "
+                                         r"its reports \(exit status 3\)$"):
+        node_status.collect(config, timeout=0.1)
+    failing_open_job(monkeypatch, "j9", lambda: os.kill(os.getpid(), 9))
+    with pytest.raises(StoreError, match=r"\(signal 9\)$"):
+        node_status.collect(config, timeout=0.1)
+    assert not [path for path in open_files() if path.startswith(str(base))]
+
+
+def test_a_small_store_is_read_in_one_process(monkeypatch):
+    monkeypatch.setattr(node_status.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3},
+                        raising=False)
+    each = node_status._JOBS_PER_WORKER
+    names = [f"j{number}" for number in range(4 * each + 1)]
+    assert node_status._shares(names[:2 * each - 1]) == [names[:2 * each - 1]]
+    assert node_status._shares(names[:2 * each]) == [names[:each], names[each:2 * each]]
+    assert [name for share in node_status._shares(names) for name in share] == names
+    assert len(node_status._shares(names)) == 4
+    assert node_status._shares([]) == [[]]
