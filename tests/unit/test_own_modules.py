@@ -3,7 +3,6 @@ compiled files Python's own import would take, and leaves everything else to Pyt
 
 from __future__ import annotations
 
-import os
 import py_compile
 import sys
 
