@@ -2,19 +2,20 @@
 
 PBS runs this file as root in its own embedded Python (pbs_python), which does not
 see the install of mjf-hooks, so the hook is only an adapter: it hands the job's
-attributes, as ``name=value`` lines on stdin, to ``mjf-pbs begin|launch|end``, and puts
-the variables begin prints into the job's Variable_List (its environment to be). A
-launch runs mjf-pbs only where they are not there.
+attributes, as ``name=value`` lines, to ``mjf-pbs begin|launch|end``, and puts the
+variables begin prints into the job's Variable_List (its environment to be). A launch
+runs mjf-pbs only where they are not there.
 ``contrib/pbs/install-hook BINDIR`` fills in MJF_PBS, MJF_SITE and MJF_PYTHON and
 imports this file.
 
-mjf-pbs runs in a child forked from this interpreter. Where this is the Python that
-mjf-pbs runs under (MJF_PYTHON, major.minor) and the directory it imports its package
-from (MJF_SITE) is root's alone, the child runs mjf-pbs's own code right here, without
-starting a second interpreter (two thirds of an event's cost); otherwise, or where
-that import fails, it execs mjf-pbs. Either way the child sees what mjf-pbs would: the
-environment COMMAND_ENV, the attribute lines on its stdin; and either way it is killed
-after TIMEOUT_SECS, and nothing it changes reaches this process or the job.
+Where this interpreter is the Python that mjf-pbs runs under (MJF_PYTHON, major.minor)
+and the directory mjf-pbs imports its package from (MJF_SITE) is root's alone, the hook
+runs mjf-pbs's own code right here (``in_process``): no second interpreter starts, which
+was most of an event's cost. It sees what the command would: the environment
+COMMAND_ENV, its own directory first on the import path; both are restored after it.
+Otherwise, or where that import fails in any way, it starts the command as before
+(``command``), the attribute lines on its stdin. Either way, what runs is stopped after
+TIMEOUT_SECS.
 
 Whatever goes wrong here (a missing or hung command, an exception of ours) is one line
 in the mom's log and the event is accepted: an exception or reject() in execjob_begin
@@ -23,6 +24,8 @@ job. The one rejection is a launch that mjf-pbs failed with status 1, which it g
 only where the site set ``[mjf] on_error = fail``: that job ends without running.
 """
 
+import _signal
+import _thread
 import os
 import select
 import stat
@@ -33,15 +36,16 @@ import pbs
 
 MJF_PBS = "@MJF_PBS@"
 # The directory mjf-pbs imports its package from, and its Python's major.minor, as
-# install-hook found them ("" where it found none: mjf-pbs is always exec'd).
+# install-hook found them ("" where it found none: the command is always started).
 MJF_SITE = "@MJF_SITE@"
 MJF_PYTHON = "@MJF_PYTHON@"
 MIN_PYTHON = (3, 9)  # the package's own minimum; this file itself runs on 3.6
-# Well inside the hook's alarm (install-hook sets 30 s): the command itself bounds
-# every batch-system command it runs by [mjf] command_timeout_secs. Not an alarm of
-# our own: PBS's alarm is alarm(2) with its own SIGALRM handler, which an alarm or
-# setitimer(ITIMER_REAL) here would replace; a child that overruns is killed instead.
+# Well inside the hook's alarm (install-hook sets 30 s): mjf-pbs itself bounds every
+# batch-system command it runs by [mjf] command_timeout_secs.
 TIMEOUT_SECS = 15
+# What stops mjf-pbs's code run here at TIMEOUT_SECS (see ``bounded``): a signal that
+# pbs_python leaves alone, used only while it still has its default action.
+STOP_SIGNAL = _signal.SIGUSR1
 ROLES = {pbs.EXECJOB_BEGIN: "begin", pbs.EXECJOB_LAUNCH: "launch", pbs.EXECJOB_END: "end"}
 JOB_ATTRIBUTES = ("euser", "egroup", "Job_Name", "Account_Name", "exec_vnode")
 EXPORTED = ("MACHINEFEATURES", "JOBFEATURES", "JOBSTATUS")
@@ -70,7 +74,138 @@ def attribute_lines(event):
 
 
 def run(role, text):
-    """mjf-pbs ROLE with ``text`` on stdin -> (status, stdout, stderr), within TIMEOUT_SECS.
+    """mjf-pbs ROLE with the attribute lines ``text`` -> (status, stdout, stderr), within
+    TIMEOUT_SECS: its code here where it can be, else the command."""
+    deadline = time.monotonic() + TIMEOUT_SECS
+    found = in_process(role, text, deadline) if runs_here() else None
+    return found if found is not None else command(role, text, deadline)
+
+
+def runs_here():
+    """Whether mjf-pbs's code may run in this interpreter: the Python install-hook found
+    (and at least the package's minimum), STOP_SIGNAL free, MJF_SITE root's alone."""
+    version = sys.version_info
+    return f"{version[0]}.{version[1]}" == MJF_PYTHON and version >= MIN_PYTHON \
+        and _signal.getsignal(STOP_SIGNAL) == _signal.SIG_DFL and root_only(MJF_SITE)
+
+
+def in_process(role, text, deadline):
+    """mjf-pbs's own ``run(argv, stdin)`` (mjf_hooks.hooks.pbs), imported from MJF_SITE
+    and run here until ``deadline``, in COMMAND_ENV, MJF_SITE first on the import path
+    (both restored after); None where the import fails in any way."""
+    environ, path = dict(os.environ), sys.path[:]
+    os.environ.clear()
+    os.environ.update(COMMAND_ENV)
+    sys.path.insert(0, MJF_SITE)
+    try:
+        return bounded(lambda: _run_here(role, text), deadline, f"mjf-pbs {role} (in pbs_python)")
+    finally:
+        sys.path[:] = path
+        os.environ.clear()
+        os.environ.update(environ)
+        if "syslog" in sys.modules:  # its ident back to this program's for PBS's own lines
+            sys.modules["syslog"].closelog()
+
+
+def _run_here(role, text):
+    try:
+        from mjf_hooks.hooks.pbs import run as run_here
+        if not sys.modules["mjf_hooks"].__file__.startswith(MJF_SITE + "/"):
+            return None
+    except Exception:  # noqa: BLE001 - the command is started instead: it says what is wrong
+        return None
+    return run_here([role], text)
+
+
+class Overran(BaseException):
+    """Raised in the hook's thread at its deadline; past the ``except Exception`` of
+    mjf-pbs's fail-safe frame, so that nothing more of it runs."""
+
+
+def bounded(call, deadline, what):
+    """``call()`` in this thread, stopped at ``deadline``: a watchdog thread then sends this
+    one STOP_SIGNAL, whose handler raises Overran (a system call it waits in returns at
+    once, and raises it). Not SIGALRM, alarm() or setitimer(ITIMER_REAL): PBS's own hook
+    alarm is alarm(2) with a C handler of its own (which interrupts the hook with
+    KeyboardInterrupt: a failed event), and ours would replace both. The watchdog blocks
+    every signal, so that PBS's alarm still reaches this thread; this thread never waits
+    for it, and once ``call()`` has returned it sends nothing."""
+    main = _thread.get_ident()
+    done, deciding = _thread.allocate_lock(), _thread.allocate_lock()
+    returned, sent, arrived = [], [], []
+    done.acquire()
+
+    def stop(signum, frame):
+        arrived.append(True)
+        raise Overran()
+
+    def watchdog():
+        if not done.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            with deciding:
+                if not returned:
+                    sent.append(True)
+                    _signal.pthread_kill(main, STOP_SIGNAL)
+
+    _signal.signal(STOP_SIGNAL, stop)
+    try:
+        try:
+            mask = _signal.pthread_sigmask(_signal.SIG_BLOCK, _signal.valid_signals())
+            try:
+                _thread.start_new_thread(watchdog, ())  # with every signal blocked
+            finally:
+                _signal.pthread_sigmask(_signal.SIG_SETMASK, mask)
+            try:
+                return call()
+            finally:
+                with deciding:
+                    returned.append(True)
+                done.release()
+                while sent and not arrived:  # on its way: its handler raises Overran here
+                    time.sleep(0.01)
+        except Overran:
+            raise RuntimeError(f"{what} did not finish in {TIMEOUT_SECS} s: stopped") from None
+    finally:
+        _signal.signal(STOP_SIGNAL, _signal.SIG_DFL)  # none can be on its way: see ``sent``
+
+
+def root_only(site):
+    """Whether only root (or we) can change what is imported from ``site``: an absolute
+    path whose every component is a directory of root's, none a symlink, none in a
+    directory others can write unless it is sticky (safefs's rule for a path); ``site``
+    itself and every directory of the package in it writable by its owner alone."""
+    trusted = (0, os.geteuid())
+    if not site.startswith("/"):
+        return False
+    current = "/"
+    try:
+        for part in site.split("/")[1:]:
+            if part in ("", ".", ".."):
+                return False
+            entry = os.path.join(current, part)
+            info, parent = os.lstat(entry), os.stat(current)
+            if info.st_uid not in trusted or not stat.S_ISDIR(info.st_mode) \
+                    or (parent.st_mode & 0o022 and not parent.st_mode & stat.S_ISVTX):
+                return False
+            current = entry
+        pending = [site, os.path.join(site, "mjf_hooks")]
+        while pending:
+            directory = pending.pop()
+            info = os.lstat(directory)
+            if info.st_uid not in trusted or info.st_mode & 0o022 \
+                    or not stat.S_ISDIR(info.st_mode):
+                return False
+            if directory != site:
+                with os.scandir(directory) as entries:
+                    pending.extend(entry.path for entry in entries
+                                   if entry.is_dir(follow_symlinks=False))
+    except OSError:
+        return False
+    return True
+
+
+def command(role, text, deadline):
+    """The command ``mjf-pbs ROLE``, ``text`` on its stdin -> (status, stdout, stderr),
+    killed at ``deadline``.
 
     fork, exec and select rather than subprocess: importing subprocess costs pbs_python
     12 ms (locale, re), every event of every job. The command gets a session of its own,
@@ -84,13 +219,20 @@ def run(role, text):
     pending = text.encode()
     pending = pending[os.write(stdin_w, pending[:PIPE_HEAD]):]
     pid = os.fork()
-    if pid == 0:
-        child(role, (stdin_r, out_w, err_w), (stdin_w, out_r, err_r))
+    if pid == 0:  # the child: only os calls, then exec or _exit
+        try:
+            os.setsid()
+            for fd, target in ((stdin_r, 0), (out_w, 1), (err_w, 2)):
+                os.dup2(fd, target)  # the pipes' own ends close on exec
+            os.execve(MJF_PBS, [MJF_PBS, role], COMMAND_ENV)
+        except BaseException as error:  # noqa: BLE001 - nothing may return into the hook
+            os.write(2, f"cannot run {MJF_PBS}: {error}\n".encode(errors="replace"))
+        finally:
+            os._exit(127)
     for fd in (stdin_r, out_w, err_w):
         os.close(fd)
     data = {out_r: b"", err_r: b""}
     reading = [out_r, err_r]
-    deadline = time.monotonic() + TIMEOUT_SECS
     try:
         while reading and time.monotonic() < deadline:
             if not pending and stdin_w >= 0:
@@ -121,114 +263,17 @@ def run(role, text):
     return status, data[out_r].decode("utf-8", "replace"), data[err_r].decode("utf-8", "replace")
 
 
-def child(role, ends, others):
-    """The forked child: mjf-pbs ROLE, in this interpreter where it can be (see
-    ``in_process``), else exec'd; ends with its exit status, never returns. ``ends``:
-    the pipes' ends that become its stdin, stdout and stderr; ``others``: the hook's."""
-    status = 127  # mjf-pbs could not be run
-    try:
-        os.setsid()  # a timeout kills the session: whatever mjf-pbs started too
-        for target, fd in enumerate(ends):
-            os.dup2(fd, target)
-        for fd in ends + others:  # as an exec would (they are close-on-exec): its stdin
-            os.close(fd)          # ends where the hook closes it
-        run_here = in_process()
-        if run_here is None:
-            os.execve(MJF_PBS, [MJF_PBS, role], COMMAND_ENV)
-        status = 70  # an exception escaped mjf-pbs's own frame: not on_error = fail's 1
-        chunks = []
-        while True:  # its stdin, as mjf-pbs reads it: up to the end the hook closes
-            chunk = os.read(0, 65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-        status, out, err = run_here([role], b"".join(chunks).decode("utf-8", "replace"))
-        for fd, text in ((1, out), (2, err)):
-            data = text.encode("utf-8", "replace")
-            while data:
-                data = data[os.write(fd, data):]
-    except BaseException as error:  # noqa: BLE001 - nothing may return into the hook
-        message = f"cannot run {MJF_PBS}: {error}" if status == 127 else \
-            f"mjf-pbs {role} in pbs_python: {type(error).__name__}: {error}"
-        os.write(2, (message + "\n").encode(errors="replace"))
-    finally:
-        os._exit(status)
-
-
-def in_process():
-    """mjf-pbs's own ``run(argv, stdin)``, imported into this (forked) interpreter; None
-    where mjf-pbs is to be exec'd instead: another Python than install-hook found, or one
-    older than the package's minimum; a directory (MJF_SITE or its package's) that
-    another user could change; or an import that fails in any way. The environment and
-    the import path are what mjf-pbs sees: COMMAND_ENV, MJF_SITE first."""
-    version = sys.version_info
-    if f"{version[0]}.{version[1]}" != MJF_PYTHON or version < MIN_PYTHON \
-            or not root_only(MJF_SITE):
-        return None
-    os.environ.clear()
-    os.environ.update(COMMAND_ENV)
-    sys.path.insert(0, MJF_SITE)
-    try:
-        from mjf_hooks.hooks.pbs import run as run_here
-        if not sys.modules["mjf_hooks"].__file__.startswith(MJF_SITE + "/"):
-            return None
-    except Exception:  # noqa: BLE001 - exec'd as before: mjf-pbs says what is wrong
-        return None
-    return run_here
-
-
-def root_only(site):
-    """Whether only root (or we) can change what is imported from ``site``: an absolute
-    path whose every component belongs to root, none a symlink, none in a directory
-    others can write unless it is sticky (safefs's rule for a path); ``site`` itself,
-    and every directory and file of the package in it, writable by its owner alone."""
-    trusted = (0, os.geteuid())
-    if not site.startswith("/"):
-        return False
-    current = "/"
-    try:
-        for part in site.split("/")[1:]:
-            if part in ("", ".", ".."):
-                return False
-            entry = os.path.join(current, part)
-            info, parent = os.lstat(entry), os.stat(current)
-            if info.st_uid not in trusted \
-                    or not stat.S_ISDIR(info.st_mode) \
-                    or (parent.st_mode & 0o022 and not parent.st_mode & stat.S_ISVTX):
-                return False
-            current = entry
-        pending = [site, os.path.join(site, "mjf_hooks")]
-        while pending:
-            directory = pending.pop()
-            info = os.lstat(directory)
-            if info.st_uid not in trusted or info.st_mode & 0o022 \
-                    or not stat.S_ISDIR(info.st_mode):
-                return False
-            if directory == site:
-                continue
-            with os.scandir(directory) as entries:
-                for entry in entries:
-                    if entry.is_dir(follow_symlinks=False):
-                        pending.append(entry.path)
-                        continue
-                    info = entry.stat(follow_symlinks=False)
-                    if info.st_uid not in trusted or info.st_mode & 0o022 \
-                            or not stat.S_ISREG(info.st_mode):
-                        return False
-    except OSError:
-        return False
-    return True
-
-
 def _wait(pid, deadline):
     """The command's exit status, or None if it is still running at ``deadline``."""
+    delay = 0.0001  # its pipes are closed: it is exiting, which takes a fraction of a ms
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             return os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
         if time.monotonic() >= deadline:
             return None
-        time.sleep(0.001)  # its pipes are closed: it is exiting
+        time.sleep(delay)
+        delay = min(delay * 2, 0.01)
 
 
 def main(event):

@@ -796,7 +796,7 @@ def test_install_hook_without_qmgr_or_with_a_failing_one(tmp_path):
 # A stand-in for PBS's embedded `pbs` module: the event is described by $FAKE_PBS_EVENT
 # (JSON), and accept()/reject() write what happened to $FAKE_PBS_OUT.
 FAKE_PBS = '''
-import json, os
+import json, os, signal, sys
 
 EXECJOB_BEGIN = 64
 EXECJOB_PROLOGUE = 128
@@ -807,6 +807,9 @@ LOG_WARNING = 4
 
 _spec = json.load(open(os.environ["FAKE_PBS_EVENT"]))
 _messages = []
+_environ = dict(os.environ)  # the hook process's own, before the hook runs
+if _spec.get("usr1_handler"):  # as if PBS had claimed SIGUSR1
+    signal.signal(signal.SIGUSR1, lambda signum, frame: None)
 
 
 class _Resources:
@@ -876,7 +879,11 @@ class _Event:
 def _finish(outcome, message):
     with open(os.environ["FAKE_PBS_OUT"], "w") as out:
         json.dump({"outcome": outcome, "message": message, "env": _event.env,
-                   "variable_list": _event.job.Variable_List, "log": _messages}, out)
+                   "variable_list": _event.job.Variable_List, "log": _messages,
+                   # what the hook process itself is left with
+                   "process_env_kept": dict(os.environ) == _environ, "path": sys.path,
+                   "usr1_default": signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL,
+                   "blocked": sorted(signal.pthread_sigmask(signal.SIG_BLOCK, []))}, out)
 
 
 def logmsg(level, text):
@@ -923,14 +930,14 @@ class Adapter:
         write_script(self.command, f'echo "$@" > {self.seen}/argv\n'
                                    f"cat > {self.seen}/stdin\nenv > {self.seen}/env\n{body}")
 
-    def run(self, event_type, name, broken=(), inputs=HOOK_INPUT, env=None):
+    def run(self, event_type, name, broken=(), inputs=HOOK_INPUT, env=None, **spec):
         """The hook for an event of a recorded job (its hook input in ``inputs``): (exit
         status, what the fake pbs saw: outcome, message, env, log)."""
         attributes = dict(line.split("=", 1) for line in
                           (inputs / f"{name}.txt").read_text().splitlines())
         spec = {"type": event_type, "attributes": attributes,
                 "vnodes": attributes["vnodes"].split(","), "node": attributes["node"],
-                "broken": list(broken), "env": env or {}}
+                "broken": list(broken), "env": env or {}, **spec}
         (self.tmp_path / "event.json").write_text(json.dumps(spec))
         out = self.tmp_path / "out.json"
         if out.exists():
@@ -1111,7 +1118,7 @@ import json, os, sys
 def run(argv, stdin):
     with open({seen!r}, "w") as out:
         json.dump({{"argv": argv, "stdin": stdin, "environ": dict(os.environ),
-                   "path": sys.path[0], "pid": os.getpid(), "sid": os.getsid(0)}}, out)
+                   "path": sys.path[0]}}, out)
     namespace = {{}}
     with open({action!r}) as action:
         exec(action.read(), namespace)
@@ -1147,6 +1154,14 @@ class InProcess(Adapter):
         return json.loads(self.in_process.read_text())
 
 
+def assert_hook_left_as_it_was(seen, site):
+    """The hook process after the in-process run: its environment and import path its
+    own again, STOP_SIGNAL back to its default action, no signal left blocked."""
+    assert seen["process_env_kept"]
+    assert str(site) not in seen["path"]
+    assert seen["usr1_default"] and seen["blocked"] == []
+
+
 @pytest.fixture
 def in_process(tmp_path):
     return InProcess(tmp_path)
@@ -1161,10 +1176,10 @@ def test_in_process_the_commands_code_runs_as_the_command_would(in_process, even
     ran = in_process.ran_here()
     assert ran["argv"] == [role]
     assert ran["stdin"] == (HOOK_INPUT / f"{role}-a.txt").read_text()
-    # the command's environment and its own package first, in a session of its own
+    # the command's environment and its own package first
     assert ran["environ"] == COMMAND_ENV
     assert ran["path"] == str(in_process.site)
-    assert ran["sid"] == ran["pid"]
+    assert_hook_left_as_it_was(seen, in_process.site)
 
 
 def test_in_process_output_is_read_as_the_commands(in_process):
@@ -1201,27 +1216,56 @@ def test_an_exception_in_process_is_one_log_line_and_accepted(in_process, event_
     status, seen = in_process.run(event_type, "launch-a")
     assert (status, seen["outcome"]) == (0, "accept")
     assert seen["env"] == {"PBS_JOBID": "20.vm"} and seen["variable_list"] == {}
-    assert seen["log"] == [[4, f"mjf: mjf-pbs {role} in pbs_python: RuntimeError: boom"]]
+    assert seen["log"] == [[4, "mjf: RuntimeError: boom"]]
+    assert_hook_left_as_it_was(seen, in_process.site)
 
 
-@pytest.mark.parametrize("event_type", ["EXECJOB_BEGIN", "EXECJOB_LAUNCH"])
-def test_a_hung_step_in_process_is_killed_and_the_event_accepted(tmp_path, event_type):
+@pytest.mark.parametrize(("event_type", "role"), [("EXECJOB_BEGIN", "begin"),
+                                                  ("EXECJOB_LAUNCH", "launch")])
+@pytest.mark.parametrize("hang", ["sleep", "fifo", "loop", "caught"])
+def test_a_hung_step_in_process_is_stopped_and_the_event_accepted(tmp_path, event_type, role,
+                                                                  hang):
+    """Stopped in a sleep, in a system call that waits for ever (opening a FIFO nobody
+    writes), in a loop, and where mjf-pbs's fail-safe frame catches every Exception."""
     in_process = InProcess(tmp_path, timeout=1)
-    in_process.act(f"import subprocess, time\n"
-                   f"child = subprocess.Popen(['sleep', '100'])\n"
-                   f"open({str(tmp_path / 'sleep.pid')!r}, 'w').write(str(child.pid))\n"
-                   "time.sleep(100)")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    in_process.act({"sleep": "import time\ntime.sleep(100)",
+                    "fifo": f"open({str(fifo)!r})",
+                    "loop": "while True:\n    pass",
+                    "caught": "import time\nwhile True:\n    try:\n        time.sleep(100)\n"
+                              "    except Exception:\n        pass"}[hang])
     status, seen = in_process.run(event_type, "launch-a")
     assert (status, seen["outcome"]) == (0, "accept")
-    assert seen["env"] == {"PBS_JOBID": "20.vm"}
-    [[_, message]] = seen["log"]
-    assert message.startswith("mjf: RuntimeError: ") and message.endswith(
-        " did not finish in 1 s: killed")
-    pid = int((tmp_path / "sleep.pid").read_text())
-    deadline = time.monotonic() + 2
-    while time.monotonic() < deadline and _alive(pid):
-        time.sleep(0.02)
-    assert not _alive(pid)  # what it started went with it
+    assert seen["env"] == {"PBS_JOBID": "20.vm"} and seen["variable_list"] == {}
+    assert seen["log"] == [
+        [4, f"mjf: RuntimeError: mjf-pbs {role} (in pbs_python) did not finish in 1 s: stopped"]]
+    assert_hook_left_as_it_was(seen, in_process.site)
+
+
+def test_pbs_alarm_still_reaches_the_hook_during_an_in_process_run(tmp_path):
+    """PBS's hook alarm (alarm(2), a handler that interrupts the hook) goes to the hook's
+    thread, not to the watchdog, even in a system call waiting for ever."""
+    in_process = InProcess(tmp_path)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    in_process.act(f"open({str(fifo)!r})")
+    hook = tmp_path / "mjf_hook.py"
+    hook.write_text("import signal\n\n\ndef alarmed(signum, frame):\n"
+                    "    raise KeyboardInterrupt('the hook alarm')\n\n\n"
+                    "signal.signal(signal.SIGALRM, alarmed)\nsignal.alarm(1)\n"
+                    + hook.read_text())
+    attributes = dict(line.split("=", 1) for line in
+                      (HOOK_INPUT / "begin-a.txt").read_text().splitlines())
+    (tmp_path / "event.json").write_text(json.dumps({
+        "type": "EXECJOB_BEGIN", "attributes": attributes,
+        "vnodes": attributes["vnodes"].split(","), "node": attributes["node"]}))
+    result = subprocess.run([sys.executable, str(hook)], capture_output=True, text=True,
+                            timeout=30, env={"FAKE_PBS_EVENT": str(tmp_path / "event.json"),
+                                             "FAKE_PBS_OUT": str(tmp_path / "out.json"),
+                                             "PATH": "/usr/bin:/bin"})
+    assert result.returncode != 0
+    assert "KeyboardInterrupt: the hook alarm" in result.stderr
 
 
 def _writable_by_others(in_process):
@@ -1230,10 +1274,6 @@ def _writable_by_others(in_process):
 
 def _package_dir_writable(in_process):
     (in_process.site / "mjf_hooks" / "hooks").chmod(0o775)
-
-
-def _package_file_writable(in_process):
-    (in_process.site / "mjf_hooks" / "hooks" / "pbs.py").chmod(0o666)
 
 
 def _through_a_symlink(in_process):
@@ -1258,25 +1298,30 @@ def _another_users(in_process):
     os.chown(in_process.site / "mjf_hooks", 65534, 65534)
 
 
+def _signal_taken(in_process):
+    in_process.spec["usr1_handler"] = True
+
+
 @pytest.mark.parametrize(("python", "spoil"), [
     ("3.0", None),  # another Python than install-hook found
     ("", None),     # install-hook found none: the command is a wrapper
     (PYTHON, _writable_by_others),
     (PYTHON, _package_dir_writable),
-    (PYTHON, _package_file_writable),
     (PYTHON, _through_a_symlink),
     (PYTHON, _in_a_directory_others_write),
     (PYTHON, _not_importable),
     (PYTHON, _failing_import),
     (PYTHON, _another_users),
+    (PYTHON, _signal_taken),
 ])
 def test_the_adapter_starts_mjf_pbs_where_it_cannot_run_it_in_process(tmp_path, python,
                                                                        spoil):
     in_process = InProcess(tmp_path, python=python)
+    in_process.spec = {}
     if spoil:
         spoil(in_process)
     try:
-        status, seen = in_process.run("EXECJOB_BEGIN", "begin-a")
+        status, seen = in_process.run("EXECJOB_BEGIN", "begin-a", **in_process.spec)
     finally:
         tmp_path.chmod(0o700)
     assert (status, seen["outcome"], seen["log"]) == (0, "accept", [])
