@@ -129,7 +129,8 @@ def bounded(call, deadline, what):
     alarm is alarm(2) with a C handler of its own (which interrupts the hook with
     KeyboardInterrupt: a failed event), and ours would replace both. The watchdog blocks
     every signal, so that PBS's alarm still reaches this thread; this thread never waits
-    for it, and once ``call()`` has returned it sends nothing."""
+    for it, and once ``call()`` has returned it sends nothing. This thread's signal mask
+    and STOP_SIGNAL's action are its own again afterwards."""
     main = _thread.get_ident()
     done, deciding = _thread.allocate_lock(), _thread.allocate_lock()
     returned, sent, arrived = [], [], []
@@ -147,13 +148,14 @@ def bounded(call, deadline, what):
                     _signal.pthread_kill(main, STOP_SIGNAL)
 
     _signal.signal(STOP_SIGNAL, stop)
+    mask = _signal.pthread_sigmask(_signal.SIG_BLOCK, _signal.valid_signals())
     try:
         try:
-            mask = _signal.pthread_sigmask(_signal.SIG_BLOCK, _signal.valid_signals())
             try:
                 _thread.start_new_thread(watchdog, ())  # with every signal blocked
             finally:
-                _signal.pthread_sigmask(_signal.SIG_SETMASK, mask)
+                # Ours again, open to STOP_SIGNAL: a mom starts its hooks with it blocked.
+                _signal.pthread_sigmask(_signal.SIG_SETMASK, set(mask) - {STOP_SIGNAL})
             try:
                 return call()
             finally:
@@ -165,6 +167,7 @@ def bounded(call, deadline, what):
         except Overran:
             raise RuntimeError(f"{what} did not finish in {TIMEOUT_SECS} s: stopped") from None
     finally:
+        _signal.pthread_sigmask(_signal.SIG_SETMASK, mask)
         _signal.signal(STOP_SIGNAL, _signal.SIG_DFL)  # none can be on its way: see ``sent``
 
 

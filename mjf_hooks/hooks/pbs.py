@@ -3,7 +3,9 @@
 PBS's own Python hooks run in PBS's embedded interpreter, which does not see our
 install: the hook file (``contrib/pbs/mjf_hook.py``, imported by
 ``contrib/pbs/install-hook``) is a thin adapter that hands the job's attributes as
-``name=value`` lines on stdin to these roles and reads what they print:
+``name=value`` lines to these roles and reads what they print. It calls ``run`` right
+there where that interpreter can import this package (the same Python, from a directory
+only root can change), else it starts this command with the lines on stdin:
 
 * ``begin`` (execjob_begin: root, before the job, on each of its moms): writes the
   job's directory from its attributes (``exec_vnode`` for this mom's share) and
@@ -82,8 +84,8 @@ def run(argv: list[str], stdin: str | None = None) -> tuple[int, str, str]:
     def reading(role: Callable[[HookContext, dict[str, str]], int]) -> Callable:
         return lambda context, args: role(context, _attributes(context, stdin))
 
-    roles = {"begin": reading(begin), "launch": reading(launch), "end": reading(end),
-             "prologue": prologue, "epilogue": epilogue, "profile": profile}
+    roles = {name: reading(role) if name in EVENT_ROLES else role
+             for name, role in ROLES.items()}
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = out, err = io.StringIO(), io.StringIO()
     try:
@@ -174,6 +176,12 @@ def profile(context: HookContext, args: list[str]) -> int:
         sys.stdout.write("".join(f"export {name}={_shell_quoted(value)}\n"
                                  for name, value in variables.items()))
     return 0
+
+
+ROLES = {"begin": begin, "launch": launch, "end": end, "prologue": prologue,
+         "epilogue": epilogue, "profile": profile}
+# The hook's events: these roles take the job's attributes (``run``'s stdin), not argv.
+EVENT_ROLES = ("begin", "launch", "end")
 
 
 def _shell_quoted(value: str) -> str:

@@ -1,9 +1,9 @@
 """PBS: ``mjf-pbs`` begin, launch and end with the job's attributes on stdin as PBS's hook
 adapter handed them over in a real job; PBS's own hook interpreter, bare; each whole
 event as PBS runs it (a fresh ``pbs_python`` running the hook file, which runs
-mjf-pbs's code in a child forked from it), with a stand-in ``pbs`` module, and
-execjob_begin once more with the hook's fallback, ``mjf-pbs`` started; and with records
-kept begin and the end writing the job's record."""
+mjf-pbs's code in that interpreter), with a stand-in ``pbs`` module, and execjob_begin
+once more with the hook's fallback, ``mjf-pbs`` started; and with records kept begin and
+the end writing the job's record."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ from ..scenario import RecordsKept, Scenario
 
 PBS_PYTHON = "/opt/pbs/bin/pbs_python"  # PBS's hook interpreter, where OpenPBS is built
 PBS_PYTHON_LABEL = "`pbs_python -c pass` (PBS's own hook interpreter, bare)"
+# The whole events' floor: what any Python hook on an event costs at least.
+PBS_PYTHON_FLOOR = "pbs_python floor"
 ROLES = ("begin", "launch", "end")
 # PBS's `pbs` module imports only inside a mom: this one plays the recorded job's events.
 STAND_IN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pbs_stand_in", "pbs.py")
@@ -77,21 +79,25 @@ class Pbs(Scenario):
         self.events = [[PBS_PYTHON, in_process], {**event_env, "MJF_BENCH_EVENT": "begin"}]
         # PBS runs each hook event in a fresh pbs_python (the adapter), which runs these.
         self.commands = [
-            Command(PBS_PYTHON_LABEL, [PBS_PYTHON, "-c", "pass"], PYTHON_FLOOR, pbs_python_env,
-                    missing=missing),
+            Command(PBS_PYTHON_LABEL, [PBS_PYTHON, "-c", "pass"], PBS_PYTHON_FLOOR,
+                    pbs_python_env, is_floor=True, missing=missing),
             *mjf_pbs(bench, bench.config, "5000.vm",
                      {role: f"`mjf-pbs {role}` (execjob_{role})" for role in ROLES}),
-            *[Command(f"whole execjob_{role} event: `pbs_python mjf_hook.py` (a stand-in "
-                      "`pbs` module)" + (" running mjf-pbs's code in a forked child"
-                                         if role != "launch" else
-                                         ", begin's variables there: nothing run"),
-                      [PBS_PYTHON, in_process], PYTHON_FLOOR,
-                      {**event_env, "MJF_BENCH_EVENT": role}, missing=missing)
-              for role in ROLES],
-            Command("whole execjob_begin event, the fallback: `mjf-pbs` started",
-                    [PBS_PYTHON, started], PYTHON_FLOOR,
-                    {**event_env, "MJF_BENCH_EVENT": "begin"}, missing=missing),
+            *[self._event(role, in_process, event_env, missing) for role in ROLES],
         ]
+        # The fallback's begin before the end, which removes the job's directory.
+        self.commands.insert(-1, Command(
+            "whole execjob_begin event, the hook's fallback: `pbs_python mjf_hook.py` "
+            "starting `mjf-pbs`", [PBS_PYTHON, started], PBS_PYTHON_FLOOR,
+            {**event_env, "MJF_BENCH_EVENT": "begin"}, missing=missing))
+
+    @staticmethod
+    def _event(role: str, hook: str, event_env: dict[str, str], missing: str | None) -> Command:
+        what = "begin's variables there: nothing run" if role == "launch" else \
+            "running mjf-pbs's code in `pbs_python`"
+        return Command(f"whole execjob_{role} event: `pbs_python mjf_hook.py` (a stand-in "
+                       f"`pbs` module), {what}", [PBS_PYTHON, hook], PBS_PYTHON_FLOOR,
+                       {**event_env, "MJF_BENCH_EVENT": role}, missing=missing)
 
     @staticmethod
     def _recorded(bench: Bench) -> tuple[str, str]:
