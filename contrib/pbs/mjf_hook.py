@@ -44,7 +44,7 @@ MIN_PYTHON = (3, 9)  # the package's own minimum; this file itself runs on 3.6
 # batch-system command it runs by [mjf] command_timeout_secs.
 TIMEOUT_SECS = 15
 # What stops mjf-pbs's code run here at TIMEOUT_SECS (see ``bounded``): a signal that
-# pbs_python leaves alone, used only while it still has its default action.
+# pbs_python has no use for, used only while its action is still the default.
 STOP_SIGNAL = _signal.SIGUSR1
 ROLES = {pbs.EXECJOB_BEGIN: "begin", pbs.EXECJOB_LAUNCH: "launch", pbs.EXECJOB_END: "end"}
 JOB_ATTRIBUTES = ("euser", "egroup", "Job_Name", "Account_Name", "exec_vnode")
