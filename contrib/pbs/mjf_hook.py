@@ -13,7 +13,7 @@ and the directory mjf-pbs imports its package from (MJF_SITE) is root's alone, t
 runs mjf-pbs's own code right here (``in_process``): no second interpreter starts, which
 was most of an event's cost. It sees what the command would: the environment
 COMMAND_ENV, its own directory first on the import path; both are restored after it.
-Otherwise, or where that import fails in any way, it starts the command as before
+Otherwise, or where that import fails in any way, it starts the command
 (``command``), the attribute lines on its stdin. Either way, what runs is stopped after
 TIMEOUT_SECS.
 
@@ -24,8 +24,6 @@ job. The one rejection is a launch that mjf-pbs failed with status 1, which it g
 only where the site set ``[mjf] on_error = fail``: that job ends without running.
 """
 
-import _signal
-import _thread
 import os
 import select
 import stat
@@ -43,9 +41,6 @@ MIN_PYTHON = (3, 9)  # the package's own minimum; this file itself runs on 3.6
 # Well inside the hook's alarm (install-hook sets 30 s): mjf-pbs itself bounds every
 # batch-system command it runs by [mjf] command_timeout_secs.
 TIMEOUT_SECS = 15
-# What stops mjf-pbs's code run here at TIMEOUT_SECS (see ``bounded``): a signal that
-# pbs_python has no use for, used only while its action is still the default.
-STOP_SIGNAL = _signal.SIGUSR1
 ROLES = {pbs.EXECJOB_BEGIN: "begin", pbs.EXECJOB_LAUNCH: "launch", pbs.EXECJOB_END: "end"}
 JOB_ATTRIBUTES = ("euser", "egroup", "Job_Name", "Account_Name", "exec_vnode")
 EXPORTED = ("MACHINEFEATURES", "JOBFEATURES", "JOBSTATUS")
@@ -83,92 +78,29 @@ def run(role, text):
 
 def runs_here():
     """Whether mjf-pbs's code may run in this interpreter: the Python install-hook found
-    (and at least the package's minimum), STOP_SIGNAL free, MJF_SITE root's alone."""
+    (and at least the package's minimum), MJF_SITE root's alone."""
     version = sys.version_info
     return f"{version[0]}.{version[1]}" == MJF_PYTHON and version >= MIN_PYTHON \
-        and _signal.getsignal(STOP_SIGNAL) == _signal.SIG_DFL and root_only(MJF_SITE)
+        and root_only(MJF_SITE)
 
 
 def in_process(role, text, deadline):
-    """mjf-pbs's own ``run(argv, stdin)`` (mjf_hooks.hooks.pbs), imported from MJF_SITE
-    and run here until ``deadline``, in COMMAND_ENV, MJF_SITE first on the import path
-    (both restored after); None where the import fails in any way."""
-    environ, path = dict(os.environ), sys.path[:]
-    os.environ.clear()
-    os.environ.update(COMMAND_ENV)
+    """mjf-pbs's code run here by its own mjf_hooks.hooks.pbs_embedded (imported from
+    MJF_SITE, which is first on the import path until it returns): (status, stdout,
+    stderr), or None where the import fails in any way or that says it cannot run here.
+    The code that bounds it is the package's: compiled once, not on every event."""
+    path = sys.path[:]
     sys.path.insert(0, MJF_SITE)
     try:
-        return bounded(lambda: _run_here(role, text), deadline, f"mjf-pbs {role} (in pbs_python)")
+        try:
+            from mjf_hooks.hooks import pbs_embedded
+        except Exception:  # noqa: BLE001 - the command is started instead: it says why
+            return None
+        if not pbs_embedded.__file__.startswith(MJF_SITE + "/"):
+            return None
+        return pbs_embedded.run(role, text, deadline, COMMAND_ENV, TIMEOUT_SECS)
     finally:
         sys.path[:] = path
-        os.environ.clear()
-        os.environ.update(environ)
-        if "syslog" in sys.modules:  # its ident back to this program's for PBS's own lines
-            sys.modules["syslog"].closelog()
-
-
-def _run_here(role, text):
-    try:
-        from mjf_hooks.hooks.pbs import run as run_here
-        if not sys.modules["mjf_hooks"].__file__.startswith(MJF_SITE + "/"):
-            return None
-    except Exception:  # noqa: BLE001 - the command is started instead: it says what is wrong
-        return None
-    return run_here([role], text)
-
-
-class Overran(BaseException):
-    """Raised in the hook's thread at its deadline; past the ``except Exception`` of
-    mjf-pbs's fail-safe frame, so that nothing more of it runs."""
-
-
-def bounded(call, deadline, what):
-    """``call()`` in this thread, stopped at ``deadline``: a watchdog thread then sends this
-    one STOP_SIGNAL, whose handler raises Overran (a system call it waits in returns at
-    once, and raises it). Not SIGALRM, alarm() or setitimer(ITIMER_REAL): PBS's own hook
-    alarm is alarm(2) with a C handler of its own (which interrupts the hook with
-    KeyboardInterrupt: a failed event), and ours would replace both. The watchdog blocks
-    every signal, so that PBS's alarm still reaches this thread; this thread never waits
-    for it, and once ``call()`` has returned it sends nothing. This thread's signal mask
-    and STOP_SIGNAL's action are its own again afterwards."""
-    main = _thread.get_ident()
-    done, deciding = _thread.allocate_lock(), _thread.allocate_lock()
-    returned, sent, arrived = [], [], []
-    done.acquire()
-
-    def stop(signum, frame):
-        arrived.append(True)
-        raise Overran()
-
-    def watchdog():
-        if not done.acquire(timeout=max(0.0, deadline - time.monotonic())):
-            with deciding:
-                if not returned:
-                    sent.append(True)
-                    _signal.pthread_kill(main, STOP_SIGNAL)
-
-    _signal.signal(STOP_SIGNAL, stop)
-    mask = _signal.pthread_sigmask(_signal.SIG_BLOCK, _signal.valid_signals())
-    try:
-        try:
-            try:
-                _thread.start_new_thread(watchdog, ())  # with every signal blocked
-            finally:
-                # Ours again, open to STOP_SIGNAL: a mom starts its hooks with it blocked.
-                _signal.pthread_sigmask(_signal.SIG_SETMASK, set(mask) - {STOP_SIGNAL})
-            try:
-                return call()
-            finally:
-                with deciding:
-                    returned.append(True)
-                done.release()
-                while sent and not arrived:  # on its way: its handler raises Overran here
-                    time.sleep(0.01)
-        except Overran:
-            raise RuntimeError(f"{what} did not finish in {TIMEOUT_SECS} s: stopped") from None
-    finally:
-        _signal.pthread_sigmask(_signal.SIG_SETMASK, mask)
-        _signal.signal(STOP_SIGNAL, _signal.SIG_DFL)  # none can be on its way: see ``sent``
 
 
 def root_only(site):

@@ -1115,8 +1115,9 @@ def test_variables_naming_another_or_no_directory_are_asked_again(adapter, stale
 
 PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
 COMMAND_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
-# A stand-in for the package mjf-pbs imports: its run() keeps what it was called with and
-# how it ran, then does what $ACTION (Python source, setting `result`) says.
+# A stand-in for mjf_hooks.hooks.pbs, beside the package's own pbs_embedded: its run()
+# keeps what it was called with and how it ran, then does what the action file (Python
+# source, setting `result`) says.
 FAKE_RUN = '''
 import json, os, sys
 
@@ -1144,6 +1145,10 @@ class InProcess(Adapter):
         (package / "hooks" / "__init__.py").write_text("")
         (package / "hooks" / "pbs.py").write_text(FAKE_RUN.format(
             seen=str(self.in_process), action=str(self.action)))
+        # the package's own, which bounds the run
+        shutil.copy(Path(installed_command("mjf-pbs")).parents[1] / "lib" /
+                    f"python{PYTHON}" / "site-packages" / "mjf_hooks" / "hooks" /
+                    "pbs_embedded.py", package / "hooks")
         self.act("result = (0, '', '')")
         super().__init__(tmp_path, timeout=timeout, site=self.site, python=python)
 
