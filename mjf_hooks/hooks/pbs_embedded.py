@@ -47,6 +47,18 @@ def run(role: str, text: str, deadline: float, environ: dict[str, str],
         os.environ.update(saved)
         if "syslog" in sys.modules:  # its ident back to this program's for PBS's own lines
             sys.modules["syslog"].closelog()
+        _pbs_pythons_own()
+
+
+def _pbs_pythons_own() -> None:
+    """What importing the package did to pbs_python, undone: it starts its hooks without
+    site (-S), which the package takes for a command started as packaged (no cyclic
+    collection, its own finder for its modules: mjf_hooks/__init__.py)."""
+    import mjf_hooks
+
+    mjf_hooks.interactive_defaults()
+    sys.meta_path[:] = [finder for finder in sys.meta_path
+                        if not isinstance(finder, mjf_hooks._OwnModules)]
 
 
 def _run(role: str, text: str) -> tuple[int, str, str] | None:

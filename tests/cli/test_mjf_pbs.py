@@ -1141,14 +1141,14 @@ class InProcess(Adapter):
         self.action = tmp_path / "action.py"
         package = self.site / "mjf_hooks"
         (package / "hooks").mkdir(parents=True)
-        (package / "__init__.py").write_text("")
         (package / "hooks" / "__init__.py").write_text("")
         (package / "hooks" / "pbs.py").write_text(FAKE_RUN.format(
             seen=str(self.in_process), action=str(self.action)))
-        # the package's own, which bounds the run
-        shutil.copy(Path(installed_command("mjf-pbs")).parents[1] / "lib" /
-                    f"python{PYTHON}" / "site-packages" / "mjf_hooks" / "hooks" /
-                    "pbs_embedded.py", package / "hooks")
+        # the package's own, pbs_embedded bounding the run
+        installed = Path(installed_command("mjf-pbs")).parents[1] / "lib" / \
+            f"python{PYTHON}" / "site-packages" / "mjf_hooks"
+        shutil.copy(installed / "__init__.py", package)
+        shutil.copy(installed / "hooks" / "pbs_embedded.py", package / "hooks")
         self.act("result = (0, '', '')")
         super().__init__(tmp_path, timeout=timeout, site=self.site, python=python)
 
