@@ -2,10 +2,20 @@
 
 PBS runs this file as root in its own embedded Python (pbs_python), which does not
 see the install of mjf-hooks, so the hook is only an adapter: it hands the job's
-attributes, as ``name=value`` lines on stdin, to ``mjf-pbs begin|launch|end``, and puts
-the variables begin prints into the job's Variable_List (its environment to be). A
-launch runs mjf-pbs only where they are not there.
-``contrib/pbs/install-hook BINDIR`` fills in MJF_PBS and imports this file.
+attributes, as ``name=value`` lines, to ``mjf-pbs begin|launch|end``, and puts the
+variables begin prints into the job's Variable_List (its environment to be). A launch
+runs mjf-pbs only where they are not there.
+``contrib/pbs/install-hook BINDIR`` fills in MJF_PBS, MJF_SITE and MJF_PYTHON and
+imports this file.
+
+Where this interpreter is the Python that mjf-pbs runs under (MJF_PYTHON, major.minor)
+and the directory mjf-pbs imports its package from (MJF_SITE) is root's alone, the hook
+runs mjf-pbs's own code right here (``in_process``): no second interpreter starts, which
+was most of an event's cost. It sees what the command would: the environment
+COMMAND_ENV, its own directory first on the import path; both are restored after it.
+Otherwise, or where that import fails in any way, it starts the command
+(``command``), the attribute lines on its stdin. Either way, what runs is stopped after
+TIMEOUT_SECS.
 
 Whatever goes wrong here (a missing or hung command, an exception of ours) is one line
 in the mom's log and the event is accepted: an exception or reject() in execjob_begin
@@ -16,13 +26,20 @@ only where the site set ``[mjf] on_error = fail``: that job ends without running
 
 import os
 import select
+import stat
+import sys
 import time
 
 import pbs
 
 MJF_PBS = "@MJF_PBS@"
-# Well inside the hook's alarm (install-hook sets 30 s): the command itself bounds
-# every batch-system command it runs by [mjf] command_timeout_secs.
+# The directory mjf-pbs imports its package from, and its Python's major.minor, as
+# install-hook found them ("" where it found none: the command is always started).
+MJF_SITE = "@MJF_SITE@"
+MJF_PYTHON = "@MJF_PYTHON@"
+MIN_PYTHON = (3, 9)  # the package's own minimum; this file itself runs on 3.6
+# Well inside the hook's alarm (install-hook sets 30 s): mjf-pbs itself bounds every
+# batch-system command it runs by [mjf] command_timeout_secs.
 TIMEOUT_SECS = 15
 ROLES = {pbs.EXECJOB_BEGIN: "begin", pbs.EXECJOB_LAUNCH: "launch", pbs.EXECJOB_END: "end"}
 JOB_ATTRIBUTES = ("euser", "egroup", "Job_Name", "Account_Name", "exec_vnode")
@@ -52,7 +69,78 @@ def attribute_lines(event):
 
 
 def run(role, text):
-    """mjf-pbs ROLE with ``text`` on stdin -> (status, stdout, stderr), within TIMEOUT_SECS.
+    """mjf-pbs ROLE with the attribute lines ``text`` -> (status, stdout, stderr), within
+    TIMEOUT_SECS: its code here where it can be, else the command."""
+    deadline = time.monotonic() + TIMEOUT_SECS
+    found = in_process(role, text, deadline) if runs_here() else None
+    return found if found is not None else command(role, text, deadline)
+
+
+def runs_here():
+    """Whether mjf-pbs's code may run in this interpreter: the Python install-hook found
+    (and at least the package's minimum), MJF_SITE root's alone."""
+    version = sys.version_info
+    return f"{version[0]}.{version[1]}" == MJF_PYTHON and version >= MIN_PYTHON \
+        and root_only(MJF_SITE)
+
+
+def in_process(role, text, deadline):
+    """mjf-pbs's code run here by its own mjf_hooks.hooks.pbs_embedded (imported from
+    MJF_SITE, which is first on the import path until it returns): (status, stdout,
+    stderr), or None where the import fails in any way or that says it cannot run here.
+    The code that bounds it is the package's: compiled once, not on every event."""
+    path = sys.path[:]
+    sys.path.insert(0, MJF_SITE)
+    try:
+        try:
+            from mjf_hooks.hooks import pbs_embedded
+        except Exception:  # noqa: BLE001 - the command is started instead: it says why
+            return None
+        if not pbs_embedded.__file__.startswith(MJF_SITE + "/"):
+            return None
+        return pbs_embedded.run(role, text, deadline, COMMAND_ENV, TIMEOUT_SECS)
+    finally:
+        sys.path[:] = path
+
+
+def root_only(site):
+    """Whether only root (or we) can change what is imported from ``site``: an absolute
+    path whose every component is a directory of root's, none a symlink, none in a
+    directory others can write unless it is sticky (safefs's rule for a path); ``site``
+    itself and every directory of the package in it writable by its owner alone."""
+    trusted = (0, os.geteuid())
+    if not site.startswith("/"):
+        return False
+    current = "/"
+    try:
+        for part in site.split("/")[1:]:
+            if part in ("", ".", ".."):
+                return False
+            entry = os.path.join(current, part)
+            info, parent = os.lstat(entry), os.stat(current)
+            if info.st_uid not in trusted or not stat.S_ISDIR(info.st_mode) \
+                    or (parent.st_mode & 0o022 and not parent.st_mode & stat.S_ISVTX):
+                return False
+            current = entry
+        pending = [site, os.path.join(site, "mjf_hooks")]
+        while pending:
+            directory = pending.pop()
+            info = os.lstat(directory)
+            if info.st_uid not in trusted or info.st_mode & 0o022 \
+                    or not stat.S_ISDIR(info.st_mode):
+                return False
+            if directory != site:
+                with os.scandir(directory) as entries:
+                    pending.extend(entry.path for entry in entries
+                                   if entry.is_dir(follow_symlinks=False))
+    except OSError:
+        return False
+    return True
+
+
+def command(role, text, deadline):
+    """The command ``mjf-pbs ROLE``, ``text`` on its stdin -> (status, stdout, stderr),
+    killed at ``deadline``.
 
     fork, exec and select rather than subprocess: importing subprocess costs pbs_python
     12 ms (locale, re), every event of every job. The command gets a session of its own,
@@ -80,7 +168,6 @@ def run(role, text):
         os.close(fd)
     data = {out_r: b"", err_r: b""}
     reading = [out_r, err_r]
-    deadline = time.monotonic() + TIMEOUT_SECS
     try:
         while reading and time.monotonic() < deadline:
             if not pending and stdin_w >= 0:
@@ -113,13 +200,15 @@ def run(role, text):
 
 def _wait(pid, deadline):
     """The command's exit status, or None if it is still running at ``deadline``."""
+    delay = 0.0001  # its pipes are closed: it is exiting, which takes a fraction of a ms
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             return os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
         if time.monotonic() >= deadline:
             return None
-        time.sleep(0.001)  # its pipes are closed: it is exiting
+        time.sleep(delay)
+        delay = min(delay * 2, 0.01)
 
 
 def main(event):

@@ -3,7 +3,9 @@
 PBS's own Python hooks run in PBS's embedded interpreter, which does not see our
 install: the hook file (``contrib/pbs/mjf_hook.py``, imported by
 ``contrib/pbs/install-hook``) is a thin adapter that hands the job's attributes as
-``name=value`` lines on stdin to these roles and reads what they print:
+``name=value`` lines to these roles and reads what they print. It calls ``run`` right
+there where that interpreter can import this package (the same Python, from a directory
+only root can change), else it starts this command with the lines on stdin:
 
 * ``begin`` (execjob_begin: root, before the job, on each of its moms): writes the
   job's directory from its attributes (``exec_vnode`` for this mom's share) and
@@ -29,6 +31,7 @@ job 21 times and then hold it; a failing prologue requeues or aborts it); with
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 import time
@@ -41,6 +44,11 @@ from ..probe import read_text
 from ..store_locations import store_for
 from . import starter
 from .frame import COMMON_HELP, HookContext, run_roles
+
+# Type names only: importing collections.abc at run time costs every job start ~2 ms.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 USAGE = """\
 usage: mjf-pbs [options] begin | launch | end          (attributes on stdin)
@@ -60,14 +68,41 @@ EXPORTED = ("MACHINEFEATURES", "JOBFEATURES", "JOBSTATUS")
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_roles("mjf-pbs", argv, ROLES, USAGE, with_arguments=("prologue", "epilogue"),
-                     positional_stop=True)
+    status, out, err = run(sys.argv[1:] if argv is None else argv)
+    sys.stdout.write(out)
+    sys.stdout.flush()
+    sys.stderr.write(err)
+    return status
 
 
-def _attributes(context: HookContext) -> dict[str, str]:
-    """The job's attributes from stdin, as the hook adapter writes them; their ``id``
-    checked to be a PBS job id."""
-    data = sys.stdin.buffer.read(MAX_ATTRIBUTE_BYTES + 1)
+def run(argv: list[str], stdin: str | None = None) -> tuple[int, str, str]:
+    """``mjf-pbs ARGV`` -> (its exit status, what it printed, what it logged on stderr),
+    ``stdin`` (None: this process's) being the job's attribute lines of begin, launch and
+    end. The command runs this, and so does the hook file inside PBS's own interpreter
+    (contrib/pbs/mjf_hook.py), which keeps both outputs for the mom's log and the job."""
+
+    def reading(role: Callable[[HookContext, dict[str, str]], int]) -> Callable:
+        return lambda context, args: role(context, _attributes(context, stdin))
+
+    roles = {name: reading(role) if name in EVENT_ROLES else role
+             for name, role in ROLES.items()}
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = out, err = io.StringIO(), io.StringIO()
+    try:
+        status = run_roles("mjf-pbs", argv, roles, USAGE,
+                           with_arguments=("prologue", "epilogue"), positional_stop=True)
+    except SystemExit as exiting:  # on_error = fail
+        status = exiting.code if isinstance(exiting.code, int) else 1
+    finally:
+        sys.stdout, sys.stderr = saved
+    return status, out.getvalue(), err.getvalue()
+
+
+def _attributes(context: HookContext, stdin: str | None) -> dict[str, str]:
+    """The job's attributes as the hook file hands them over (``stdin``, else read from
+    stdin); their ``id`` checked to be a PBS job id."""
+    data = sys.stdin.buffer.read(MAX_ATTRIBUTE_BYTES + 1) if stdin is None else \
+        stdin.encode("utf-8", "replace")
     if len(data) > MAX_ATTRIBUTE_BYTES:
         raise SiteInputError(f"the job's attributes on stdin are larger than "
                              f"{MAX_ATTRIBUTE_BYTES} bytes")
@@ -82,10 +117,10 @@ def _name_job(context: HookContext, attributes: dict[str, str]) -> str:
     return job
 
 
-def begin(context: HookContext, args: list[str]) -> int:
+def begin(context: HookContext, attributes: dict[str, str]) -> int:
     """Write the job's directory; print its variables (the adapter puts them into the
     job's Variable_List, so its launch need not run this command again)."""
-    _print_variables(context, set_up(context, _attributes(context)))
+    _print_variables(context, set_up(context, attributes))
     return 0
 
 
@@ -95,10 +130,10 @@ def _print_variables(context: HookContext, job_dir: str) -> None:
     sys.stdout.write("".join(f"{name}={value}\n" for name, value in variables.items()))
 
 
-def launch(context: HookContext, args: list[str]) -> int:
+def launch(context: HookContext, attributes: dict[str, str]) -> int:
     """Print the variables for the job's environment, if its directory exists."""
     config = context.config
-    job = _attributes(context)["id"]
+    job = attributes["id"]
     store = store_for(config)
     job_dir = store.job_features_dir(job)
     if not os.path.isdir(job_dir):
@@ -108,8 +143,8 @@ def launch(context: HookContext, args: list[str]) -> int:
     return 0
 
 
-def end(context: HookContext, args: list[str]) -> int:
-    finish(context, _attributes(context))
+def end(context: HookContext, attributes: dict[str, str]) -> int:
+    finish(context, attributes)
     return 0
 
 
@@ -145,6 +180,8 @@ def profile(context: HookContext, args: list[str]) -> int:
 
 ROLES = {"begin": begin, "launch": launch, "end": end, "prologue": prologue,
          "epilogue": epilogue, "profile": profile}
+# The hook's events: these roles take the job's attributes (``run``'s stdin), not argv.
+EVENT_ROLES = ("begin", "launch", "end")
 
 
 def _shell_quoted(value: str) -> str:

@@ -740,10 +740,14 @@ def test_install_hook_creates_and_configures_the_hook(tmp_path, list_status, cre
                    "set hook mjf fail_action = none", imported[0],
                    "set hook mjf enabled = true"]
     text = (tmp_path / "imported.py").read_text()
-    assert f'MJF_PBS = "{bindir}/mjf-pbs"\n' in text and "@MJF_PBS@" not in text
+    assert f'MJF_PBS = "{bindir}/mjf-pbs"\n' in text and "@MJF_" not in text
     compile(text, "mjf_hook.py", "exec")
-    assert text == (CONTRIB / "mjf_hook.py").read_text().replace("@MJF_PBS@",
-                                                                 f"{bindir}/mjf-pbs")
+    # Where the installed package lives, for this Python: the hook runs its code there.
+    site = text.split('\nMJF_SITE = "', 1)[1].split('"', 1)[0]
+    assert (Path(site) / "mjf_hooks" / "hooks" / "pbs.py").is_file()
+    assert text == (CONTRIB / "mjf_hook.py").read_text().replace(
+        "@MJF_PBS@", f"{bindir}/mjf-pbs").replace("@MJF_SITE@", site).replace(
+        "@MJF_PYTHON@", f"{sys.version_info[0]}.{sys.version_info[1]}")
     # The temporary hook file is gone.
     assert not os.path.exists(imported[0].split()[-1])
 
@@ -792,7 +796,7 @@ def test_install_hook_without_qmgr_or_with_a_failing_one(tmp_path):
 # A stand-in for PBS's embedded `pbs` module: the event is described by $FAKE_PBS_EVENT
 # (JSON), and accept()/reject() write what happened to $FAKE_PBS_OUT.
 FAKE_PBS = '''
-import json, os
+import json, os, signal, sys
 
 EXECJOB_BEGIN = 64
 EXECJOB_PROLOGUE = 128
@@ -803,6 +807,13 @@ LOG_WARNING = 4
 
 _spec = json.load(open(os.environ["FAKE_PBS_EVENT"]))
 _messages = []
+_environ = dict(os.environ)  # the hook process's own, before the hook runs
+# As a mom starts its hooks: with the signals it blocks in its critical sections blocked.
+MOM_BLOCKED = {signal.SIGHUP, signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGUSR1,
+               signal.SIGUSR2, signal.SIGPIPE}
+signal.pthread_sigmask(signal.SIG_BLOCK, MOM_BLOCKED)
+if _spec.get("usr1_handler"):  # as if PBS had claimed SIGUSR1
+    signal.signal(signal.SIGUSR1, lambda signum, frame: None)
 
 
 class _Resources:
@@ -872,7 +883,12 @@ class _Event:
 def _finish(outcome, message):
     with open(os.environ["FAKE_PBS_OUT"], "w") as out:
         json.dump({"outcome": outcome, "message": message, "env": _event.env,
-                   "variable_list": _event.job.Variable_List, "log": _messages}, out)
+                   "variable_list": _event.job.Variable_List, "log": _messages,
+                   # what the hook process itself is left with
+                   "process_env_kept": dict(os.environ) == _environ, "path": sys.path,
+                   "usr1_default": signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL,
+                   "mask_kept": signal.pthread_sigmask(signal.SIG_BLOCK, []) == MOM_BLOCKED},
+                  out)
 
 
 def logmsg(level, text):
@@ -895,14 +911,20 @@ class Adapter:
     """contrib/pbs/mjf_hook.py in tmp_path, beside a fake `pbs` module, its MJF_PBS a
     fake mjf-pbs script that keeps its argv, stdin and environment."""
 
-    def __init__(self, tmp_path, timeout=None):
+    def __init__(self, tmp_path, timeout=None, site="", python="", command_env=""):
+        """``site`` and ``python``: what install-hook recorded (none: mjf-pbs is always
+        started); ``command_env``: more of the command's environment (Python source)."""
         self.tmp_path = tmp_path
         self.command = tmp_path / "fake-mjf-pbs"
         self.seen = tmp_path / "seen"
         self.seen.mkdir()
         source = (CONTRIB / "mjf_hook.py").read_text()
         assert source.count('"@MJF_PBS@"') == 1 and source.count("TIMEOUT_SECS = 15\n") == 1
-        source = source.replace("@MJF_PBS@", str(self.command))
+        assert source.count('"@MJF_SITE@"') == 1 and source.count('"@MJF_PYTHON@"') == 1
+        assert source.count('"LC_ALL": "C"}') == 1
+        source = source.replace("@MJF_PBS@", str(self.command)).replace(
+            "@MJF_SITE@", str(site)).replace("@MJF_PYTHON@", python).replace(
+            '"LC_ALL": "C"}', '"LC_ALL": "C"' + command_env + "}")
         if timeout is not None:
             source = source.replace("TIMEOUT_SECS = 15\n", f"TIMEOUT_SECS = {timeout}\n")
         (tmp_path / "mjf_hook.py").write_text(source)
@@ -913,14 +935,14 @@ class Adapter:
         write_script(self.command, f'echo "$@" > {self.seen}/argv\n'
                                    f"cat > {self.seen}/stdin\nenv > {self.seen}/env\n{body}")
 
-    def run(self, event_type, name, broken=(), inputs=HOOK_INPUT, env=None):
+    def run(self, event_type, name, broken=(), inputs=HOOK_INPUT, env=None, **spec):
         """The hook for an event of a recorded job (its hook input in ``inputs``): (exit
         status, what the fake pbs saw: outcome, message, env, log)."""
         attributes = dict(line.split("=", 1) for line in
                           (inputs / f"{name}.txt").read_text().splitlines())
         spec = {"type": event_type, "attributes": attributes,
                 "vnodes": attributes["vnodes"].split(","), "node": attributes["node"],
-                "broken": list(broken), "env": env or {}}
+                "broken": list(broken), "env": env or {}, **spec}
         (self.tmp_path / "event.json").write_text(json.dumps(spec))
         out = self.tmp_path / "out.json"
         if out.exists():
@@ -1058,41 +1080,6 @@ def test_an_exception_gathering_attributes_is_logged_and_accepted(adapter, broke
     assert not (adapter.seen / "argv").exists()  # the command never ran
 
 
-def test_the_adapter_against_the_real_command(tmp_path, write_config):
-    """The adapter with the installed mjf-pbs: begin, launch sets the variables, end."""
-    conf, base = write_config()
-    # The adapter runs the command with a clean environment: a wrapper names the config.
-    adapter = Adapter(tmp_path)
-    write_script(adapter.command,
-                 f"MJF_CONFIG={conf} exec {installed_command('mjf-pbs')} \"$@\"")
-    inputs = tmp_path / "inputs"
-    inputs.mkdir()
-    for role in ("begin", "launch", "end"):
-        (inputs / f"{role}.txt").write_text(hook_input(f"{role}-arr-1"))
-    status, seen = adapter.run("EXECJOB_BEGIN", "begin", inputs=inputs)
-    assert (status, seen["outcome"], seen["log"]) == (0, "accept", [])
-    assert (base / "jobs/21[1].vm/jobfeatures/job_id").read_text() == "21[1].vm"
-    status, seen = adapter.run("EXECJOB_LAUNCH", "launch", inputs=inputs)
-    assert (status, seen["outcome"], seen["log"]) == (0, "accept", [])
-    assert seen["env"] == {"PBS_JOBID": "21[1].vm",
-                           "MACHINEFEATURES": f"{base}/machinefeatures",
-                           "JOBFEATURES": f"{base}/jobs/21[1].vm/jobfeatures"}
-    status, seen = adapter.run("EXECJOB_END", "end", inputs=inputs)
-    assert (status, seen["outcome"], seen["log"]) == (0, "accept", [])
-    assert not (base / "jobs/21[1].vm").exists()
-    # Without the directory: a log line, no variables, accepted.
-    status, seen = adapter.run("EXECJOB_LAUNCH", "launch", inputs=inputs)
-    assert (status, seen["outcome"]) == (0, "accept")
-    assert seen["env"] == {"PBS_JOBID": "21[1].vm"}
-    [[_, message]] = seen["log"]
-    assert "jobs/21[1].vm/jobfeatures does not exist" in message
-    # on_error = fail: the launch is rejected.
-    conf.write_text(conf.read_text() + "on_error = fail\n")
-    status, seen = adapter.run("EXECJOB_LAUNCH", "launch", inputs=inputs)
-    assert (status, seen["outcome"]) == (1, "reject")
-    assert "on_error = fail" in seen["message"]
-
-
 def test_begin_puts_the_variables_into_the_jobs_variable_list(adapter):
     adapter.set_command("printf '%s\\n' MACHINEFEATURES=/b/machinefeatures "
                         "JOBFEATURES=/b/jobs/20.vm/jobfeatures LD_PRELOAD=/evil.so")
@@ -1122,3 +1109,306 @@ def test_variables_naming_another_or_no_directory_are_asked_again(adapter, stale
     status, seen = adapter.run("EXECJOB_LAUNCH", "launch-a", env=env)
     assert (status, seen["outcome"]) == (0, "accept")
     assert adapter.argv() == ["launch"]
+
+
+# --- the adapter running mjf-pbs's code in its own interpreter ------------------------
+
+PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
+COMMAND_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
+# A stand-in for mjf_hooks.hooks.pbs, beside the package's own pbs_embedded: its run()
+# keeps what it was called with and how it ran, then does what the action file (Python
+# source, setting `result`) says.
+FAKE_RUN = '''
+import json, os, sys
+
+def run(argv, stdin):
+    with open({seen!r}, "w") as out:
+        json.dump({{"argv": argv, "stdin": stdin, "environ": dict(os.environ),
+                   "path": sys.path[0]}}, out)
+    namespace = {{}}
+    with open({action!r}) as action:
+        exec(action.read(), namespace)
+    return namespace["result"]
+'''
+
+
+class InProcess(Adapter):
+    """The adapter with a recorded site holding a stand-in mjf_hooks (``site``)."""
+
+    def __init__(self, tmp_path, timeout=None, python=PYTHON):
+        self.site = tmp_path / "site"
+        self.in_process = tmp_path / "in-process.json"
+        self.action = tmp_path / "action.py"
+        package = self.site / "mjf_hooks"
+        (package / "hooks").mkdir(parents=True)
+        (package / "hooks" / "__init__.py").write_text("")
+        (package / "hooks" / "pbs.py").write_text(FAKE_RUN.format(
+            seen=str(self.in_process), action=str(self.action)))
+        # the package's own, pbs_embedded bounding the run
+        installed = Path(installed_command("mjf-pbs")).parents[1] / "lib" / \
+            f"python{PYTHON}" / "site-packages" / "mjf_hooks"
+        shutil.copy(installed / "__init__.py", package)
+        shutil.copy(installed / "hooks" / "pbs_embedded.py", package / "hooks")
+        self.act("result = (0, '', '')")
+        super().__init__(tmp_path, timeout=timeout, site=self.site, python=python)
+
+    def act(self, source):
+        self.action.write_text(source)
+
+    def ran_here(self):
+        """What the stand-in run() saw; None where mjf-pbs was started instead."""
+        if not self.in_process.exists():
+            assert (self.seen / "argv").exists()
+            return None
+        assert not (self.seen / "argv").exists()
+        return json.loads(self.in_process.read_text())
+
+
+def assert_hook_left_as_it_was(seen, site):
+    """The hook process after the in-process run: its environment and import path its
+    own again, STOP_SIGNAL back to its default action, its signal mask the mom's."""
+    assert seen["process_env_kept"]
+    assert str(site) not in seen["path"]
+    assert seen["usr1_default"] and seen["mask_kept"]
+
+
+@pytest.fixture
+def in_process(tmp_path):
+    return InProcess(tmp_path)
+
+
+@pytest.mark.parametrize(("event_type", "role"), [("EXECJOB_BEGIN", "begin"),
+                                                  ("EXECJOB_LAUNCH", "launch"),
+                                                  ("EXECJOB_END", "end")])
+def test_in_process_the_commands_code_runs_as_the_command_would(in_process, event_type, role):
+    status, seen = in_process.run(event_type, f"{role}-a")
+    assert (status, seen["outcome"], seen["log"]) == (0, "accept", [])
+    ran = in_process.ran_here()
+    assert ran["argv"] == [role]
+    assert ran["stdin"] == (HOOK_INPUT / f"{role}-a.txt").read_text()
+    # the command's environment and its own package first
+    assert ran["environ"] == COMMAND_ENV
+    assert ran["path"] == str(in_process.site)
+    assert_hook_left_as_it_was(seen, in_process.site)
+
+
+def test_in_process_output_is_read_as_the_commands(in_process):
+    in_process.act("result = (0, 'MACHINEFEATURES=/b/machinefeatures\\n"
+                   "JOBFEATURES=/b/jobs/20.vm/jobfeatures\\nLD_PRELOAD=/x.so\\n', "
+                   "'mjf[1]: mjf-pbs launch job 20.vm: warning: w\\n')")
+    status, seen = in_process.run("EXECJOB_LAUNCH", "launch-a")
+    assert (status, seen["outcome"]) == (0, "accept")
+    assert seen["env"] == {"PBS_JOBID": "20.vm", "MACHINEFEATURES": "/b/machinefeatures",
+                           "JOBFEATURES": "/b/jobs/20.vm/jobfeatures"}
+    assert seen["log"] == [[4, "mjf: mjf[1]: mjf-pbs launch job 20.vm: warning: w"]]
+    status, seen = in_process.run("EXECJOB_BEGIN", "begin-a")
+    assert seen["variable_list"] == {"MACHINEFEATURES": "/b/machinefeatures",
+                                     "JOBFEATURES": "/b/jobs/20.vm/jobfeatures"}
+
+
+@pytest.mark.parametrize(("event_type", "role", "outcome"), [
+    ("EXECJOB_BEGIN", "begin", "accept"),
+    ("EXECJOB_LAUNCH", "launch", "reject"),
+    ("EXECJOB_END", "end", "accept"),
+])
+def test_in_process_status_1_rejects_only_a_launch(in_process, event_type, role, outcome):
+    in_process.act("result = (1, 'JOBFEATURES=/b/j\\n', '')")
+    status, seen = in_process.run(event_type, f"{role}-a")
+    assert (status, seen["outcome"]) == (0 if outcome == "accept" else 1, outcome)
+    assert "JOBFEATURES" not in seen["env"]
+
+
+@pytest.mark.parametrize(("event_type", "role"), [("EXECJOB_BEGIN", "begin"),
+                                                  ("EXECJOB_LAUNCH", "launch"),
+                                                  ("EXECJOB_END", "end")])
+def test_an_exception_in_process_is_one_log_line_and_accepted(in_process, event_type, role):
+    in_process.act("raise RuntimeError('boom')")
+    status, seen = in_process.run(event_type, "launch-a")
+    assert (status, seen["outcome"]) == (0, "accept")
+    assert seen["env"] == {"PBS_JOBID": "20.vm"} and seen["variable_list"] == {}
+    assert seen["log"] == [[4, "mjf: RuntimeError: boom"]]
+    assert_hook_left_as_it_was(seen, in_process.site)
+
+
+@pytest.mark.parametrize(("event_type", "role"), [("EXECJOB_BEGIN", "begin"),
+                                                  ("EXECJOB_LAUNCH", "launch")])
+@pytest.mark.parametrize("hang", ["sleep", "fifo", "loop", "caught"])
+def test_a_hung_step_in_process_is_stopped_and_the_event_accepted(tmp_path, event_type, role,
+                                                                  hang):
+    """Stopped in a sleep, in a system call that waits for ever (opening a FIFO nobody
+    writes), in a loop, and where mjf-pbs's fail-safe frame catches every Exception."""
+    in_process = InProcess(tmp_path, timeout=1)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    in_process.act({"sleep": "import time\ntime.sleep(100)",
+                    "fifo": f"open({str(fifo)!r})",
+                    "loop": "while True:\n    pass",
+                    "caught": "import time\nwhile True:\n    try:\n        time.sleep(100)\n"
+                              "    except Exception:\n        pass"}[hang])
+    status, seen = in_process.run(event_type, "launch-a")
+    assert (status, seen["outcome"]) == (0, "accept")
+    assert seen["env"] == {"PBS_JOBID": "20.vm"} and seen["variable_list"] == {}
+    assert seen["log"] == [
+        [4, f"mjf: RuntimeError: mjf-pbs {role} (in pbs_python) did not finish in 1 s: stopped"]]
+    assert_hook_left_as_it_was(seen, in_process.site)
+
+
+def test_pbs_alarm_still_reaches_the_hook_during_an_in_process_run(tmp_path):
+    """PBS's hook alarm (alarm(2), a handler that interrupts the hook) goes to the hook's
+    thread, not to the watchdog, even in a system call waiting for ever."""
+    in_process = InProcess(tmp_path)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    in_process.act(f"open({str(fifo)!r})")
+    hook = tmp_path / "mjf_hook.py"
+    hook.write_text("import signal\n\n\ndef alarmed(signum, frame):\n"
+                    "    raise KeyboardInterrupt('the hook alarm')\n\n\n"
+                    "signal.signal(signal.SIGALRM, alarmed)\nsignal.alarm(1)\n"
+                    + hook.read_text())
+    attributes = dict(line.split("=", 1) for line in
+                      (HOOK_INPUT / "begin-a.txt").read_text().splitlines())
+    (tmp_path / "event.json").write_text(json.dumps({
+        "type": "EXECJOB_BEGIN", "attributes": attributes,
+        "vnodes": attributes["vnodes"].split(","), "node": attributes["node"]}))
+    result = subprocess.run([sys.executable, str(hook)], capture_output=True, text=True,
+                            timeout=30, env={"FAKE_PBS_EVENT": str(tmp_path / "event.json"),
+                                             "FAKE_PBS_OUT": str(tmp_path / "out.json"),
+                                             "PATH": "/usr/bin:/bin"})
+    assert result.returncode != 0
+    assert "KeyboardInterrupt: the hook alarm" in result.stderr
+
+
+def _writable_by_others(in_process):
+    in_process.site.chmod(0o777)
+
+
+def _package_dir_writable(in_process):
+    (in_process.site / "mjf_hooks" / "hooks").chmod(0o775)
+
+
+def _through_a_symlink(in_process):
+    in_process.site.rename(in_process.tmp_path / "real-site")
+    in_process.site.symlink_to(in_process.tmp_path / "real-site")
+
+
+def _in_a_directory_others_write(in_process):
+    in_process.tmp_path.chmod(0o777)
+
+
+def _not_importable(in_process):
+    shutil.rmtree(in_process.site / "mjf_hooks")
+
+
+def _failing_import(in_process):
+    (in_process.site / "mjf_hooks" / "__init__.py").write_text("raise OSError('broken')\n")
+
+
+def _another_users(in_process):
+    require(os.geteuid() == 0, "root: a directory of another user's")
+    os.chown(in_process.site / "mjf_hooks", 65534, 65534)
+
+
+def _signal_taken(in_process):
+    in_process.spec["usr1_handler"] = True
+
+
+@pytest.mark.parametrize(("python", "spoil"), [
+    ("3.0", None),  # another Python than install-hook found
+    ("", None),     # install-hook found none: the command is a wrapper
+    (PYTHON, _writable_by_others),
+    (PYTHON, _package_dir_writable),
+    (PYTHON, _through_a_symlink),
+    (PYTHON, _in_a_directory_others_write),
+    (PYTHON, _not_importable),
+    (PYTHON, _failing_import),
+    (PYTHON, _another_users),
+    (PYTHON, _signal_taken),
+])
+def test_the_adapter_starts_mjf_pbs_where_it_cannot_run_it_in_process(tmp_path, python,
+                                                                       spoil):
+    in_process = InProcess(tmp_path, python=python)
+    in_process.spec = {}
+    if spoil:
+        spoil(in_process)
+    try:
+        status, seen = in_process.run("EXECJOB_BEGIN", "begin-a", **in_process.spec)
+    finally:
+        tmp_path.chmod(0o700)
+    assert (status, seen["outcome"], seen["log"]) == (0, "accept", [])
+    assert in_process.ran_here() is None  # started, exactly as without a recorded site
+    assert in_process.argv() == ["begin"]
+    assert in_process.stdin() == (HOOK_INPUT / "begin-a.txt").read_text()
+    env = dict(line.split("=", 1) for line in (in_process.seen / "env").read_text().splitlines())
+    assert env["PATH"] == "/usr/bin:/bin" and env["LC_ALL"] == "C"
+
+
+def test_a_relative_site_is_not_imported(tmp_path):
+    adapter = Adapter(tmp_path, site="site", python=PYTHON)
+    (tmp_path / "site").mkdir()
+    status, seen = adapter.run("EXECJOB_BEGIN", "begin-a")
+    assert (status, seen["outcome"], seen["log"]) == (0, "accept", [])
+    assert adapter.argv() == ["begin"]
+
+
+def _recorded(tmp_path):
+    """What install-hook records for the installed mjf-pbs: (site, python)."""
+    bindir = str(Path(installed_command("mjf-pbs")).parent)
+    result = _install_hook(bindir, pbs_exec=_fake_qmgr(tmp_path, 1))
+    assert result.returncode == 0, result.stderr
+    text = (tmp_path / "imported.py").read_text()
+    site = text.split('\nMJF_SITE = "', 1)[1].split('"', 1)[0]
+    python = text.split('\nMJF_PYTHON = "', 1)[1].split('"', 1)[0]
+    assert f"in PBS's Python {python} it runs mjf-pbs's code from {site} itself" in \
+        result.stdout
+    return site, python
+
+
+@pytest.mark.parametrize("recorded", [True, False])
+def test_the_adapter_with_the_real_package(tmp_path, write_config, recorded):
+    """The installed mjf-pbs's code in the adapter's own interpreter (and, with nothing
+    recorded, the installed mjf-pbs started): begin, launch, end, on_error = fail."""
+    conf, base = write_config()
+    site, python = _recorded(tmp_path / "install") if recorded else ("", "")
+    adapter = Adapter(tmp_path, site=site, python=python,
+                      command_env=f", 'MJF_CONFIG': {str(conf)!r}")
+    if recorded:  # the command is never started
+        write_script(adapter.command, "echo started >&2; exit 3")
+    else:
+        shutil.copy(installed_command("mjf-pbs"), adapter.command)
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    for role in ("begin", "launch", "end"):
+        (inputs / f"{role}.txt").write_text(hook_input(f"{role}-arr-1"))
+    status, seen = adapter.run("EXECJOB_BEGIN", "begin", inputs=inputs)
+    assert (status, seen["outcome"], seen["log"]) == (0, "accept", [])
+    assert (base / "jobs/21[1].vm/jobfeatures/job_id").read_text() == "21[1].vm"
+    assert seen["variable_list"] == {"MACHINEFEATURES": f"{base}/machinefeatures",
+                                     "JOBFEATURES": f"{base}/jobs/21[1].vm/jobfeatures"}
+    status, seen = adapter.run("EXECJOB_LAUNCH", "launch", inputs=inputs)
+    assert (status, seen["outcome"], seen["log"]) == (0, "accept", [])
+    assert seen["env"] == {"PBS_JOBID": "21[1].vm",
+                           "MACHINEFEATURES": f"{base}/machinefeatures",
+                           "JOBFEATURES": f"{base}/jobs/21[1].vm/jobfeatures"}
+    status, seen = adapter.run("EXECJOB_END", "end", inputs=inputs)
+    assert (status, seen["outcome"], seen["log"]) == (0, "accept", [])
+    assert not (base / "jobs/21[1].vm").exists()
+    status, seen = adapter.run("EXECJOB_LAUNCH", "launch", inputs=inputs)
+    assert (status, seen["outcome"]) == (0, "accept")
+    assert seen["env"] == {"PBS_JOBID": "21[1].vm"}
+    [[_, message]] = seen["log"]
+    assert "jobs/21[1].vm/jobfeatures does not exist" in message
+    assert "mjf-pbs launch job 21[1].vm: error: " in message
+    conf.write_text(conf.read_text() + "on_error = fail\n")
+    status, seen = adapter.run("EXECJOB_LAUNCH", "launch", inputs=inputs)
+    assert (status, seen["outcome"]) == (1, "reject")
+    assert "on_error = fail" in seen["message"]
+
+
+def test_install_hook_records_nothing_for_a_wrapper_script(tmp_path):
+    bindir = tmp_path / "bin"
+    write_script(bindir / "mjf-pbs", f'exec {installed_command("mjf-pbs")} "$@"')
+    result = _install_hook(str(bindir), pbs_exec=_fake_qmgr(tmp_path, 1))
+    assert result.returncode == 0, result.stderr
+    text = (tmp_path / "imported.py").read_text()
+    assert '\nMJF_SITE = ""\n' in text and '\nMJF_PYTHON = ""\n' in text
+    assert "runs mjf-pbs's code" not in result.stdout

@@ -19,6 +19,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -94,17 +95,34 @@ class PBSComplex:
         return [MOM_HOOK, *(mom.home / MOM_HOOK.relative_to(PBS_HOME)
                             for mom in self.extra_moms)]
 
-    def wait_hook_synced(self, command: str, timeout: float = 60) -> None:
-        """The server sends a hook to the moms a little after qmgr imports it."""
+    def wait_hook_synced(self, command: str, timeout: float = 60,
+                         line: str | None = None) -> None:
+        """The server sends a hook to the moms a little after qmgr imports it: wait until
+        each mom's copy runs ``command`` (and holds ``line``)."""
         deadline = time.monotonic() + timeout
         waiting = self.mom_hooks()
         while waiting and time.monotonic() < deadline:
             with contextlib.suppress(OSError):
                 waiting = [path for path in waiting
-                           if f'MJF_PBS = "{command}"' not in path.read_text()]
+                           if f'MJF_PBS = "{command}"\n' not in path.read_text()
+                           or (line and f"\n{line}\n" not in path.read_text())]
             time.sleep(0.2)
         if waiting:
             raise RuntimeError(f"{', '.join(map(str, waiting))} never got the hook for {command}")
+
+    def change_hook(self, old: str, new: str) -> None:
+        """The installed hook with its line ``old`` replaced by ``new``, imported again as
+        install-hook does; wait until every mom has it."""
+        text = MOM_HOOK.read_text()
+        assert f"\n{old}\n" in text, old
+        command = text.split('\nMJF_PBS = "', 1)[1].split('"', 1)[0]
+        changed = Path(tempfile.mkdtemp()) / "mjf_hook.py"
+        try:
+            changed.write_text(text.replace(f"\n{old}\n", f"\n{new}\n"))
+            qmgr(f"import hook {HOOK} application/x-python default {changed}")
+        finally:
+            shutil.rmtree(changed.parent)
+        self.wait_hook_synced(command, line=new)
 
     def delete_hook(self) -> None:
         qmgr(f"delete hook {HOOK}", check=False)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import threading
 import time
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.pbs_complex import (
+    MOM_HOOK,
     assert_no_job_directories_left,
     mjf,
     mjf_complex,
@@ -213,6 +215,82 @@ def test_begin_gives_the_variables_and_launch_runs_nothing(complex_):
     assert view["JOBFEATURES"]["job_id"] == job_id
     assert roles.read_text().split() == ["begin", "end"]
     assert_ran_once_and_node_free(complex_, job_id)
+
+
+@contextlib.contextmanager
+def hook_noting_starts(complex_, python: str | None = None):
+    """The hook installed for a directory holding a copy of the installed mjf-pbs, so
+    that install-hook records where its package lives and for which Python; then that
+    mjf-pbs becomes a wrapper noting each start in the file yielded. ``python``: the
+    version the installed hook is then told it was recorded for. Restored after."""
+    started = complex_.job_root / "started"
+    bindir = complex_.job_root / "bin"
+    bindir.mkdir(exist_ok=True)
+    shutil.copy(HOOKS_BIN / "mjf-pbs", bindir / "mjf-pbs")
+    result = complex_.install_hook(bindir)
+    assert result.returncode == 0, result.stderr
+    # The hooks' venv is of the Python PBS was built with: its code runs in pbs_python.
+    assert "it runs mjf-pbs's code from /" in result.stdout, result.stdout
+    (bindir / "mjf-pbs").write_text(f'#!/bin/sh\necho "$1" >> {started}\n'
+                                    f'exec {HOOKS_BIN}/mjf-pbs "$@"\n')
+    try:
+        if python:
+            recorded = [line for line in MOM_HOOK.read_text().splitlines()
+                        if line.startswith("MJF_PYTHON = ")]
+            complex_.change_hook(recorded[0], f'MJF_PYTHON = "{python}"')
+        yield started
+    finally:
+        result = complex_.install_hook(HOOKS_BIN)
+        assert result.returncode == 0, result.stderr
+        shutil.rmtree(bindir)
+        started.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("python", [None, "3.0"])
+def test_the_hook_runs_mjf_pbs_in_pbs_python_else_starts_it(complex_, python):
+    """Where PBS's Python is the one install-hook recorded, begin and end run mjf-pbs's
+    code in pbs_python itself: mjf-pbs is never started. Where it is another (here a
+    recorded 3.0), the hook starts mjf-pbs for both. The job sees the same either way."""
+    with hook_noting_starts(complex_, python) as started:
+        submitted = time.time()
+        # $MJF_CONFIG of the job's is no config of the hook's, here or in mjf-pbs.
+        name = "where-here" if python is None else "where-started"
+        job_id = qsub(complex_, "mjfuser1", name, *REQUEST, "-v",
+                      "JOBFEATURES=/stale/jobs/1.vm/jobfeatures,MJF_CONFIG=/nowhere")
+        view = seen(complex_, name)
+        assert job_values(view, complex_.mjf_base, job_id, submitted) == {
+            "job_id": job_id, "allocated_cpu": "2", "wall_limit_secs": "600",
+            "cpu_limit_secs": "1200", "max_rss_bytes": str(300 * MIB),
+            "hs06_job": "20", "grace_secs_job": "600"}
+        # what PBS itself gives the job is the job's
+        assert (view["env"]["PBS_JOBID"], view["env"]["TMPDIR"]) == \
+            (job_id, f"/var/tmp/pbs.{job_id}")
+        assert_ran_once_and_node_free(complex_, job_id)
+        assert_no_job_directories_left(complex_)
+        roles = started.read_text().split() if started.exists() else []
+    assert roles == ([] if python is None else ["begin", "end"])
+
+
+def test_a_hung_step_in_pbs_python_is_stopped_and_the_job_runs(complex_):
+    """mjf-pbs's code, run in pbs_python, waits for ever opening its config (a FIFO nobody
+    writes): stopped after 15 s, well inside PBS's alarm, as one line in the mom's log."""
+    SITE_CONFIG.unlink()
+    os.mkfifo(SITE_CONFIG)
+    try:
+        job_id = qsub(complex_, "mjfuser1", "stuck", wait=False)
+        deadline = time.monotonic() + 60
+        stopped = "mjf: RuntimeError: mjf-pbs begin (in pbs_python) did not finish in 15 s: " \
+                  "stopped"
+        while stopped not in complex_.mom_log():
+            assert time.monotonic() < deadline, complex_.mom_log()
+            time.sleep(0.2)
+    finally:
+        SITE_CONFIG.unlink()
+        SITE_CONFIG.write_text(complex_.good_config)
+    complex_.wait_finished(job_id)
+    assert seen(complex_, "stuck")["env"]["JOBFEATURES"] is None  # ran, without MJF
+    assert_ran_once_and_node_free(complex_, job_id)
+    assert "alarm call" not in complex_.mom_log()  # PBS's own, which would fail the event
 
 
 def test_sync_removes_only_what_pbs_no_longer_runs(complex_):
