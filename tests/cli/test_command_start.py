@@ -108,3 +108,39 @@ def test_a_command_loads_its_own_modules_without_searching_and_skips_collections
              " slurm.__cached__ == slurm.__spec__.cached, slurm.__file__.endswith('slurm.py'))")
     assert probe(sys.executable, "mjf-slurm", after) == ["_OwnModules", "False", "True",
                                                           "True"]
+
+
+@pytest.mark.parametrize(("body", "status", "out", "err"), [
+    ("print('done', end='')", 0, "done", ""),  # buffered output is written
+    ("return 3", 3, "", ""),
+    ("raise SystemExit(4)", 4, "", ""),
+    ("raise SystemExit('why')", 1, "", "why\n"),  # Python's own end: it prints it
+    ("raise KeyError('bug')", 1, "", "KeyError"),
+    ("import threading; threading.Thread(target=lambda: __import__('time').sleep(0.2))"
+     ".start(); print('waited', end='')", 0, "waited", ""),
+])
+def test_a_command_started_as_packaged_ends_as_sys_exit_would(body, status, out, err):
+    """run_command ends a -S command at once, after its atexit functions and with its
+    output flushed; anything unusual ends the normal way."""
+    code = ("import sys, atexit\nimport mjf_hooks\n"
+            "atexit.register(lambda: sys.stderr.write(''))\n"
+            f"def main():\n    {body}\n"
+            "mjf_hooks.run_command(main)\n")
+    site_packages = str(Path(mjf_hooks.__file__).parent.parent)
+    result = subprocess.run([sys.executable, "-IS", "-c",
+                             f"import sys\nsys.path.append({site_packages!r})\n{code}"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == status and result.stdout == out, result
+    assert err in result.stderr if err else result.stderr == ""
+
+
+def test_atexit_functions_run_before_a_command_ends_at_once(tmp_path):
+    marker = tmp_path / "ran"
+    code = (f"import atexit\nimport mjf_hooks\n"
+            f"atexit.register(lambda: open({str(marker)!r}, 'w').close())\n"
+            "mjf_hooks.run_command(lambda: 0)\n")
+    site_packages = str(Path(mjf_hooks.__file__).parent.parent)
+    subprocess.run([sys.executable, "-IS", "-c",
+                    f"import sys\nsys.path.append({site_packages!r})\n{code}"],
+                   check=True, timeout=60)
+    assert marker.exists()
