@@ -28,9 +28,9 @@ pytestmark = pytest.mark.integration
 
 MIB = 2**20
 RECORDS = "/var/lib/mjf-records"  # inside the chroot, where the hooks run
-# Long enough that what procd misses (up to a snapshot interval of each burner) stays
-# well inside the tolerance below.
-CPU_PER_CHILD, TOUCHED_MIB = 6, 200
+# Long enough that what procd misses (each burner's CPU time since its last snapshot: up
+# to a snapshot interval, two seen on a busy host) stays well inside the tolerance below.
+CPU_PER_CHILD, TOUCHED_MIB = 12, 200
 SITE = "MJF-TEST-SITE"
 CONFIG = GOOD_CONFIG + f"[records]\ndir = {RECORDS}\nformat = sss, apel\nsite = {SITE}\n"
 # This host's HTCondor cannot use cgroups: its procd samples the job's usage, every
