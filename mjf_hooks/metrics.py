@@ -249,25 +249,20 @@ def _records(families: Families, config: Config, now: int, log) -> None:
 
     window = config.metrics_records_hours * 3600
     try:
-        listing = record_store.read_all(config.records_dir, now - window)
+        # What `mjf records --summary` takes of each record, its digests kept warm.
+        rows, skipped = record_store.summary_rows(config.records_dir, now - window)
     except (MJFError, OSError) as error:  # the rest of the metrics are still worth writing
         if log is not None:
             log.warning(f"metrics: no record figures: {error}")
         return
-    found = []
-    for data in listing.records:
-        try:
-            found.append(job_record.record_from_json(data))
-        except (ValueError, TypeError, RecursionError):
-            listing.unreadable.append("?")
-    totals = job_record.summary(found)
+    totals = job_record.summary_of(rows)
     families("mjf_records_window_seconds", GAUGE,
              "the window of ended jobs the mjf_records_ figures sum ([metrics] "
              "records_hours)").add(window)
     families("mjf_records_jobs", GAUGE, "jobs that ended in the window (their records)"
              ).add(totals["jobs"])
     families("mjf_records_unreadable", GAUGE, "record files of the window that are no "
-             "record (skipped)").add(len(listing.unreadable))
+             "record (skipped)").add(len(skipped))
     families("mjf_records_allocated_cpu_seconds", GAUGE,
              "CPU seconds allocated (wall time x allocated_cpu) to jobs that ended in the "
              "window, of those with CPU figures (/ 3600: core-hours)"
