@@ -1,5 +1,5 @@
 """What every scenario shares: the work directory, the site configs (one keeping job
-records), the venv whose commands are measured, and how big the stores are."""
+records with ``$JOBSTATUS`` on), the venv whose commands are measured, and how big the stores are."""
 
 from __future__ import annotations
 
@@ -61,10 +61,13 @@ class Bench:
         self.python = self.bin("python")
         self.base = os.path.join(work, "base")
         self.config = self.file("mjf.conf", CONFIG.format(base=self.base))
-        # The same, keeping job records: the end hooks of the "records" rows write them.
+        # The same, keeping job records (the end hooks of the "records" rows write them)
+        # and offering each job a $JOBSTATUS: a site's fullest per-job work.
         self.records_dir = os.path.join(work, "records")
-        self.records_config = self.file("mjf-records.conf", CONFIG.format(base=self.base)
-                                        + RECORDS.format(records=self.records_dir))
+        self.records_config = self.file(
+            "mjf-records.conf", CONFIG.format(base=self.base).replace(
+                "[mjf]\n", "[mjf]\njobstatus = yes\n", 1)
+            + RECORDS.format(records=self.records_dir))
         self.env = self.env_for(self.config)
         self._scratch_count = 0
 
