@@ -1,5 +1,6 @@
 """What every scenario shares: the work directory, the site configs (one keeping job
-records with ``$JOBSTATUS`` on), the venv whose commands are measured, and how big the stores are."""
+records with ``$JOBSTATUS`` on), the venv whose commands are measured, and how big the
+stores are."""
 
 from __future__ import annotations
 

@@ -1,14 +1,16 @@
 """How an installed command starts: `python3 -IS`, as the packages install it.
 
 -S skips site's start-up work; each command's first block adds this interpreter's
-site-packages itself (site's own rule), and takes all of site where the package is found
-only through a .pth file (an editable install). docs/design.md, "Python itself".
+site-packages itself (where pip puts a package, else site's own rule), and takes all of
+site where the package is found only through a .pth file (an editable install).
+docs/design.md, "Python itself".
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import sysconfig
 import syslog
 from pathlib import Path
 
@@ -53,6 +55,19 @@ def test_started_isolated_without_site_a_command_finds_its_install(command):
     # Not site's whole start-up (no sitecustomize, no .pth file's code): the package found
     # where site itself would look.
     assert not site_ran(sys.executable, command)
+
+
+def test_a_command_installed_by_pip_finds_its_install_without_importing_site():
+    """Where pip put the package (a virtualenv's site-packages, as in the tests), the start
+    block finds it without site's module, a sixtieth of a bare start; elsewhere (Debian's
+    dist-packages: the packaging tests start the .deb's commands) it asks site's rule."""
+    probe = (start_block(Path(installed_command("mjf-slurm")).read_text())
+             + "\nimport mjf_hooks\nprint('site' in sys.modules, mjf_hooks.__file__)")
+    result = subprocess.run([sys.executable, "-IS", "-c", probe], capture_output=True,
+                            text=True, check=True, timeout=60)
+    imported_site, found = result.stdout.split()
+    site_packages = sysconfig.get_path("purelib")
+    assert imported_site == "False" and found.startswith(f"{site_packages}/"), result.stdout
 
 
 def test_an_install_only_a_pth_file_leads_to_still_starts(tmp_path):
