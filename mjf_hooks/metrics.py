@@ -244,13 +244,13 @@ def _failures(families: Families, config: Config) -> None:
 
 
 def _records(families: Families, config: Config, now: int, log) -> None:
-    from . import job_record, record_store
+    from . import job_record, record_reading
     from .errors import MJFError
 
     window = config.metrics_records_hours * 3600
     try:
         # What `mjf records --summary` takes of each record, its digests kept warm.
-        rows, skipped = record_store.summary_rows(config.records_dir, now - window)
+        rows, skipped = record_reading.summary_rows(config.records_dir, now - window)
     except (MJFError, OSError) as error:  # the rest of the metrics are still worth writing
         if log is not None:
             log.warning(f"metrics: no record figures: {error}")

@@ -117,9 +117,9 @@ def _empty_trash(store: Store, log: Log) -> list[str]:
 
 
 def _file_records(config: Config, log: Log) -> list[str]:
-    from . import record_store
+    from . import record_filing
 
-    filed = record_store.ingest(config, log)
+    filed = record_filing.ingest(config, log)
     done = [f"filed {filed} job record(s) handed in by jobs' users"] if filed else []
     for line in done:
         log.info(line)
@@ -127,9 +127,9 @@ def _file_records(config: Config, log: Log) -> list[str]:
 
 
 def _expire_records(config: Config, log: Log, now: float) -> list[str]:
-    from . import record_store
+    from . import record_filing
 
-    removed = record_store.expire(config, now)
+    removed = record_filing.expire(config, now)
     done = [f"removed {removed} job record(s) older than {config.records_keep_days} days "
             f"from {config.records_dir}"] if removed else []
     for line in done:

@@ -23,7 +23,7 @@ def records_command(since: str | None, as_json: bool, summary: bool) -> None:
     wall_limit_secs - and the jobs that went past a promise; --summary totals them.
     """
     from .. import config as config_module
-    from .. import job_record, record_store, records_format, timeparse
+    from .. import job_record, record_reading, records_format, timeparse
 
     try:
         config = config_module.load()
@@ -31,9 +31,9 @@ def records_command(since: str | None, as_json: bool, summary: bool) -> None:
             raise MJFError(f"{config.path}: no records are kept here: set [records] dir")
         start = None if since is None else timeparse.parse_since(since, int(time.time()))
         if summary:  # each day's rows, from its digest while the day is unchanged
-            rows, skipped = record_store.summary_rows(config.records_dir, start)
+            rows, skipped = record_reading.summary_rows(config.records_dir, start)
         else:
-            listing = record_store.read_all(config.records_dir, start)
+            listing = record_reading.read_all(config.records_dir, start)
     except MJFError as error:
         raise click.ClickException(str(error)) from None
     if summary:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from mjf_hooks import classad_files, record_store, spec
+from mjf_hooks import classad_files, record_filing, record_reading, record_store, spec
 from mjf_hooks.batch import htcondor
 from mjf_hooks.config import parse
 from mjf_hooks.errors import StoreError
@@ -219,7 +219,7 @@ def site(tmp_path):
     records = tmp_path / "records"
     config = parse(f"[mjf]\nbase_dir = {tmp_path}/base\n[records]\ndir = {records}\n"
                    "format = sss, apel\nsite = TEST\n", "/test/mjf.conf")
-    assert record_store.ingest(config, LeveledLog()) == 0  # the drop box, as `mjf sync` makes it
+    assert record_filing.ingest(config, LeveledLog()) == 0  # the drop box, as `mjf sync` makes it
     return config, records, tmp_path
 
 
@@ -251,7 +251,7 @@ def everything(directory: Path) -> dict[str, bytes | None]:
 def check_filed(records: Path) -> list[dict]:
     """The records filed, through what `mjf records` does with them."""
     found = []
-    for data in record_store.read_all(str(records)).records:
+    for data in record_reading.read_all(str(records)).records:
         record = record_from_json(data)
         figures(record)
         sss_xml(record)
@@ -278,7 +278,7 @@ def test_hand_in(site, label, content):
     hand_in(drop, "1795630299-victim.2.json", json.dumps(victim).encode(), VICTIM, tmp_path)
     before = everything(records)
     log = LeveledLog()
-    filed = record_store.ingest(config, log)
+    filed = record_filing.ingest(config, log)
     expected = isinstance(content, bytes) and expected_filed(content)
     messages = [message for _, message in log.lines]
     assert os.listdir(drop) == [], os.listdir(drop)
@@ -304,7 +304,7 @@ def test_hand_in(site, label, content):
         assert filed == 1, messages
         assert len(about) == 1, messages
         assert attackers == []
-    assert record_store.ingest(config, LeveledLog()) == 0
+    assert record_filing.ingest(config, LeveledLog()) == 0
 
 
 @pytest.mark.parametrize("label, name", NAMES, ids=[label for label, _ in NAMES])
@@ -315,7 +315,7 @@ def test_a_name_that_is_no_hand_in_is_removed(site, label, name):
     hand_in(drop, "1795630299-victim.2.json", json.dumps(dict(BASE, job_id="victim")).encode(),
             VICTIM, tmp_path)
     log = LeveledLog()
-    assert record_store.ingest(config, log) == 1
+    assert record_filing.ingest(config, log) == 1
     assert os.listdir(drop) == []
     (line,) = [message for _, message in log.lines]
     assert "removed 1 file(s) that are not records handed in by a user" in line

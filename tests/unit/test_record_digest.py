@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from mjf_hooks import job_record, record_store
+from mjf_hooks import job_record, record_filing, record_reading
 from mjf_hooks.job_record import Record, record_json
 from mjf_hooks.record_store import DIGESTS, day_name
 
@@ -47,7 +47,7 @@ def top(tmp_path):
 
 def by_reading_every_record(top, since=None) -> tuple[dict, list[str]]:
     """What the summary was before digests: every record read and checked."""
-    listing = record_store.read_all(str(top), since)
+    listing = record_reading.read_all(str(top), since)
     found = []
     for data in listing.records:
         try:
@@ -58,7 +58,7 @@ def by_reading_every_record(top, since=None) -> tuple[dict, list[str]]:
 
 
 def through_digests(top, since=None) -> tuple[dict, list[str]]:
-    rows, skipped = record_store.summary_rows(str(top), since)
+    rows, skipped = record_reading.summary_rows(str(top), since)
     return job_record.summary_of(rows), skipped
 
 
@@ -76,7 +76,7 @@ def test_the_same_totals_and_messages_first_and_from_the_digests(top, since):
 def test_a_digest_is_used_while_its_day_is_unchanged(top, monkeypatch):
     through_digests(top)
     read = []
-    monkeypatch.setattr(record_store, "_read_day", lambda day: read.append(day.path) or [])
+    monkeypatch.setattr(record_reading, "_read_day", lambda day: read.append(day.path) or [])
     through_digests(top)
     assert read == []
     write_record(top, 40, FIRST + DAY + 900)  # a late record, handed in and filed
@@ -110,6 +110,6 @@ def test_digests_others_can_write_are_neither_used_nor_written(top):
 def test_expire_removes_the_digests_of_days_that_are_gone(top, tmp_path):
     through_digests(top)
     config = type("Config", (), {"records_dir": str(top), "records_keep_days": 1})()
-    record_store.expire(config, now=FIRST + 10 * DAY)
+    record_filing.expire(config, now=FIRST + 10 * DAY)
     assert not [day for day in os.listdir(top) if day[0].isdigit()]
     assert os.listdir(top / DIGESTS) == []

@@ -7,6 +7,8 @@ import errno
 import json
 import os
 import stat
+import subprocess
+import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -14,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mjf_hooks import lifecycle, record_store
+from mjf_hooks import lifecycle, record_filing, record_reading, record_store
 from mjf_hooks.config import parse
 from mjf_hooks.errors import StoreError
 from mjf_hooks.job_record import Record, apel, record_json, sss_xml
@@ -100,6 +102,24 @@ def days(records_dir: Path) -> list[str]:
 
 
 # --- write ------------------------------------------------------------------------
+
+def test_writing_a_record_loads_neither_the_reading_nor_the_filing(tmp_path):
+    """An end hook writes a record and is measured against a bare interpreter start: what
+    reads records (`mjf records`) and files hand-ins (`mjf sync`) is not its to load."""
+    (tmp_path / "records").mkdir()
+    conf = tmp_path / "mjf.conf"
+    conf.write_text(f"[records]\ndir = {tmp_path}/records\nformat = sss, apel\nsite = T\n")
+    code = ("import sys\nfrom mjf_hooks import config, record_store\n"
+            "from mjf_hooks.job_record import Record\n"
+            f"site = config.load({str(conf)!r})\n"
+            "print(record_store.write(site, Record('5', end_time=1700000000.0, cpu_secs=60.0,\n"
+            "    sources={'end_time': 'test', 'cpu_secs': 'test'})))\n"
+            "print(sorted(name for name in sys.modules if name.startswith('mjf_hooks.record')))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60)
+    assert result.stdout.splitlines() == [f"{tmp_path}/records/2023-11-14/1700000000-5.json",
+                                          "['mjf_hooks.record_store']"], result.stderr
+
 
 def test_a_record_is_three_files_in_its_utc_day(config, records_dir, east_of_utc):
     one = record()
@@ -275,7 +295,7 @@ def test_a_failed_rename_leaves_no_file(config, records_dir, monkeypatch, failin
     assert len(calls) == failing
     assert "1700006399-1234.0.json" in str(caught.value)
     assert os.listdir(records_dir / "2023-11-14") == []  # no record, no temporary file
-    assert record_store.read_all(str(records_dir)).records == []
+    assert record_reading.read_all(str(records_dir)).records == []
 
 
 @pytest.mark.parametrize("failing", [1, 2, 3])
@@ -302,13 +322,13 @@ def test_after_a_failure_the_next_record_is_written(config, records_dir, monkeyp
 # --- read_all ---------------------------------------------------------------------
 
 def test_a_missing_records_directory_has_no_records(tmp_path):
-    listing = record_store.read_all(str(tmp_path / "absent"))
+    listing = record_reading.read_all(str(tmp_path / "absent"))
     assert listing.records == [] and listing.unreadable == []
 
 
 def test_an_empty_records_directory_has_no_records(records_dir):
     records_dir.mkdir()
-    listing = record_store.read_all(str(records_dir))
+    listing = record_reading.read_all(str(records_dir))
     assert listing.records == [] and listing.unreadable == []
 
 
@@ -316,7 +336,7 @@ def test_a_refused_records_directory_is_an_error(records_dir):
     records_dir.mkdir()
     records_dir.chmod(0o757)
     with pytest.raises(StoreError, match="others can write"):
-        record_store.read_all(str(records_dir))
+        record_reading.read_all(str(records_dir))
 
 
 def write_several(config) -> list[Record]:
@@ -333,7 +353,7 @@ def write_several(config) -> list[Record]:
 def test_records_are_read_oldest_first(config, records_dir):
     write_several(config)
     assert days(records_dir) == ["2023-11-14", "2023-11-15", "2023-11-16"]
-    listing = record_store.read_all(str(records_dir))
+    listing = record_reading.read_all(str(records_dir))
     assert [data["job_id"] for data in listing.records] == ["a", "b", "c", "d"]
     assert listing.records[0] == record_json(record("a", end=1699999000))
     assert listing.unreadable == []
@@ -345,20 +365,20 @@ def test_since_skips_older_days_and_older_files(config, records_dir):
     # either were read, it would be listed as unreadable.
     (records_dir / "2023-11-14/1699999999-junk.json").write_text("not json")
     (records_dir / "2023-11-16/1700099999-junk.json").write_text("not json")
-    listing = record_store.read_all(str(records_dir), since=1700100000)
+    listing = record_reading.read_all(str(records_dir), since=1700100000)
     assert [data["job_id"] for data in listing.records] == ["c", "d"]
     assert listing.unreadable == []
-    listing = record_store.read_all(str(records_dir), since=1700050000)
+    listing = record_reading.read_all(str(records_dir), since=1700050000)
     assert [data["job_id"] for data in listing.records] == ["b", "c", "d"]
     assert listing.unreadable == [f"{records_dir}/2023-11-16/1700099999-junk.json"]
-    listing = record_store.read_all(str(records_dir), since=1700150001)
+    listing = record_reading.read_all(str(records_dir), since=1700150001)
     assert listing.records == [] and listing.unreadable == []
 
 
 def test_since_at_the_start_of_a_day_keeps_that_day(config, records_dir):
     write_several(config)
     start_of_16th = 1700092800  # 2023-11-16 00:00:00 UTC
-    listing = record_store.read_all(str(records_dir), since=start_of_16th)
+    listing = record_reading.read_all(str(records_dir), since=start_of_16th)
     assert [data["job_id"] for data in listing.records] == ["c", "d"]
 
 
@@ -384,7 +404,7 @@ def test_what_is_not_a_record_is_listed_as_unreadable(config, records_dir, tmp_p
 
     result: list = []
     reader = threading.Thread(target=lambda: result.append(
-        record_store.read_all(str(records_dir))), daemon=True)
+        record_reading.read_all(str(records_dir))), daemon=True)
     reader.start()
     reader.join(10)
     assert not reader.is_alive(), "read_all hangs (on the FIFO?)"
@@ -405,7 +425,7 @@ def test_a_record_of_exactly_the_largest_size_is_read(records_dir, config):
     assert len(text) == 65536
     (day / "1700000000-edge.json").write_text(text)
     (day / "1700000001-over.json").write_text(text[:-2] + 'x"}')
-    listing = record_store.read_all(str(records_dir))
+    listing = record_reading.read_all(str(records_dir))
     assert [data["job_id"] for data in listing.records] == ["edge"]
     assert listing.unreadable == [f"{day}/1700000001-over.json"]
 
@@ -419,7 +439,7 @@ def test_directories_that_are_not_days_are_not_read(config, records_dir, tmp_pat
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "elsewhere/1700000000-x.json").write_text("garbage")
     os.symlink(tmp_path / "elsewhere", records_dir / "2023-11-12")
-    listing = record_store.read_all(str(records_dir))
+    listing = record_reading.read_all(str(records_dir))
     assert [data["job_id"] for data in listing.records] == ["good"]
     assert listing.unreadable == []
 
@@ -445,14 +465,14 @@ def test_expire_removes_old_records_and_keeps_newer_ones(records_dir):
     new = [record("new", end=NOW - DAY), record("today", end=NOW - 60)]
     for one in [*old, edge_old, edge_new, *new]:
         record_store.write(config, one)
-    assert record_store.expire(config, now=NOW) == 4
+    assert record_filing.expire(config, now=NOW) == 4
     assert days(records_dir) == ["2023-11-22", "2023-11-24", "2023-11-25"]
-    kept = record_store.read_all(str(records_dir)).records
+    kept = record_reading.read_all(str(records_dir)).records
     assert [data["job_id"] for data in kept] == ["edge-new", "new", "today"]
     # The .xml and .apel files went with their JSON.
     assert sorted(os.listdir(records_dir / "2023-11-22")) == [
         f"{int(cutoff + 1)}-edge-new.{suffix}" for suffix in ("apel", "json", "xml")]
-    assert record_store.expire(config, now=NOW) == 0
+    assert record_filing.expire(config, now=NOW) == 0
 
 
 def test_expire_removes_empty_past_days_but_not_today(records_dir):
@@ -460,7 +480,7 @@ def test_expire_removes_empty_past_days_but_not_today(records_dir):
     records_dir.mkdir()
     for name in ("2023-11-20", "2023-11-24", "2023-11-25"):
         (records_dir / name).mkdir()
-    assert record_store.expire(config, now=NOW) == 0
+    assert record_filing.expire(config, now=NOW) == 0
     assert os.listdir(records_dir) == ["2023-11-25"]
 
 
@@ -474,7 +494,7 @@ def test_expire_removes_what_dead_writers_left(records_dir):
     others = [".new-json.notapid.0123abcd", f".new-json.{DEAD_PID}.short", ".hidden"]
     for name in dead + alive + others:
         (day / name).write_text("partial")
-    assert record_store.expire(config, now=NOW) == 0
+    assert record_filing.expire(config, now=NOW) == 0
     remaining = sorted(os.listdir(day))
     assert [name for name in remaining if name.startswith(".")] == sorted(alive + others)
     assert len(remaining) == len(alive + others) + 3  # the record's three files
@@ -484,7 +504,7 @@ def test_expire_removes_a_day_emptied_of_dead_writers_temporaries(records_dir):
     config = config_for(records_dir, keep_days=90)
     (records_dir / "2023-11-20").mkdir(parents=True)
     (records_dir / "2023-11-20" / f".new-json.{DEAD_PID}.0123abcd").write_text("{")
-    record_store.expire(config, now=NOW)
+    record_filing.expire(config, now=NOW)
     assert days(records_dir) == []
 
 
@@ -500,14 +520,14 @@ def test_expire_ignores_directories_that_are_not_days(records_dir, tmp_path):
     (tmp_path / "elsewhere/1000000000-x.json").write_text("{}")
     os.symlink(tmp_path / "elsewhere", records_dir / "2023-01-02")
     before = everything_under(records_dir)
-    assert record_store.expire(config, now=NOW) == 0
+    assert record_filing.expire(config, now=NOW) == 0
     assert everything_under(records_dir) == before
     assert os.listdir(tmp_path / "elsewhere") == ["1000000000-x.json"]
 
 
 def test_expire_without_records_or_a_directory(tmp_path):
-    assert record_store.expire(parse(""), now=NOW) == 0
-    assert record_store.expire(config_for(tmp_path / "absent"), now=NOW) == 0
+    assert record_filing.expire(parse(""), now=NOW) == 0
+    assert record_filing.expire(config_for(tmp_path / "absent"), now=NOW) == 0
     assert not (tmp_path / "absent").exists()
 
 
@@ -515,7 +535,7 @@ def test_expire_refuses_a_directory_others_can_write(records_dir):
     records_dir.mkdir()
     records_dir.chmod(0o777)
     with pytest.raises(StoreError):
-        record_store.expire(config_for(records_dir), now=NOW)
+        record_filing.expire(config_for(records_dir), now=NOW)
 
 
 # --- lifecycle: a job's end writes its record ----------------------------------------
@@ -648,7 +668,7 @@ def test_end_job_writes_the_record_then_removes_the_directory(as_root, site, tmp
     assert lifecycle.end_job(store, log, "job.1", config=config, ending=ending)
     assert not os.path.exists(store.job_features_dir("job.1"))
     assert [data["job_id"] for data in
-            record_store.read_all(str(tmp_path / "records")).records] == ["job.1"]
+            record_reading.read_all(str(tmp_path / "records")).records] == ["job.1"]
 
 
 def test_an_unwritable_records_directory_does_not_keep_the_jobs_files(site, tmp_path):
@@ -706,7 +726,7 @@ def test_a_record_whose_delivered_is_not_an_object_is_listed_not_fatal(records_d
     (records_dir / "2023-11-14").mkdir(parents=True)
     (records_dir / "2023-11-14/1700000000-x.json").write_text(
         '{"job_id": "x", "delivered": [1]}')
-    listing = record_store.read_all(str(records_dir))
+    listing = record_reading.read_all(str(records_dir))
     # Either way is fine, so long as it does not raise: `mjf records` then skips it.
     assert [data["job_id"] for data in listing.records] in (["x"], [])
 
@@ -728,7 +748,7 @@ def test_a_failed_rewrite_leaves_the_existing_record_whole(config, records_dir, 
 @pytest.fixture
 def drop_box(as_root, config, records_dir):
     """The records directory with root's drop box, as the first `mjf sync` makes it."""
-    assert record_store.ingest(config, Recorded()) == 0
+    assert record_filing.ingest(config, Recorded()) == 0
     incoming = records_dir / record_store.INCOMING
     info = os.lstat(incoming)
     assert stat.S_ISDIR(info.st_mode) and info.st_uid == 0
@@ -759,7 +779,7 @@ def test_a_drop_box_that_is_not_roots_is_not_used(as_root, config, records_dir):
     with pytest.raises(StoreError, match="is not root's drop box"):
         record_store.hand_in(config, record())
     with pytest.raises(StoreError, match="is not root's drop box"):
-        record_store.ingest(config, Recorded())
+        record_filing.ingest(config, Recorded())
     assert os.listdir(records_dir / "incoming") == []
 
 
@@ -770,13 +790,13 @@ def test_a_handed_in_record_is_filed_with_the_uid_that_handed_it_in(config, reco
     assert path.name.startswith(f"1700006399-1234.0.{os.getpid()}.")
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
     log = Recorded()
-    assert record_store.ingest(config, log) == 1
+    assert record_filing.ingest(config, log) == 1
     assert os.listdir(drop_box) == []
     # Root names it: its end, its job, and the uid that handed it in.
     stem = f"1700006399-1234.0~{OTHER_UID}"
     assert sorted(os.listdir(records_dir / "2023-11-14")) == [
         f"{stem}.apel", f"{stem}.json", f"{stem}.xml"]
-    (filed,) = record_store.read_all(str(records_dir)).records
+    (filed,) = record_reading.read_all(str(records_dir)).records
     assert filed["delivered"]["cpu_secs"]["source"] == \
         f"wait4 rusage; handed in by uid {OTHER_UID}"
     assert filed["requested"] == record_json(record())["requested"]
@@ -801,9 +821,9 @@ def test_what_is_not_a_users_record_is_removed_from_the_drop_box(config, records
     planted = drop_box / "planted"  # not named as a hand-in
     planted.write_text("{}")
     log = Recorded()
-    assert record_store.ingest(config, log) == 1
+    assert record_filing.ingest(config, log) == 1
     assert os.listdir(drop_box) == [alive.name]
-    assert [data["job_id"] for data in record_store.read_all(str(records_dir)).records] == \
+    assert [data["job_id"] for data in record_reading.read_all(str(records_dir)).records] == \
         ["good"]
     # One line for each hand-in removed, naming it and why; one for all that are not.
     warnings = sorted(log.at("warning"), key=lambda line: ("file(s)" in line, line))
@@ -828,9 +848,9 @@ def test_a_handed_in_record_with_an_impossible_job_id_does_not_block_the_others(
     bad.write_text(json.dumps({"job_id": "a b/c"}))
     os.chown(bad, OTHER_UID, OTHER_UID)
     handed_in_by(OTHER_UID, config, record("good"))
-    record_store.ingest(config, Recorded())
+    record_filing.ingest(config, Recorded())
     assert os.listdir(drop_box) == []
-    assert [data["job_id"] for data in record_store.read_all(str(records_dir)).records] == \
+    assert [data["job_id"] for data in record_reading.read_all(str(records_dir)).records] == \
         ["good"]
 
 
@@ -850,8 +870,8 @@ def test_a_real_user_can_hand_in_through_a_drop_box_it_cannot_read(config, recor
     as_other_user(hand_in)
     (handed,) = os.listdir(drop_box)
     assert os.stat(drop_box / handed).st_uid == OTHER_UID
-    assert record_store.ingest(config, Recorded()) == 1
-    assert [data["job_id"] for data in record_store.read_all(str(records_dir)).records] == \
+    assert record_filing.ingest(config, Recorded()) == 1
+    assert [data["job_id"] for data in record_reading.read_all(str(records_dir)).records] == \
         ["users"]
 
 
@@ -887,13 +907,13 @@ def test_a_hand_in_never_replaces_a_record_root_wrote(config, records_dir, drop_
     planted(drop_box, path.name.replace(".json", ".999.json"),
             forged(original, cpu_secs=1.0, wall_secs=1), ATTACKER_UID)
     log = Recorded()
-    assert record_store.ingest(config, log) == 0
+    assert record_filing.ingest(config, log) == 0
     assert {name: (day / name).read_bytes() for name in os.listdir(day)} == before
     assert os.listdir(drop_box) == []
     (warning,) = log.at("warning")
     assert f"of uid {ATTACKER_UID}: job '4242' ended here under root's hooks: its record " \
            f"is root's, not uid {ATTACKER_UID}'s" in warning
-    assert [data["job_id"] for data in record_store.read_all(str(records_dir)).records] == \
+    assert [data["job_id"] for data in record_reading.read_all(str(records_dir)).records] == \
         ["4242"]
 
 
@@ -902,7 +922,7 @@ def test_a_hand_in_never_replaces_another_users_record(config, records_dir, drop
     nor by a second hand-in of its own: each is filed under a name of its own uid, never
     over one that is there."""
     handed_in_by(VICTIM_UID, config, record("vm#1.0#1795319385"))
-    assert record_store.ingest(config, Recorded()) == 1
+    assert record_filing.ingest(config, Recorded()) == 1
     day = records_dir / "2023-11-14"
     stem = f"1700006399-vm#1.0#1795319385~{VICTIM_UID}"
     victims = {name: (day / name).read_bytes() for name in os.listdir(day)}
@@ -912,7 +932,7 @@ def test_a_hand_in_never_replaces_another_users_record(config, records_dir, drop
         planted(drop_box, f"1700006399-vm#1.0#1795319385.{uid}.json",
                 forged(copied, cpu_secs=1.0), uid)
     log = Recorded()
-    assert record_store.ingest(config, log) == 1  # the attacker's, under its own name
+    assert record_filing.ingest(config, log) == 1  # the attacker's, under its own name
     assert os.listdir(drop_box) == []
     for name, data in victims.items():
         assert (day / name).read_bytes() == data, name
@@ -933,7 +953,7 @@ def test_a_filing_killed_before_its_json_is_completed_by_the_next(config, record
     day = records_dir / "2023-11-14"
     day.mkdir()
     (day / f"1700006399-7~{VICTIM_UID}.xml").write_text("<half")
-    assert record_store.ingest(config, Recorded()) == 1
+    assert record_filing.ingest(config, Recorded()) == 1
     assert (day / f"1700006399-7~{VICTIM_UID}.xml").read_text().startswith("<?xml")
 
 
@@ -942,7 +962,7 @@ def site_with_records(tmp_path, records_dir):
     config = parse(f"[mjf]\nbase_dir = {tmp_path}/base\n[records]\ndir = {records_dir}\n"
                    "format = sss\n")
     (tmp_path / "base/jobs").mkdir(parents=True)
-    assert record_store.ingest(config, Recorded()) == 0  # makes the drop box
+    assert record_filing.ingest(config, Recorded()) == 0  # makes the drop box
     return config, tmp_path / "base/jobs", records_dir / "incoming"
 
 
@@ -957,8 +977,8 @@ def test_a_hand_in_for_a_job_roots_hooks_run_here_is_refused(as_root, site_with_
             ATTACKER_UID)
     handed_in_by(VICTIM_UID, config, record("1235"))
     log = Recorded()
-    assert record_store.ingest(config, log) == 1
-    assert [data["job_id"] for data in record_store.read_all(config.records_dir).records] == \
+    assert record_filing.ingest(config, log) == 1
+    assert [data["job_id"] for data in record_reading.read_all(config.records_dir).records] == \
         ["1235"]
     (warning,) = log.at("warning")
     assert "job '1234' " in warning and "under root's hooks" in warning
@@ -971,7 +991,7 @@ def test_a_hand_in_for_a_job_of_a_users_directory_is_filed(as_root, site_with_re
     (jobs / "1234").mkdir()
     os.chown(jobs / "1234", VICTIM_UID, VICTIM_UID)
     handed_in_by(VICTIM_UID, config, record("1234"))
-    assert record_store.ingest(config, Recorded()) == 1
+    assert record_filing.ingest(config, Recorded()) == 1
 
 
 def test_roots_notes_of_the_jobs_it_recorded_go_with_keep_days(records_dir):
@@ -980,9 +1000,9 @@ def test_roots_notes_of_the_jobs_it_recorded_go_with_keep_days(records_dir):
     (note,) = (records_dir / "ended").glob("*/a")
     assert stat.S_IMODE(os.stat(records_dir / "ended").st_mode) == 0o700
     today = time.time()
-    record_store.expire(config, now=today + 3 * DAY)  # the record (of 2023) goes
+    record_filing.expire(config, now=today + 3 * DAY)  # the record (of 2023) goes
     assert note.exists()  # its day is not wholly before the cutoff yet
-    record_store.expire(config, now=today + 4 * DAY + 1)
+    record_filing.expire(config, now=today + 4 * DAY + 1)
     assert os.listdir(records_dir / "ended") == []
 
 
@@ -1047,17 +1067,17 @@ def test_a_poisoned_hand_in_is_removed_with_one_line_and_filing_goes_on(
     planted(drop_box, name, text, ATTACKER_UID)
     handed_in_by(VICTIM_UID, config, record("good"))
     log = Recorded()
-    assert record_store.ingest(config, log) == 1
+    assert record_filing.ingest(config, log) == 1
     assert os.listdir(drop_box) == []
     (warning,) = log.at("warning")
     assert warning.startswith(f"{records_dir}/incoming: removed the hand-in {name!r} of uid "
                               f"{ATTACKER_UID}: "), warning
     assert "\n" not in warning and "\x1b" not in warning and len(warning) < 600
     assert log.at("error") == []
-    assert [data["job_id"] for data in record_store.read_all(str(records_dir)).records] == \
+    assert [data["job_id"] for data in record_reading.read_all(str(records_dir)).records] == \
         ["good"]
     # And the next run has nothing left to stumble on.
-    assert record_store.ingest(config, Recorded()) == 0
+    assert record_filing.ingest(config, Recorded()) == 0
 
 
 def test_planted_hidden_names_keep_no_record_out(config, records_dir, drop_box):
@@ -1067,7 +1087,7 @@ def test_planted_hidden_names_keep_no_record_out(config, records_dir, drop_box):
         planted(drop_box, f".a{number}", b"", ATTACKER_UID)
     handed_in_by(VICTIM_UID, config, record("victim"))
     log = Recorded()
-    assert record_store.ingest(config, log) == 1
+    assert record_filing.ingest(config, log) == 1
     assert os.listdir(drop_box) == []
     (warning,) = log.at("warning")
     assert "removed 10000 file(s) that are not records handed in by a user" in warning
@@ -1082,14 +1102,14 @@ def test_one_users_flood_of_hand_ins_keeps_no_other_users_record_out(config, rec
         planted(drop_box, f"1000000000-flood{number}.1.json", b"{", ATTACKER_UID)
     handed_in_by(VICTIM_UID, config, record("victim"))
     log = Recorded()
-    assert record_store.ingest(config, log) == 1
-    assert [data["job_id"] for data in record_store.read_all(str(records_dir)).records] == \
+    assert record_filing.ingest(config, log) == 1
+    assert [data["job_id"] for data in record_reading.read_all(str(records_dir)).records] == \
         ["victim"]
-    assert len(os.listdir(drop_box)) == 10000 - record_store.PER_UID
+    assert len(os.listdir(drop_box)) == 10000 - record_filing.PER_UID
     # One line for each of the first few, then their count: no flood of lines either.
     warnings = log.at("warning")
     assert len(warnings) == 11
-    assert warnings[-1].endswith(f"and {record_store.PER_UID - 10} more hand-in(s) removed")
+    assert warnings[-1].endswith(f"and {record_filing.PER_UID - 10} more hand-in(s) removed")
 
 
 def test_a_hand_in_that_cannot_be_written_stays_and_the_others_are_filed(
@@ -1098,7 +1118,7 @@ def test_a_hand_in_that_cannot_be_written_stays_and_the_others_are_filed(
     run, the others are still filed, and the run says what was left."""
     handed_in_by(VICTIM_UID, config, record("first", end=1700006399))
     handed_in_by(VICTIM_UID, config, record("second", end=1600000000))
-    real = record_store._link_whole
+    real = record_filing._link_whole
     calls = []
 
     def full_once(directory, stem, files):
@@ -1107,15 +1127,15 @@ def test_a_hand_in_that_cannot_be_written_stays_and_the_others_are_filed(
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(directory, stem, files)
 
-    monkeypatch.setattr(record_store, "_link_whole", full_once)
+    monkeypatch.setattr(record_filing, "_link_whole", full_once)
     with pytest.raises(StoreError, match=r"1 handed-in record\(s\) not filed, left for the "
                                          r"next run: .*No space left on device"):
-        record_store.ingest(config, Recorded())
+        record_filing.ingest(config, Recorded())
     assert len(os.listdir(drop_box)) == 1
     monkeypatch.undo()
-    assert record_store.ingest(config, Recorded()) == 1
+    assert record_filing.ingest(config, Recorded()) == 1
     assert sorted(data["job_id"] for data in
-                  record_store.read_all(str(records_dir)).records) == ["first", "second"]
+                  record_reading.read_all(str(records_dir)).records) == ["first", "second"]
 
 
 def test_a_real_user_cannot_replace_roots_record_through_the_drop_box(config, records_dir,
@@ -1139,7 +1159,7 @@ def test_a_real_user_cannot_replace_roots_record_through_the_drop_box(config, re
     as_other_user(forge)
     assert len(os.listdir(drop_box)) == 1
     log = Recorded()
-    assert record_store.ingest(config, log) == 0
+    assert record_filing.ingest(config, log) == 0
     assert path.read_bytes() == before
     assert os.listdir(drop_box) == []
     assert "its record is root's" in log.at("warning")[0]
@@ -1158,7 +1178,7 @@ def test_a_stored_record_beyond_the_bounds_is_skipped_not_fatal(records_dir):
         (day / f"1700000000-{label}.json").write_text(text)
     (day / "1700000001-good.json").write_text(json.dumps({**GOOD, "job_id": "good"}))
     found = []
-    for data in record_store.read_all(str(records_dir)).records:
+    for data in record_reading.read_all(str(records_dir)).records:
         try:
             found.append(record_from_json(data))
         except (ValueError, TypeError, RecursionError):

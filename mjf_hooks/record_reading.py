@@ -1,0 +1,230 @@
+"""Reading the records directory (:mod:`mjf_hooks.record_store` has its layout): every
+record (``mjf records``), or what a summary takes of each (``mjf records --summary``,
+``mjf metrics``), from each day's digest where that day is unchanged."""
+
+from __future__ import annotations
+
+import os
+
+from .errors import StoreError
+from .json_text import json_text
+from .record_store import (
+    DAY_SECS,
+    DIGESTS,
+    DIR_MODE,
+    FILE_MODE,
+    MAX_RECORD_BYTES,
+    RECORD_SUFFIX,
+    days,
+    end_of,
+    open_records_dir,
+)
+from .safefs import Dir
+
+
+class Listing:
+    """What :func:`read_all` found: the records, and the files it could not read."""
+
+    __slots__ = ("records", "unreadable")
+
+    def __init__(self) -> None:
+        self.records: list[dict] = []
+        self.unreadable: list[str] = []
+
+
+def read_all(path: str, since: float | None = None) -> Listing:
+    """Every record in the records directory at ``path`` (that ended at or after
+    ``since``), as JSON dicts, oldest first. A file that is not a record is listed in
+    ``unreadable``; a missing directory has no records (StoreError if it is refused)."""
+    listing = Listing()
+    try:
+        top = open_records_dir(path, create=False)
+    except StoreError as error:
+        if not os.path.lexists(path):
+            return listing
+        raise error from None
+    with top:
+        for _, start, day in days(top):
+            if since is not None and start + DAY_SECS <= since:
+                day.close()
+                continue
+            with day:
+                for name in _record_names(day):
+                    end = end_of(name)
+                    if since is not None and end is not None and end < since:
+                        continue
+                    data = _record_data(day, name)
+                    if data is None:
+                        listing.unreadable.append(f"{day.path}/{name}")
+                        continue
+                    listing.records.append(data)
+    listing.records.sort(key=lambda data: (_number(data, "delivered", "end_time") or 0))
+    return listing
+_DIGEST_FORMAT = 1
+_MAX_DIGEST_BYTES = 64 << 20
+
+
+def summary_rows(path: str, since: float | None = None) -> tuple[list[list], list[str]]:
+    """Every record's :func:`job_record.summary_row` (that ended at or after ``since``),
+    in :func:`read_all`'s order, and what is not a record, as :func:`read_all` and
+    :func:`job_record.record_from_json` would name it."""
+    rows: list[tuple[float, list]] = []
+    files: list[str] = []
+    invalid: list[tuple[float, str]] = []
+    try:
+        top = open_records_dir(path, create=False)
+    except StoreError as error:
+        if not os.path.lexists(path):
+            return [], []
+        raise error from None
+    with top:
+        digests = _digests(top)
+        try:
+            for name, start, day in days(top):
+                with day:
+                    if since is not None and start + DAY_SECS <= since:
+                        continue
+                    for end, sort_key, kind, payload in _day_entries(day, name, digests):
+                        if since is not None and end is not None and end < since:
+                            continue
+                        if kind == "row":
+                            rows.append((sort_key, payload))
+                        elif kind == "file":
+                            files.append(f"{day.path}/{payload}")
+                        else:
+                            invalid.append((sort_key, payload))
+        finally:
+            if digests is not None:
+                digests[0].close()
+    rows.sort(key=lambda item: item[0])  # stable: read_all's order
+    invalid.sort(key=lambda item: item[0])
+    return [row for _, row in rows], files + [f"the record of job {label}"
+                                              for _, label in invalid]
+
+
+def _digests(top: Dir) -> tuple[Dir, bool] | None:
+    """The digests' directory and whether this process may write there (it owns the
+    records directory); None where there is none to read and none may be made."""
+    writes = os.fstat(top.fd).st_uid == os.geteuid()
+    try:
+        return top.subdir(DIGESTS, DIR_MODE, None, create=writes), writes
+    except (FileNotFoundError, StoreError):
+        return None
+
+
+def _day_entries(day: Dir, name: str, digests: tuple[Dir, bool] | None) -> list:
+    """(end time its name says, end time it sorts by, kind, what) of each record file of
+    ``day`` in name order; kind "row" (what: its summary row), "file" (not a record: its
+    name) or "invalid" (a record that fails its checks: its job, printable)."""
+    info = os.fstat(day.fd)  # before reading: a change while reading makes the digest stale
+    stamp = [info.st_ino, info.st_mtime_ns, info.st_ctime_ns]
+    digest_name = f"{name}.json"
+    if digests is not None:
+        entries = _read_digest(digests[0], digest_name, stamp)
+        if entries is not None:
+            return entries
+    entries = _read_day(day)
+    if digests is not None and digests[1]:
+        try:
+            digests[0].replace(digest_name, json_text(
+                {"format": _DIGEST_FORMAT, "day": stamp, "entries": entries}), FILE_MODE)
+        except (StoreError, OSError, ValueError, TypeError):
+            pass  # a digest saves time only: the summary is right without it
+    return entries
+
+
+def _read_day(day: Dir) -> list:
+    """A day's entries (see :func:`_day_entries`), from its records."""
+    from .job_record import record_from_json, summary_row
+    from .terminal import printable
+
+    entries = []
+    for name in _record_names(day):
+        end = end_of(name)
+        data = _record_data(day, name)
+        if data is None:
+            entries.append([end, 0, "file", name])
+            continue
+        sort_key = _number(data, "delivered", "end_time") or 0
+        try:
+            entries.append([end, sort_key, "row", summary_row(record_from_json(data))])
+        except (ValueError, TypeError, RecursionError):
+            job = data.get("job_id")
+            entries.append([end, sort_key, "invalid",
+                            printable(job) if isinstance(job, str) else "?"])
+    return entries
+
+
+def _read_digest(digests: Dir, name: str, stamp: list) -> list | None:
+    """A day's entries from its digest, if it was made under ``stamp`` and is well formed."""
+    import json
+
+    found = digests.read_whole(name, _MAX_DIGEST_BYTES)
+    if found is None:
+        return None
+    try:
+        digest = json.loads(found[0])
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(digest, dict) or digest.get("format") != _DIGEST_FORMAT \
+            or digest.get("day") != stamp or not isinstance(digest.get("entries"), list):
+        return None
+    entries = digest["entries"]
+    return entries if all(_well_formed_entry(entry) for entry in entries) else None
+
+
+_NUMBER = (int, float)
+_NUMBER_OR_NONE = (int, float, type(None))
+_OVERRUNS = frozenset(["wall", "memory", "cpu", "cores"])
+
+
+def _well_formed_entry(entry) -> bool:
+    """Whether a digest's entry is one :func:`_read_day` makes (checked for every entry of
+    100,000 records: written out rather than with a loop per value)."""
+    try:
+        end, sort_key, kind, payload = entry
+    except (TypeError, ValueError):
+        return False
+    if type(end) not in (int, type(None)) or type(sort_key) not in _NUMBER:
+        return False
+    if kind != "row":
+        return kind in ("file", "invalid") and type(payload) is str
+    try:
+        allocated, used, memory, wall, over = payload
+    except (TypeError, ValueError):
+        return False
+    return (type(allocated) in _NUMBER_OR_NONE and type(used) in _NUMBER_OR_NONE
+            and (allocated is None) == (used is None) and type(memory) in _NUMBER_OR_NONE
+            and type(wall) in _NUMBER_OR_NONE and type(over) is list
+            and (not over or _OVERRUNS.issuperset(over)))
+
+
+def _record_names(day: Dir) -> list[str]:
+    return sorted(name for name in os.listdir(day.fd)
+                  if name.endswith(RECORD_SUFFIX) and not name.startswith("."))
+
+
+def _record_data(day: Dir, name: str) -> dict | None:
+    """A record file's JSON object; None where it is no record (unreadable, not JSON, no
+    job_id)."""
+    import json  # here, not at the top: hooks write records, never read them
+
+    text = _read(day, name)
+    try:
+        data = json.loads(text) if text is not None else None
+    except (ValueError, RecursionError):  # RecursionError: nested too deep
+        return None
+    return data if isinstance(data, dict) and "job_id" in data else None
+
+
+def _read(directory: Dir, name: str) -> str | None:
+    found = directory.read_whole(name, MAX_RECORD_BYTES)
+    return None if found is None else found[0].decode("utf-8", "replace")
+
+
+def _number(data: dict, section: str, name: str) -> float | None:
+    part = data.get(section)
+    value = part.get(name) if isinstance(part, dict) else None
+    if isinstance(value, dict):
+        value = value.get("value")
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
