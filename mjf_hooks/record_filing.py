@@ -36,6 +36,7 @@ import time
 from .errors import StoreError
 from .record_store import (
     DAY_SECS,
+    DIGEST_SUFFIX,
     DIGESTS,
     DIR_MODE,
     ENDED,
@@ -429,8 +430,9 @@ def _expire_digests(top: Dir) -> None:
     with digests:
         days = set(os.listdir(top.fd))
         for name in os.listdir(digests.fd):
+            # (A digest of another suffix is an earlier version's: it is never read.)
             stale = owner_is_gone(name) if name.startswith(".") else \
-                name[:-len(".json")] not in days
+                not name.endswith(DIGEST_SUFFIX) or name[:-len(DIGEST_SUFFIX)] not in days
             if stale:
                 digests._unlink_quietly(name)
 

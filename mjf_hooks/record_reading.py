@@ -4,12 +4,13 @@ record (``mjf records``), or what a summary takes of each (``mjf records --summa
 
 from __future__ import annotations
 
+import marshal
 import os
 
 from .errors import StoreError
-from .json_text import json_text
 from .record_store import (
     DAY_SECS,
+    DIGEST_SUFFIX,
     DIGESTS,
     DIR_MODE,
     FILE_MODE,
@@ -60,7 +61,23 @@ def read_all(path: str, since: float | None = None) -> Listing:
                     listing.records.append(data)
     listing.records.sort(key=lambda data: (_number(data, "delivered", "end_time") or 0))
     return listing
-_DIGEST_FORMAT = 1
+
+
+# --- what `mjf records --summary` takes of each day, and its digest ---------------------
+#
+# A summary over 100,000 records would otherwise read and parse every one of them (about
+# 40 µs a record). A record never changes once in place, and a day's directory changes
+# (its inode's mtime and ctime) whenever a record comes or goes: so each day's rows are
+# kept in DIGESTS/<day>.marshal with the directory's (inode, mtime, ctime) they were read
+# under, and used while those are the same. Only the records directory's owner writes
+# them, and they are read only from a hidden directory beside the days that is checked as
+# the days are (the owner's or root's, writable by nobody else); a digest that is stale,
+# malformed or unreadable is read past, and the day's records are read instead. marshal,
+# not JSON: a day's thousand rows load in a fifth of the time, and its format 4 (lists,
+# numbers, text) reads the same in every Python 3 this package runs on. marshal is not
+# for data from elsewhere, and a digest never is.
+
+_DIGEST_FORMAT = 2
 _MAX_DIGEST_BYTES = 64 << 20
 
 
@@ -118,7 +135,7 @@ def _day_entries(day: Dir, name: str, digests: tuple[Dir, bool] | None) -> list:
     name) or "invalid" (a record that fails its checks: its job, printable)."""
     info = os.fstat(day.fd)  # before reading: a change while reading makes the digest stale
     stamp = [info.st_ino, info.st_mtime_ns, info.st_ctime_ns]
-    digest_name = f"{name}.json"
+    digest_name = f"{name}{DIGEST_SUFFIX}"
     if digests is not None:
         entries = _read_digest(digests[0], digest_name, stamp)
         if entries is not None:
@@ -126,8 +143,8 @@ def _day_entries(day: Dir, name: str, digests: tuple[Dir, bool] | None) -> list:
     entries = _read_day(day)
     if digests is not None and digests[1]:
         try:
-            digests[0].replace(digest_name, json_text(
-                {"format": _DIGEST_FORMAT, "day": stamp, "entries": entries}), FILE_MODE)
+            digests[0].replace(digest_name, marshal.dumps(
+                {"format": _DIGEST_FORMAT, "day": stamp, "entries": entries}, 4), FILE_MODE)
         except (StoreError, OSError, ValueError, TypeError):
             pass  # a digest saves time only: the summary is right without it
     return entries
@@ -157,14 +174,12 @@ def _read_day(day: Dir) -> list:
 
 def _read_digest(digests: Dir, name: str, stamp: list) -> list | None:
     """A day's entries from its digest, if it was made under ``stamp`` and is well formed."""
-    import json
-
     found = digests.read_whole(name, _MAX_DIGEST_BYTES)
     if found is None:
         return None
     try:
-        digest = json.loads(found[0])
-    except (ValueError, RecursionError):
+        digest = marshal.loads(found[0])  # noqa: S302 - the owner's own, see above
+    except (ValueError, EOFError, TypeError):  # what marshal says of bytes that are no digest
         return None
     if not isinstance(digest, dict) or digest.get("format") != _DIGEST_FORMAT \
             or digest.get("day") != stamp or not isinstance(digest.get("entries"), list):

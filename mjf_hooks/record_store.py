@@ -61,8 +61,10 @@ _ENDED_MODE = 0o700
 DAY_SECS = 86400
 DIR_MODE = 0o755
 FILE_MODE = 0o644
-# The digests of days `mjf records --summary` keeps (record_reading).
+# The digests of days `mjf records --summary` keeps (record_reading): DIGESTS/<day> +
+# DIGEST_SUFFIX.
 DIGESTS = ".digests"
+DIGEST_SUFFIX = ".marshal"
 # A record is well under 4 KiB; anything much larger is not one of ours.
 MAX_RECORD_BYTES = 65536
 

@@ -427,11 +427,13 @@ class Dir:
         finally:
             os.close(fd)
 
-    def create(self, name: str, content: str, mode: int, gid: int | None = None) -> None:
-        """Write a new file that must not exist yet (inside a directory only we can see)."""
+    def create(self, name: str, content: str | bytes, mode: int,
+               gid: int | None = None) -> None:
+        """Write a new file that must not exist yet (inside a directory only we can see):
+        ``content`` ASCII text, or bytes as they are."""
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
-            data = content.encode("ascii")
+            data = content if isinstance(content, bytes) else content.encode("ascii")
         except UnicodeEncodeError:
             raise StoreError(f"{self.path}/{name}: {content[:40]!r} is not ASCII: not written"
                              ) from None
@@ -449,7 +451,7 @@ class Dir:
             raise self._fail(error, name) from None
         os.close(fd)
 
-    def replace(self, name: str, content: str, mode: int) -> None:
+    def replace(self, name: str, content: str | bytes, mode: int) -> None:
         """Atomically replace (or create) a file: temp file in the same dir + rename."""
         temp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}"
         self.create(temp, content, mode)

@@ -4,6 +4,7 @@ messages as reading every record, whatever the records directory holds."""
 from __future__ import annotations
 
 import json
+import marshal
 import os
 
 import pytest
@@ -68,7 +69,7 @@ def test_the_same_totals_and_messages_first_and_from_the_digests(top, since):
     assert expected[0]["jobs"] > 5 and len(expected[1]) == (3 if since is None else 1)
     assert through_digests(top, since) == expected  # reads every record, writes digests
     assert sorted(os.listdir(top / DIGESTS)) == sorted(
-        f"{day}.json" for day in os.listdir(top) if day[0].isdigit()
+        f"{day}.marshal" for day in os.listdir(top) if day[0].isdigit()
         and (since is None or day >= day_name(since)))
     assert through_digests(top, since) == expected  # from the digests
 
@@ -85,18 +86,34 @@ def test_a_digest_is_used_while_its_day_is_unchanged(top, monkeypatch):
     assert through_digests(top)[0]["jobs"] == 31
 
 
-@pytest.mark.parametrize("digest", ["", "[]", '{"format": 1, "day": [1, 2, 3], "entries": []}',
-                                    "garbage\0", "STAMP_BAD_ENTRY"])
+@pytest.mark.parametrize("digest", [
+    b"", marshal.dumps([]), marshal.dumps({"format": 2, "day": [1, 2, 3], "entries": []}),
+    b"garbage\0", b"\xff" * 40, marshal.dumps(compile("1", "x", "eval")), "OLD_FORMAT",
+    "TRUNCATED", "STAMP_BAD_ENTRY"])
 def test_a_digest_that_is_not_its_days_is_read_past(top, digest):
     expected = by_reading_every_record(top)
     through_digests(top)
-    target = top / DIGESTS / f"{day_name(FIRST)}.json"
-    if digest == "STAMP_BAD_ENTRY":  # the right day, an entry that is no entry
-        written = json.loads(target.read_text())
+    target = top / DIGESTS / f"{day_name(FIRST)}.marshal"
+    written = marshal.loads(target.read_bytes())
+    if digest == "OLD_FORMAT":  # the right day, an earlier version's format
+        digest = marshal.dumps({**written, "format": 1})
+    elif digest == "TRUNCATED":  # as a crash might leave it, if one could
+        digest = target.read_bytes()[:-7]
+    elif digest == "STAMP_BAD_ENTRY":  # the right day, an entry that is no entry
         written["entries"][0] = [None, 0, "row", ["1", None, None, None, []]]
-        digest = json.dumps(written)
-    target.write_text(digest)
+        digest = marshal.dumps(written)
+    target.write_bytes(digest)
     assert through_digests(top) == expected
+
+
+def test_expire_removes_an_earlier_versions_digests(top):
+    through_digests(top)
+    earlier = top / DIGESTS / f"{day_name(FIRST)}.json"
+    earlier.write_text('{"format": 1}')
+    config = type("Config", (), {"records_dir": str(top), "records_keep_days": 1000})()
+    record_filing.expire(config, now=FIRST + 10 * DAY)
+    assert not earlier.exists()
+    assert os.listdir(top / DIGESTS)  # this version's stay while their days do
 
 
 def test_digests_others_can_write_are_neither_used_nor_written(top):
