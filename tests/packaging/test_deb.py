@@ -198,9 +198,16 @@ def test_man_shows_every_page(root):
 @pytest.mark.integration
 def test_the_conffile_is_all_comments_and_means_the_defaults(root):
     conffile = (root.path / "etc/mjf/mjf.conf").read_text()
+    assert conffile == (CHECKOUT_ROOT / "packaging" / "mjf.conf").read_text()
     lines = [line for line in conffile.splitlines() if line.strip()]
     assert lines and all(line.startswith("#") for line in lines)
-    assert "# base_dir = /run/mjf" in lines and "# [mjf]" in lines
+    # Short (the sh TaskProlog reads it a byte at a time per task), and what it names is
+    # there: the example with every option, and the manual page.
+    assert len(conffile) < 1024
+    assert "/usr/share/doc/mjf-hooks/contrib/mjf.conf.example" in conffile
+    assert (root.path / "usr/share/doc/mjf-hooks/contrib/mjf.conf.example").is_file()
+    assert "man 5 mjf.conf" in conffile
+    assert in_root(root, "man -w 5 mjf.conf").returncode == 0
     # The commands read it (it is the default path) and find nothing wrong in it.
     result = in_root(root, "mjf run --verbose -- true")
     assert "error" not in result.stderr and "warning" not in result.stderr, result.stderr
