@@ -26,15 +26,19 @@ __version__ = "0.1.0"
 class _OwnModules:
     """A finder for ``mjf_hooks.*`` alone: the compiled file Python itself wrote beside the
     source, taken where Python would take it (its magic number, timestamp-checked against
-    the source's mtime and size) without searching. Anything else - no compiled file, a
-    stale or hash-checked one, another interpreter - returns None, and Python's own import
-    system does what it always does (compiles, writes the file, raises)."""
+    the source's mtime and size) without searching; in an interpreter running optimized
+    (-O, -OO: PBS starts its hooks -OO), the ``.opt-N`` one that Python reads there. Anything
+    else - no compiled file, a stale or hash-checked one, another interpreter - returns
+    None, and Python's own import system does what it always does (compiles, writes the
+    file, raises)."""
 
     def __init__(self, root: str) -> None:
         self.root = root  # the directory mjf_hooks/ is in
         self._external = sys.modules["_frozen_importlib_external"]
         self._spec = sys.modules["_frozen_importlib"].ModuleSpec
-        self._tag = sys.implementation.cache_tag
+        optimize = sys.flags.optimize
+        # As importlib's cache_from_source names them.
+        self._tag = sys.implementation.cache_tag + (f".opt-{optimize}" if optimize else "")
 
     def find_spec(self, name, path=None, target=None):
         if not name.startswith("mjf_hooks."):
@@ -132,8 +136,6 @@ if sys.flags.no_site:
 
     gc.disable()
     atexit.register(gc.freeze)  # atexit runs first in the shutdown, before its collection
-    # Python's own search where this is not CPython, runs optimized (-O reads other
-    # compiled files), or was found through a relative path.
-    if (not sys.flags.optimize and sys.implementation.name == "cpython"
-            and __path__[0].startswith("/")):
+    # Python's own search where this is not CPython or was found through a relative path.
+    if sys.implementation.name == "cpython" and __path__[0].startswith("/"):
         sys.meta_path.insert(0, _OwnModules(__path__[0].rpartition("/")[0]))

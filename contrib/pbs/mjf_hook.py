@@ -14,7 +14,7 @@ runs mjf-pbs's own code right here (``in_process``): no second interpreter start
 was most of an event's cost. It sees what the command would: the environment
 COMMAND_ENV, its own directory first on the import path; both are restored after it.
 Otherwise, or where that import fails in any way, it starts the command
-(``command``), the attribute lines on its stdin. Either way, what runs is stopped after
+(FALLBACK's ``command``), the attribute lines on its stdin. Either way, what runs is stopped after
 TIMEOUT_SECS.
 
 Whatever goes wrong here (a missing or hung command, an exception of ours) is one line
@@ -25,7 +25,6 @@ only where the site set ``[mjf] on_error = fail``: that job ends without running
 """
 
 import os
-import select
 import stat
 import sys
 import time
@@ -70,10 +69,14 @@ def attribute_lines(event):
 
 def run(role, text):
     """mjf-pbs ROLE with the attribute lines ``text`` -> (status, stdout, stderr), within
-    TIMEOUT_SECS: its code here where it can be, else the command."""
+    TIMEOUT_SECS: its code here where it can be, else the command (FALLBACK's)."""
     deadline = time.monotonic() + TIMEOUT_SECS
     found = in_process(role, text, deadline) if runs_here() else None
-    return found if found is not None else command(role, text, deadline)
+    if found is not None:
+        return found
+    fallback = {**globals()}  # FALLBACK's functions see this file's names
+    exec(compile(FALLBACK, "mjf_hook.py FALLBACK", "exec"), fallback)  # noqa: S102
+    return fallback["command"](role, text, deadline)
 
 
 def runs_here():
@@ -136,6 +139,13 @@ def root_only(site):
     except OSError:
         return False
     return True
+
+
+# The fallback: ``mjf-pbs ROLE`` started. Source compiled only where it runs (``run``):
+# PBS compiles this file from source on every event, every function in it each time, and
+# these are most of it.
+FALLBACK = r'''
+import select
 
 
 def command(role, text, deadline):
@@ -209,6 +219,7 @@ def _wait(pid, deadline):
             return None
         time.sleep(delay)
         delay = min(delay * 2, 0.01)
+'''
 
 
 def main(event):

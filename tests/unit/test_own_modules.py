@@ -4,6 +4,7 @@ compiled files Python's own import would take, and leaves everything else to Pyt
 from __future__ import annotations
 
 import py_compile
+import subprocess
 import sys
 
 import pytest
@@ -58,3 +59,17 @@ def test_everything_else_is_left_to_python(tree, change):
     else:
         name = "mjf_hooks.missing"
     assert _OwnModules(str(tree)).find_spec(name) is None
+
+
+@pytest.mark.parametrize("level", [1, 2])
+def test_an_optimized_interpreter_takes_the_compiled_file_it_reads(tree, level):
+    """PBS starts its hooks -OO: Python reads .opt-N files there, and so does the finder."""
+    for path in (tree / "mjf_hooks").rglob("*.py"):
+        py_compile.compile(str(path), doraise=True, optimize=level)
+    code = ("import sys\nfrom mjf_hooks import _OwnModules\n"
+            f"spec = _OwnModules({str(tree)!r}).find_spec('mjf_hooks.leaf')\n"
+            "print(spec.cached)")
+    found = subprocess.run([sys.executable, f"-{'O' * level}", "-c", code], check=True,
+                           capture_output=True, text=True, timeout=60, cwd="/").stdout.strip()
+    tag = sys.implementation.cache_tag
+    assert found == f"{tree}/mjf_hooks/__pycache__/leaf.{tag}.opt-{level}.pyc"
