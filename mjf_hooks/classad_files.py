@@ -12,6 +12,10 @@ parse these files correctly, but importing them costs more than a quarter of a
 bare interpreter start, on every job, and brings ~22 MB of libraries to every
 worker node; the wrapper needs literals only. (The pure-Python ``classad``
 package on PyPI fails to import on Python >= 3.10.)
+
+A job's wrapper reads a handful of the hundreds of attributes an ad holds, on every job:
+:class:`Ad` finds each one when asked (:func:`read_ad`), with the very rule
+:func:`parse_ad` applies to every line.
 """
 
 from __future__ import annotations
@@ -127,17 +131,89 @@ def _parse_number(text: str) -> int | float | None:
     return float(text)
 
 
-def read_ad(path: str) -> dict[str, object]:
-    """Parse an ad file; OSError if it cannot be read, ValueError if it is far too large or
-    not a regular file (a FIFO in its place is not waited on)."""
+class Ad:
+    """An ad's attributes as :func:`parse_ad` gives them (``get`` a lowercased name), each
+    found when asked rather than every line parsed up front: a wrapper reads about ten of
+    an ad's hundreds, on every job. The answer is the one ``parse_ad`` gives: the last
+    line whose name is the one asked (:func:`_is_attribute_name`, compared lowercased),
+    its value parsed by :func:`parse_value`.
+
+    The search runs on the text lowercased, whose offsets are the text's own only where
+    the text is ASCII (``"İ".lower()`` is two characters); any other text is parsed whole,
+    by ``parse_ad``."""
+
+    __slots__ = ("_lowered", "_parsed", "_text")
+
+    def __init__(self, text: str) -> None:
+        self._parsed: dict[str, object] | None = None
+        self._text = self._lowered = ""
+        if not text.isascii():
+            self._parsed = parse_ad(text)
+            return
+        # Its lines as parse_ad splits them (str.splitlines: \r, \v, \f, \x1c... too),
+        # each ending at a "\n" alone.
+        self._text = "\n".join(text.splitlines())
+        self._lowered = self._text.lower()
+
+    def get(self, name: str, default: object = None) -> object:
+        if self._parsed is not None:
+            return self._parsed.get(name, default)
+        # parse_ad's keys are valid names, lowercased; a valid name holds no "\n", so each
+        # place it is found lies within one line.
+        if not _is_attribute_name(name) or name != name.lower():
+            return default
+        text, lowered = self._text, self._lowered
+        end = len(lowered)
+        while end > 0:
+            found = lowered.rfind(name, 0, end)
+            if found < 0:
+                break
+            start = lowered.rfind("\n", 0, found) + 1
+            stop = lowered.find("\n", found)
+            line = text[start:] if stop < 0 else text[start:stop]
+            key, equals, raw = line.partition("=")
+            key = key.strip()
+            if equals and key.lower() == name and _is_attribute_name(key):
+                return parse_value(raw.strip())
+            end = start  # the lines before this one
+        return default
+
+    def __getitem__(self, name: str) -> object:
+        value = self.get(name, _ABSENT)
+        if value is _ABSENT:
+            raise KeyError(name)
+        return value
+
+    def __bool__(self) -> bool:
+        """Whether it has any attribute (a line parse_ad keeps)."""
+        if self._parsed is not None:
+            return bool(self._parsed)
+        for line in self._text.split("\n"):
+            key, equals, _ = line.partition("=")
+            if equals and _is_attribute_name(key.strip()):
+                return True
+        return False
+
+
+_ABSENT = object()
+
+
+def read_ad(path: str) -> Ad:
+    """An ad file's attributes; OSError if it cannot be read, ValueError if it is far too
+    large or not a regular file (a FIFO in its place is not waited on)."""
     import os
     import stat
 
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     with open(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             raise ValueError("not a regular file")
-        data = handle.read(MAX_AD_BYTES + 1)
+        # As much as it holds and a byte more (up to the limit), not a buffer the limit's
+        # size for every ad; a file that grew since is read on, up to the limit.
+        data = handle.read(min(info.st_size, MAX_AD_BYTES) + 1)
+        if len(data) > info.st_size and len(data) <= MAX_AD_BYTES:
+            data += handle.read(MAX_AD_BYTES + 1 - len(data))
     if len(data) > MAX_AD_BYTES:
         raise ValueError(f"{path} is larger than {MAX_AD_BYTES} bytes")
-    return parse_ad(data.decode("utf-8", "replace"))
+    return Ad(data.decode("utf-8", "replace"))

@@ -210,21 +210,23 @@ def complete_if_pending(config: Config, store: Store, machine_store: Store, log:
                         job_id: str, batch: Mapping[str, tuple], dry_run: bool = False) -> None:
     """From inside the job: complete its values if its start left them pending
     (:func:`complete_job`), with the machine features of ``machine_store``."""
-    _, pending = store.read_job(job_id)
-    if pending:
+    read = store.read_job(job_id)
+    if read[1]:
         machine = machine_features(config, machine_store, log, write=False)
-        complete_job(config, store, log, machine, job_id, batch, dry_run)
+        complete_job(config, store, log, machine, job_id, batch, dry_run, read)
 
 
 def complete_job(config: Config, store: Store, log: Log, machine: Features, job_id: str,
-                 batch: Mapping[str, tuple], dry_run: bool = False) -> list[str]:
+                 batch: Mapping[str, tuple], dry_run: bool = False,
+                 read: tuple[dict[str, str], bool] | None = None) -> list[str]:
     """Recompute a job's keys from inside the job, where its cgroup exists; return what changed.
 
     What the job start wrote counts as the batch system's facts; ``batch``
     adds what is known only now, and the cgroup of this process (the job's)
     adds its limits. Limits can only go down. Clears the pending mark.
+    ``read``: what ``store.read_job`` gave the caller just now, not read again.
     """
-    written, pending = store.read_job(job_id)
+    written, pending = read or store.read_job(job_id)
     facts: dict[str, tuple] = {}
     invalid = set()
     for name, raw in written.items():
@@ -249,7 +251,8 @@ def complete_job(config: Config, store: Store, log: Log, machine: Features, job_
     changed.update({name: None for name in invalid - rendered.keys()})
     report(log, store.job_features_dir(job_id), job, rendered, dry_run)
     if not dry_run and (changed or pending):
-        store.set_job_keys(job_id, changed)
+        if changed:  # nothing to write, no directory to open
+            store.set_job_keys(job_id, changed)
         store.clear_pending(job_id)
         if changed:
             log.info(f"{store.job_features_dir(job_id)}: completed {', '.join(sorted(changed))}")

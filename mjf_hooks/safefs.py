@@ -24,7 +24,6 @@ work below a directory that other users may reach into:
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 import time
@@ -367,6 +366,8 @@ class Dir:
         except FileNotFoundError:
             raise
         except OSError as error:
+            import errno  # only on a failure: every hook imports this module
+
             if error.errno in (errno.ELOOP, errno.ENOTDIR):
                 raise StoreError(f"{self.path}/{name} is not a directory (a symlink or a file "
                                  "was planted there): refusing to follow it") from None
@@ -489,6 +490,8 @@ class Dir:
                 os.rename(temp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
                 return
             except OSError as error:
+                import errno  # only on a failure: every hook imports this module
+
                 if error.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR,
                                        errno.EISDIR):
                     raise self._fail(error, name) from None
@@ -656,6 +659,8 @@ class _Remover:
                     os.rmdir(name, dir_fd=parent_fd)
                     return
                 except OSError as error:
+                    import errno  # only on a failure: every hook imports this module
+
                     if error.errno != errno.ENOTEMPTY:
                         raise
                 # Entries arrived meanwhile: deep directories moved up to the top, or a

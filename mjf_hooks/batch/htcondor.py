@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from .. import spec
-from ..classad_files import Expression
+from ..classad_files import Ad, Expression
 
 MIB = 2**20
 KIB = 2**10
@@ -25,7 +25,7 @@ TIME_UNITS = {"seconds": 1, "minutes": 60, "hours": 3600}
 DEFAULT_WALL_LIMIT_ATTRIBUTE = "AllowedJobDuration"
 
 
-def _whole_number(ad: dict, name: str, where: str, warnings: list[str]) -> int | None:
+def _whole_number(ad: Ad | dict, name: str, where: str, warnings: list[str]) -> int | None:
     """A non-negative integer attribute, None (with a warning if malformed) otherwise."""
     value = ad.get(name.lower())
     if value is None:
@@ -42,7 +42,7 @@ def _whole_number(ad: dict, name: str, where: str, warnings: list[str]) -> int |
     return value
 
 
-def job_facts(machine_ad: dict | None, job_ad: dict | None, now: int,
+def job_facts(machine_ad: Ad | dict | None, job_ad: Ad | dict | None, now: int,
               job_id_style: str = "global",
               wall_limit_attribute: str = DEFAULT_WALL_LIMIT_ATTRIBUTE,
               wall_limit_unit: str = "seconds") -> tuple[dict, list[str]]:
@@ -53,7 +53,7 @@ def job_facts(machine_ad: dict | None, job_ad: dict | None, now: int,
     warnings: list[str] = []
     facts: dict[str, tuple] = {}
     for name, ad in (("machine", machine_ad), ("job", job_ad)):
-        if ad == {}:
+        if ad is not None and not ad:
             warnings.append(f"the {name} ad has no attributes: its values are not written")
     machine_ad = machine_ad or {}
     job_ad = job_ad or {}
@@ -93,7 +93,7 @@ def job_facts(machine_ad: dict | None, job_ad: dict | None, now: int,
     return facts, warnings
 
 
-def job_id_of(job_ad: dict, style: str, warnings: list[str]) -> tuple | None:
+def job_id_of(job_ad: Ad | dict, style: str, warnings: list[str]) -> tuple | None:
     """(the job's id, where it came from) by the ``[htcondor] job_id`` style; None if
     the ad does not say."""
     if style == "global":
@@ -186,14 +186,14 @@ def graceful_drain(output: str, node: str) -> tuple[int, str] | None:
     return None
 
 
-def _number(ad: dict, name: str) -> float | None:
+def _number(ad: Ad | dict, name: str) -> float | None:
     value = ad.get(name.lower())
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return value if 0 <= value < float("inf") else None
 
 
-def exit_facts(final_ad: dict) -> tuple[dict[str, tuple], str | None]:
+def exit_facts(final_ad: Ad | dict) -> tuple[dict[str, tuple], str | None]:
     """Delivered facts from the job ad HTCondor's starter gives its job-exit hook (on
     stdin: the job's ad with the starter's final usage), and the job's owner.
 

@@ -91,7 +91,7 @@ def _report_to_htcondor(context: HookContext, message: str) -> None:
         context.log.error(f"{path}: {error.strerror}")
 
 
-def _read_ad(context: HookContext, variable: str) -> dict | None:
+def _read_ad(context: HookContext, variable: str) -> classad_files.Ad | None:
     """The ad a starter variable names; None (logged) if it cannot be read."""
     path = context.environ.get(variable)
     if not path:
@@ -158,7 +158,7 @@ def _job_exit(context: HookContext) -> int:
     if len(data) > classad_files.MAX_AD_BYTES:
         raise SiteInputError(
             f"the job ad on stdin is larger than {classad_files.MAX_AD_BYTES} bytes")
-    final_ad = classad_files.parse_ad(data.decode("utf-8", "replace"))
+    final_ad = classad_files.Ad(data.decode("utf-8", "replace"))
     warnings: list[str] = []
     found = htcondor.job_id_of(final_ad, config.backend[htcondor.NAME].get("job_id", "global"),
                                warnings)

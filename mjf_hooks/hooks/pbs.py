@@ -231,13 +231,12 @@ def _cgroup_memory(options: dict[str, str], job: str) -> tuple | None:
     """The memory limit pbs_cgroups set on the job's cgroup, if it made one (it runs
     before our hook in execjob_begin: install-hook orders ours after it)."""
     from ..probe import cgroup
-    from ..probe.mounts import parse_mountinfo
 
     mountinfo = read_text("/proc/self/mountinfo")
     if not mountinfo:
         return None
     paths = pbs.cgroup_paths(options.get("cgroup_prefix") or pbs.DEFAULT_CGROUP_PREFIX, job)
-    mounts = cgroup.cgroup_mounts(parse_mountinfo(mountinfo))
+    mounts = cgroup.cgroup_mounts_of(mountinfo)
     directory = cgroup.cgroup_dir("memory", paths, mounts) or cgroup.cgroup_dir("", paths, mounts)
     if directory is None or not os.path.isdir(directory[0]):
         return None

@@ -25,12 +25,13 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 
-def job_stores(context: HookContext) -> list[Store]:
-    """Where a job's directory may be: base_dir, or its user's private directory. Not, as
-    root, a private directory of root's: that would be named by the job's environment
+def job_stores(context: HookContext, site: Store | None = None) -> list[Store]:
+    """Where a job's directory may be: base_dir (``site``, if the caller has it: its
+    path is walked once), or its user's private directory. Not, as root, a private
+    directory of root's: that would be named by the job's environment
     (``$XDG_RUNTIME_DIR``), which is its user's (a root end of a job finds the user's own
     by uid, :func:`end`)."""
-    site = store_locations.store_for(context.config)
+    site = site or store_locations.store_for(context.config)
     if os.geteuid() == 0:
         return [site]
     private = store_locations.private_base_dir(context.environ, create=False)
@@ -51,7 +52,7 @@ def set_up(context: HookContext, backend: str, job_id: str, in_job: bool,
     config, environ, log = context.config, context.environ, context.log
     site = store_locations.store_for(config)
     if in_job:
-        for store in job_stores(context):
+        for store in job_stores(context, site):
             if os.path.isdir(store.job_features_dir(job_id)):
                 machine_store = site if site.has_machine_dir(log) else store
                 lifecycle.complete_if_pending(config, store, machine_store, log, job_id,

@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import stat
 
+_CHUNK = 65536
+
 
 def read_text(path: str) -> str | None:
     """The content of a small kernel or config file, or None if it cannot be read or is
@@ -20,11 +22,18 @@ def read_text(path: str) -> str | None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = handle.read()
+        # Read straight from the descriptor: a file object's buffering and its checks
+        # (fstat, isatty, seeks) cost every probe more than the read itself.
+        chunks = []
+        while True:
+            chunk = os.read(fd, _CHUNK)
+            if not chunk:
+                break
+            chunks.append(chunk)
     except OSError:
         return None
     finally:
         os.close(fd)
+    data = b"".join(chunks)
     # As text mode would read it, without the codec lookup that imports encodings.ascii.
     return data.decode("ascii", "replace").replace("\r\n", "\n").replace("\r", "\n")

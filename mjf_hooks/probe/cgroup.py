@@ -60,6 +60,14 @@ def cgroup_mounts(mounts: list[Mount]) -> dict[str, tuple[str, str]]:
     return found
 
 
+def cgroup_mounts_of(mountinfo: str) -> dict[str, tuple[str, str]]:
+    """:func:`cgroup_mounts` of a mountinfo text, parsing only its lines that can be a
+    cgroup mount (its type, cgroup or cgroup2, is on the line): the rest, all of a
+    node's other filesystems, would be parsed on every job start for nothing."""
+    return cgroup_mounts(parse_mountinfo(
+        "\n".join([line for line in mountinfo.splitlines() if "cgroup" in line])))
+
+
 def parse_limit(text: str | None) -> int | None:
     """A memory limit file's value in bytes; None for ``max``, v1's unlimited, or junk."""
     if text is None:
@@ -124,7 +132,7 @@ def limits(pid: int | str = "self") -> CgroupLimits | None:
     mountinfo = read_text(f"/proc/{pid}/mountinfo")
     if not proc_cgroup or not mountinfo:
         return None
-    return limits_from(parse_proc_cgroup(proc_cgroup), cgroup_mounts(parse_mountinfo(mountinfo)))
+    return limits_from(parse_proc_cgroup(proc_cgroup), cgroup_mounts_of(mountinfo))
 
 
 def limits_from(proc_cgroup: dict[str, str],
@@ -200,8 +208,7 @@ def usage(pid: int | str, level) -> CgroupUsage | None:
     mountinfo = read_text(f"/proc/{pid}/mountinfo")
     if not proc_cgroup or not mountinfo:
         return None
-    return usage_from(parse_proc_cgroup(proc_cgroup), cgroup_mounts(parse_mountinfo(mountinfo)),
-                      level)
+    return usage_from(parse_proc_cgroup(proc_cgroup), cgroup_mounts_of(mountinfo), level)
 
 
 def usage_from(proc_cgroup: dict[str, str], mounts: dict[str, tuple[str, str]],

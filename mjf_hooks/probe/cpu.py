@@ -11,7 +11,10 @@ CPUINFO = "/proc/cpuinfo"
 
 def count_processors(cpuinfo: str) -> int | None:
     """Number of ``processor :`` lines (the spec's definition of total_cpu)."""
-    count = sum(1 for line in cpuinfo.splitlines() if _field(line)[0] == "processor")
+    # Only a line holding the word can be one; the others (some 25 a processor) are not
+    # taken apart.
+    count = sum(1 for line in cpuinfo.splitlines()
+                if "processor" in line and _field(line)[0] == "processor")
     return count or None
 
 

@@ -118,7 +118,43 @@ def test_cron_attributes():
 def test_read_ad_limits_size_and_decodes_anything(tmp_path):
     path = tmp_path / "ad"
     path.write_bytes(b"Name = \"caf\xe9\"\nCpus = 2\n")
-    assert classad_files.read_ad(str(path)) == {"name": "caf\ufffd", "cpus": 2}
+    ad = classad_files.read_ad(str(path))
+    assert (ad["name"], ad["cpus"], ad.get("memory")) == ("caf\ufffd", 2, None)
+    path.write_bytes(b"Cpus = 2\n" + b" " * classad_files.MAX_AD_BYTES)
+    with pytest.raises(ValueError, match="larger than"):
+        classad_files.read_ad(str(path))
     with pytest.raises(OSError):
         classad_files.read_ad(str(tmp_path / "missing"))
     assert FIXTURES.exists()
+
+
+# Lines as ads have them and as they should not: names in any case, spaces around, "="
+# in values, repeated names (the last one counts), junk, every line break str.splitlines
+# knows, and text that is not ASCII.
+_AD_NAMES = ["Cpus", "cpus", "CPUS", "RequestCpus", "Memory", "a_b", "9x", "a-b", "İd", ""]
+_AD_LINES = st.tuples(
+    st.sampled_from(["", " ", "\t", "\x1f"]), st.sampled_from(_AD_NAMES),
+    st.sampled_from(["", " ", "\x0b"]), st.sampled_from(["=", " = ", "==", ""]),
+    st.sampled_from(["4", "4.0", '"x = 1"', "Cpus", "true", "10 * 60", '"caf\u00e9"', ""]),
+).map("".join)
+_AD_TEXTS = st.lists(
+    st.tuples(_AD_LINES, st.sampled_from(["\n", "\r\n", "\r", "\x0c", "\x1e", "\u2028"])),
+    max_size=12).map(lambda lines: "".join(line + end for line, end in lines))
+
+
+@given(_AD_TEXTS)
+def test_an_ad_found_when_asked_says_what_parsing_every_line_says(text):
+    parsed, found = classad_files.parse_ad(text), classad_files.Ad(text)
+    for name in {*parsed, *(name.lower() for name in _AD_NAMES), *_AD_NAMES, "x", "a b"}:
+        assert found.get(name, "absent") == parsed.get(name, "absent"), name
+    assert bool(found) == bool(parsed)
+
+
+def test_an_ad_found_when_asked_on_the_recorded_ads():
+    for name in ("job.ad", "machine.ad", "job-exit-hook-stdin.ad"):
+        text = fixture_text(f"htcondor-23.9/{name}")
+        parsed, found = classad_files.parse_ad(text), classad_files.Ad(text)
+        assert {key: found[key] for key in parsed} == parsed
+    with pytest.raises(KeyError):
+        classad_files.Ad("Cpus = 1\n")["memory"]
+    assert not classad_files.Ad("# nothing\n\n") and classad_files.Ad("x\nCpus = 1")
