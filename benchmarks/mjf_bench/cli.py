@@ -1,8 +1,7 @@
 """docs/performance.md's tables: hook costs as ratios to floors measured in the same run.
 
 The whole measurement is repeated N times (``--repeats``); every repeat measures its
-own floors, a bare start of the interpreter (``<venv>/bin/python -I -c pass``), the
-same start execing ``/bin/true`` (the floor of the hooks that exec their job) and
+own floors, a bare start of the interpreter (``<venv>/bin/python -I -c pass``) and
 ``/bin/sh -c :``, and turns each figure into a ratio to its floor. The tables give
 min / median / max of those ratios over the repeats, absolute values beside them. One
 repeat: every scenario's commands started ``--rounds`` times, round-robin so that drift

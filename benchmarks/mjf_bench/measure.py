@@ -11,11 +11,8 @@ from typing import Callable, Union
 
 TIME = "/usr/bin/time"  # GNU time (Debian package `time`)
 PYTHON_FLOOR = "python floor"
-# A hook that execs its job (a wrapper, a job starter) also pays for starting the job, an
-# execve of /bin/true and its dynamic loading, which a bare start does not; and it never
-# tears its interpreter down, as the exec replaces it. Its floor is a bare start that execs
-# the job (docs/performance.md).
-PYTHON_EXEC_FLOOR = "python exec floor"
+# A bare start that execs the job, as a hook that execs its job (a wrapper, a job starter)
+# ends: the least such a hook costs, shown beside those rows (docs/performance.md).
 EXEC_JOB = "import os; os.execv('/bin/true', ['/bin/true'])"
 SH_FLOOR = "sh floor"
 NOT_INSTALLED = "not installed"

@@ -9,7 +9,7 @@ import shutil
 
 from .. import FIXTURES
 from ..bench import Bench
-from ..measure import PYTHON_EXEC_FLOOR, PYTHON_FLOOR, Command
+from ..measure import PYTHON_FLOOR, Command
 from ..scenario import RecordsKept, Scenario
 
 RECORDED = os.path.join(FIXTURES, "gridengine-8.1.9")
@@ -46,7 +46,7 @@ class GridEngine(Scenario):
             Command("`mjf-gridengine prolog`", [gridengine, "--config", bench.config, "prolog"],
                     PYTHON_FLOOR, env),
             Command("`mjf-gridengine-starter /bin/true`",
-                    [bench.bin("mjf-gridengine-starter"), "/bin/true"], PYTHON_EXEC_FLOOR,
+                    [bench.bin("mjf-gridengine-starter"), "/bin/true"], PYTHON_FLOOR,
                     env),
             Command("`mjf-gridengine epilog`", [gridengine, "--config", bench.config, "epilog"],
                     PYTHON_FLOOR, env),

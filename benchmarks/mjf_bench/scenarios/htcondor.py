@@ -10,7 +10,7 @@ import os
 
 from .. import BENCHMARKS, FIXTURES
 from ..bench import Bench
-from ..measure import PYTHON_EXEC_FLOOR, PYTHON_FLOOR, Command
+from ..measure import PYTHON_FLOOR, Command
 from ..scenario import RecordsKept, Scenario
 
 RECORDED = os.path.join(FIXTURES, "htcondor-23.9")
@@ -35,21 +35,20 @@ class HTCondor(Scenario):
         super().__init__(bench)
         self.commands = [
             Command("`mjf-htcondor-wrapper /bin/true`",
-                    [bench.bin("mjf-htcondor-wrapper"), "/bin/true"], PYTHON_EXEC_FLOOR,
+                    [bench.bin("mjf-htcondor-wrapper"), "/bin/true"], PYTHON_FLOOR,
                     functools.partial(wrapper_env, bench)),
         ]
 
 
 class ShellWrapper(Scenario):
-    """Held against our wrapper's floor (a bare start that execs the job): it does the job
-    our wrapper does."""
+    """Held against the python floor: it does the job our wrapper does."""
 
     def __init__(self, bench: Bench) -> None:
         super().__init__(bench)
         self.commands = [
             Command("shell wrapper doing the same (reference)",
                     [os.path.join(BENCHMARKS, "shell-wrapper-reference.sh"), "/bin/true"],
-                    PYTHON_EXEC_FLOOR, functools.partial(wrapper_env, bench)),
+                    PYTHON_FLOOR, functools.partial(wrapper_env, bench)),
         ]
 
 
@@ -76,7 +75,7 @@ class HTCondorRecords(RecordsKept):
                           os.path.join(RECORDED, "machine.ad"))
         self.commands = [
             Command("`mjf-htcondor-wrapper /bin/true`, records kept",
-                    [bench.bin("mjf-htcondor-wrapper"), "/bin/true"], PYTHON_EXEC_FLOOR,
+                    [bench.bin("mjf-htcondor-wrapper"), "/bin/true"], PYTHON_FLOOR,
                     env),
             Command("`mjf-htcondor-job-exit`, writing the job's record",
                     [bench.bin("mjf-htcondor-job-exit")], PYTHON_FLOOR, env, stdin=exit_ad),

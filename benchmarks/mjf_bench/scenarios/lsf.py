@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from ..bench import Bench
-from ..measure import PYTHON_EXEC_FLOOR, PYTHON_FLOOR, Command
+from ..measure import PYTHON_FLOOR, Command
 from ..scenario import Scenario
 
 
@@ -21,7 +21,7 @@ class Lsf(Scenario):
         # root post-exec takes no $MJF_CONFIG from the job's environment: --config.
         self.commands = [
             Command("`mjf-lsf starter /bin/true`", [lsf, "starter", "/bin/true", "-"],
-                    PYTHON_EXEC_FLOOR, env),
+                    PYTHON_FLOOR, env),
             Command("`mjf-lsf post-exec`", [lsf, "--config", bench.config, "post-exec"],
                     PYTHON_FLOOR, env),
         ]
