@@ -214,6 +214,21 @@ def test_the_conffile_is_all_comments_and_means_the_defaults(root):
 
 
 @pytest.mark.integration
+def test_a_command_finds_the_package_without_importing_site(root):
+    """`python3 -IS`, as the commands start: the .deb's package is found where the .deb
+    puts it (dist-packages) without site's module, a sixtieth of a bare start."""
+    block = (root.path / "usr/bin/mjf-slurm").read_text().split("\nfrom mjf_hooks", 1)[0]
+    probe = root.path / "root/mjf-start-probe.py"
+    probe.write_text(block + "\nimport mjf_hooks\nprint('site' in sys.modules, "
+                             "mjf_hooks.__file__)\n")
+    try:
+        out = in_root(root, "/usr/bin/python3 -IS /root/mjf-start-probe.py").stdout.split()
+    finally:
+        probe.unlink()
+    assert out == ["False", "/usr/lib/python3/dist-packages/mjf_hooks/__init__.py"]
+
+
+@pytest.mark.integration
 def test_units_are_shipped_disabled(root):
     for unit in UNITS:
         assert (root.path / "lib/systemd/system" / unit).is_file()
