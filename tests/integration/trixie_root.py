@@ -123,7 +123,9 @@ class TrixieRoot:
                    timeout=timeout, check=check)
 
     def mount(self, extra: tuple[str, ...] = ()) -> None:
-        """proc, /sys, /dev, /tmp, /home, the checkout, and ``extra`` directories."""
+        """proc, /sys, /dev, /tmp, /home, the checkout, and ``extra`` directories; first
+        detaching whatever a run killed before its teardown left mounted inside."""
+        self.detach_stale_mounts()
         binds = [("proc", None), ("/sys", "rbind"), ("/dev", "bind"), ("/dev/pts", "bind"),
                  ("/tmp", "bind"), ("/home", "bind"), (str(CHECKOUT), "bind"),
                  *((directory, "bind") for directory in extra)]
@@ -143,6 +145,23 @@ class TrixieRoot:
         except BaseException:
             self.unmount()  # what was mounted before the failure
             raise
+
+    def detach_stale_mounts(self) -> None:
+        """Unmount, deepest first, every mount under the root this process did not make:
+        a run killed before its teardown (a CI job stopped at its time limit) leaves the
+        host's /dev, /tmp and /home bound inside, and a removal of the root would then
+        delete theirs."""
+        from mjf_hooks.probe.mounts import read_mounts
+
+        prefix = f"{self.root}/"
+        stale = sorted((mount.mount_point for mount in read_mounts()
+                        if mount.mount_point.startswith(prefix)
+                        and mount.mount_point not in self.mounts), reverse=True)
+        if stale:
+            self.kill_processes()
+        for target in stale:
+            if run(["umount", target], check=False).returncode != 0:
+                run(["umount", "-l", target], check=False)  # busy: detach it now
 
     def kill_processes(self) -> None:
         """Kill what still runs inside (a job's step daemon, say), and wait for it."""
