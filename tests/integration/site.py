@@ -27,10 +27,19 @@ GOOD_CONFIG = "[mjf]\nbase_dir = {base}\n[machinefeatures]\nhs06_per_cpu = 10\ng
 
 
 def ensure_user(name: str) -> tuple[int, int]:
-    """An unprivileged user (uid >= 1000) for submitting jobs."""
+    """An unprivileged user (uid >= 1000) for submitting jobs, with its home directory
+    (a batch system starts the job there; a user kept from an earlier run may have lost
+    it with the machine's /home)."""
+    import pwd
+
     if run(["id", "-u", name], check=False).returncode != 0:
         run(["useradd", "--create-home", "--shell", "/bin/sh", name])
-    return int(run(["id", "-u", name]).stdout), int(run(["id", "-g", name]).stdout)
+    entry = pwd.getpwnam(name)
+    home = Path(entry.pw_dir)
+    if not home.is_dir():
+        home.mkdir(mode=0o700, parents=True)
+        os.chown(home, entry.pw_uid, entry.pw_gid)
+    return entry.pw_uid, entry.pw_gid
 
 
 class Site:
