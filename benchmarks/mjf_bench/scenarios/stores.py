@@ -8,15 +8,20 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import time
 
 from ..bench import Bench, job_store
-from ..measure import PYTHON_FLOOR, Command, measure
-from ..report import Table, over_counts
+from ..measure import NOT_MEASURED, PYTHON_FLOOR, Command, measure
+from ..report import Table, over_counts, per_floor
 from ..scenario import Scenario
 from .pilot import pilot_values
+
+# `mjf status`'s floor: its system calls alone, from C.
+STATUS_SYSCALLS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "status_syscalls.c")
 
 
 class OverStores(Scenario):
@@ -85,9 +90,26 @@ class Drain(OverStores):
 
 
 class Status(OverStores):
+    """Besides ``mjf status`` itself, in every repeat, its floor: the system calls its
+    safe-read rules make for the same store, made from C with nothing else
+    (status_syscalls.c, built with the machine's ``cc``; without one, not measured)."""
+
     size = "status"
     columns = ("`mjf status` over, every job reporting", "÷ python floor", "s", "µs per job",
-               "µs per job added")
+               "µs per job added", "its system calls alone (C), s", "÷ system calls alone")
+
+    def __init__(self, bench: Bench) -> None:
+        super().__init__(bench)
+        self.syscalls: str | None = None  # the floor's program, once built
+        self.syscall_runs: list[list[float]] = []  # per repeat: seconds, one per count
+
+    def prepare(self) -> None:
+        super().prepare()
+        compiler = shutil.which("cc")
+        if compiler is not None:
+            program = os.path.join(self.bench.work, "status_syscalls")
+            subprocess.run([compiler, "-O2", "-o", program, STATUS_SYSCALLS], check=True)
+            self.syscalls = program
 
     def build(self, count: int) -> str:
         """``count`` jobs of 8 cores, started 2 h ago with a 48 h wall limit, each with a
@@ -112,15 +134,29 @@ class Status(OverStores):
     def seconds(self, config: str, count: int) -> float:
         return self.mjf(config, "status")
 
+    def repeat(self) -> None:
+        super().repeat()
+        if self.syscalls is not None:
+            self.syscall_runs.append([
+                measure([self.syscalls, os.path.join(self.bench.work, f"status-{count}", "jobs"),
+                         str(count)], {}) for count in self.counts])
+
     def tables(self, floors: dict[str, Command]) -> list[Table]:
-        """Besides, what each job beyond the row above adds: the slope, start-up left out."""
+        """Besides, what each job beyond the row above adds (the slope, start-up left
+        out), and the time over its system calls' floor."""
         (table,) = super().tables(floors)
         previous = None
-        for cells, (count, _, median) in zip(
-                table.rows, over_counts(self.counts, self.runs, floors[PYTHON_FLOOR].ms)):
+        for index, (cells, (count, _, median)) in enumerate(zip(
+                table.rows, over_counts(self.counts, self.runs, floors[PYTHON_FLOOR].ms))):
             cells.append("" if previous is None else
                          f"{(median - previous[1]) / (count - previous[0]) * 1e6:.0f}")
             previous = count, median
+            if not self.syscall_runs:
+                cells += [NOT_MEASURED + " (no cc)", ""]
+                continue
+            floor = [run[index] for run in self.syscall_runs]
+            cells += [f"{statistics.median(floor):.2f}",
+                      per_floor([run[index] for run in self.runs], floor)]
         return [table]
 
 
