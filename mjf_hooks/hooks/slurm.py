@@ -12,7 +12,10 @@ to replay a recorded job start.
 * TaskProlog (job user, before every task): prints ``export`` lines for
   Slurm; the first task of a pending job completes the values from inside the
   job's cgroup. Sites configure the pure-sh ``mjf-slurm-taskprolog``, which
-  calls this only while the job is pending.
+  calls this only while the job is pending. For it, the Prolog also keeps what
+  that script would read of the default config (``/etc/mjf/mjf.conf``) in
+  ``/run/mjf-hooks/slurm-taskprolog.sh``, so that it need not read the config a
+  byte at a time before every task (see :func:`keep_taskprolog_settings`).
 * TaskEpilog (job user, after every task, in the job's cgroup), where records are
   kept: reports what the job used so far - its cgroup's counters - for the Epilog.
 * Epilog (root): writes the job's record (where the site keeps records), removes
@@ -27,6 +30,7 @@ import time
 
 from .. import lifecycle
 from ..batch import slurm
+from ..config import DEFAULT_PATH, Config
 from ..errors import SiteInputError
 from ..log import Log
 from ..probe import read_text
@@ -172,10 +176,62 @@ def prolog(context: HookContext, args: list[str]) -> int:
         gid=gid, features_owner=uid if pending else None, pending=pending, job_uid=uid,
         reports_usage=uid is not None)
     lifecycle.start_job(config, store, log, machine, job, context.dry_run)
+    if not context.dry_run:
+        context.fail_safe(keep_taskprolog_settings, config)
     if job.runner and not context.dry_run:
         context.fail_safe(lifecycle.end_jobs_left_behind, config, store, log,
                           _job_end({}, None, None))
     return 0
+
+
+# Where the Prolog keeps the sh TaskProlog's settings: a directory only root can make
+# (in /run) or write, so the job's user may source what is there.
+TASKPROLOG_SETTINGS_DIR = "/run/mjf-hooks"
+TASKPROLOG_SETTINGS = "slurm-taskprolog.sh"
+
+
+def keep_taskprolog_settings(config: Config, run_dir: str = TASKPROLOG_SETTINGS_DIR,
+                             default_config: str = DEFAULT_PATH) -> None:
+    """Keep what bin/mjf-slurm-taskprolog reads of the config - base_dir, export and
+    url_base, as sh assignments - in ``run_dir``, with the config's own mtime.
+
+    The TaskProlog runs before every task and, in POSIX sh, reads its config a byte per
+    system call; it sources this instead wherever the config is not newer - also where
+    the job's user may not read the config, or there is none (every default, and the
+    file then has the time it was written). Only for the default config: a Prolog given
+    another (``$MJF_CONFIG``, ``--config``) keeps nothing, as the TaskProlog reads its
+    own config then. Rewritten only when the values or the config's mtime changed, so a
+    Prolog usually only reads it. (``run_dir`` and ``default_config``: the script's two
+    paths, for a test's copy of it.)"""
+    if config.path != default_config:
+        return
+    try:
+        config_mtime: int | None = os.stat(config.path).st_mtime_ns
+    except FileNotFoundError:
+        config_mtime = None
+    text = "".join(f"{name}={_sh_quoted(value)}\n" for name, value in (
+        ("base_dir", config.base_dir), ("export_as", config.export),
+        ("url_base", config.url_base or "")))
+    parent, name = os.path.split(run_dir)
+    from ..safefs import Dir
+
+    try:
+        run = Dir(os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), parent)
+    except FileNotFoundError:
+        return  # no /run (a container's root): the TaskProlog reads the config itself
+    with run, run.subdir(name, 0o755, None, create=True) as kept:
+        if kept.read_bytes(TASKPROLOG_SETTINGS, len(text) + 1) == text.encode() and (
+                config_mtime is None or config_mtime == os.stat(
+                    TASKPROLOG_SETTINGS, dir_fd=kept.fd, follow_symlinks=False).st_mtime_ns):
+            return
+        kept.replace(TASKPROLOG_SETTINGS, text, 0o644)
+        if config_mtime is not None:
+            os.utime(TASKPROLOG_SETTINGS, ns=(config_mtime, config_mtime), dir_fd=kept.fd,
+                     follow_symlinks=False)
+
+
+def _sh_quoted(value: str) -> str:
+    return "'" + value.replace("'", "'\\''") + "'"
 
 
 def epilog(context: HookContext, args: list[str]) -> int:

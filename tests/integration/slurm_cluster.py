@@ -88,6 +88,7 @@ class SlurmCluster:
         self.conf = root / "slurm.conf"
         self.env = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "SLURM_CONF": str(self.conf)}
         self.munged_pid: int | None = None
+        self.kept_dir_was_there = True  # until start() looks: nothing removed
 
     def command(self, argv: list[str], check: bool = True, timeout: int = 60,
                 env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -269,7 +270,14 @@ exit $status
                            env=self.env)
         self.munged_pid = int((directory / "munged.pid").read_text())
 
+    @property
+    def kept_dir(self) -> Path:
+        """Where this cluster's Prologs keep the TaskProlog's settings (/run/mjf-hooks)."""
+        return (self.chroot.root if self.chroot else Path("/")) / "run/mjf-hooks"
+
     def start(self) -> None:
+        # Removed at the stop if the Prologs made it (keep_taskprolog_settings).
+        self.kept_dir_was_there = self.kept_dir.exists()
         self.write_config()
         self._start_munge()
         self._start_daemons()
@@ -344,6 +352,8 @@ exit $status
                 time.sleep(0.1)
         if self.chroot:
             self.chroot.kill_processes()  # step daemons of jobs a failed test left
+        if not self.kept_dir_was_there:
+            shutil.rmtree(self.kept_dir, ignore_errors=True)
         # slurmd's cgroup/v1 plugin leaves empty slurm_<node> directories behind.
         for controller in Path("/sys/fs/cgroup").iterdir():
             for node in self.nodes:

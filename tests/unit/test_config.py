@@ -5,7 +5,7 @@ import subprocess
 import tempfile
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from mjf_hooks import config, spec
@@ -345,14 +345,32 @@ def config_texts(draw, base):
 
 @pytest.mark.parametrize("shell", ["dash", "bash"])
 @pytest.mark.parametrize("locale", ["C", "C.UTF-8"])
-def test_the_sh_taskprolog_finds_the_base_dir_python_reads(shell, locale):
-    """Whenever Python accepts the config, the TaskProlog exports that base_dir's job."""
+@pytest.mark.parametrize("kept", [False, True], ids=["read", "kept"])
+def test_the_sh_taskprolog_finds_the_base_dir_python_reads(shell, locale, kept):
+    """Whenever Python accepts the config, the TaskProlog exports that base_dir's job:
+    reading the config itself, or (``kept``) sourcing what the Prolog kept of it as the
+    default config."""
+    from mjf_hooks.hooks.slurm import keep_taskprolog_settings
+
     with tempfile.TemporaryDirectory() as base:
         for name in ("a", "b"):
             os.makedirs(f"{base}/{name}/jobs/7/jobfeatures")
+        os.mkdir(f"{base}/run")
+        taskprolog, env = TASKPROLOG, {"MJF_CONFIG": f"{base}/mjf.conf"}
+        if kept:  # a copy whose default config is the test's, and whose kept file too
+            with open(TASKPROLOG) as handle:
+                text = handle.read().replace(
+                    "\nkept=/run/mjf-hooks/", f"\nkept={base}/run/mjf-hooks/").replace(
+                    "\ndefault_conf=/etc/mjf/mjf.conf\n", f"\ndefault_conf={base}/mjf.conf\n")
+            taskprolog, env = f"{base}/taskprolog", {}
+            with open(taskprolog, "w") as handle:
+                handle.write(text)
 
         @settings(max_examples=60, deadline=None)
         @given(config_texts(base))
+        # Most drawn texts are refused: these two, always tried, are read.
+        @example(f"[ MJF ]\r\nBase_Dir = {base}//a\t; c\n")
+        @example(f"[slurm]\n[mjf]\nbase_dir = {base}/./b/ # c")
         def check(text):
             try:
                 python_base = config.parse(text).base_dir
@@ -360,12 +378,14 @@ def test_the_sh_taskprolog_finds_the_base_dir_python_reads(shell, locale):
                 return  # no hook writes anything: the TaskProlog finds no job and exports nothing
             with open(f"{base}/mjf.conf", "w", encoding="utf-8") as handle:
                 handle.write(text)
+            if kept:
+                keep_taskprolog_settings(config.parse(text, f"{base}/mjf.conf"),
+                                         f"{base}/run/mjf-hooks", f"{base}/mjf.conf")
             if python_base.startswith(base):  # where the hooks would have made the job's
                 os.makedirs(f"{python_base}/jobs/7/jobfeatures", exist_ok=True)
             result = subprocess.run(
-                [shell, TASKPROLOG], capture_output=True, timeout=30, check=True,
-                env={"PATH": "/usr/bin:/bin", "LC_ALL": locale, "SLURM_JOB_ID": "7",
-                     "MJF_CONFIG": f"{base}/mjf.conf"})
+                [shell, taskprolog], capture_output=True, timeout=30, check=True,
+                env={"PATH": "/usr/bin:/bin", "LC_ALL": locale, "SLURM_JOB_ID": "7", **env})
             exported = result.stdout.decode("utf-8", "replace").splitlines()
             if python_base.startswith(base):
                 assert len(exported) == 2, (text, python_base, exported)

@@ -5,7 +5,9 @@ tmpfs), the hooks started there with the root's system python (``chroot ROOT
 /usr/bin/mjf-slurm`` ..., no venv), against their own floor measured the same way,
 ``chroot ROOT /usr/bin/python3 -I -c pass`` (so chroot's exec is in both), and for
 reference that start execing ``/bin/true`` in the root; the root is removed afterwards.
-Without ``--deb`` the rows say "not measured"."""
+The sh TaskProlog is timed as a site runs it, with the default config (the benchmark's,
+as the root's /etc/mjf/mjf.conf) and what the Prolog kept of it in /run/mjf-hooks,
+against ``chroot ROOT /bin/sh -c :``. Without ``--deb`` the rows say "not measured"."""
 
 from __future__ import annotations
 
@@ -13,16 +15,18 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from .. import FIXTURES
 from ..bench import Bench
-from ..measure import EXEC_JOB, NOT_MEASURED, Command
+from ..measure import EXEC_JOB, NOT_MEASURED, Command, measure
 from ..scenario import Scenario
 from .htcondor import starter_env
-from .slurm import recorded_env
+from .slurm import job_env, recorded_env
 
 PACKAGED_FLOOR = "packaged python floor"  # the system python of the packaged install
+PACKAGED_SH_FLOOR = "packaged sh floor"
 CONFIG = "/root/mjf-bench.conf"  # in the root
 
 
@@ -39,6 +43,10 @@ class Packaged(Scenario):
         chroot = [CHROOT, self.root]
         env = bench.env_for(CONFIG)
         missing = None if bench.deb else NOT_MEASURED
+        # The TaskProlog's job, with the default config: no $MJF_CONFIG.
+        self.task_env = {name: value for name, value in job_env(
+            "", "2000", "prolog_task", int(time.time())).items() if name != "MJF_CONFIG"}
+        self.task_env["PATH"] = "/usr/bin:/bin"
         self.commands = [
             Command("packaged (.deb, bookworm): `chroot ROOT /usr/bin/python3 -I -c pass`",
                     [*chroot, "/usr/bin/python3", "-I", "-c", "pass"], PACKAGED_FLOOR, env,
@@ -59,7 +67,13 @@ class Packaged(Scenario):
             Command("packaged: `mjf-htcondor-wrapper /bin/true`",
                     [*chroot, "/usr/bin/mjf-htcondor-wrapper", "/bin/true"], PACKAGED_FLOOR,
                     self.wrapper_env, missing=missing),
+            Command("packaged: `chroot ROOT /bin/sh -c :`", [*chroot, "/bin/sh", "-c", ":"],
+                    PACKAGED_SH_FLOOR, env, is_floor=True, missing=missing),
+            Command("packaged: `mjf-slurm-taskprolog` (per task), the default config and "
+                    "what the Prolog kept of it", [*chroot, "/usr/bin/mjf-slurm-taskprolog"],
+                    PACKAGED_SH_FLOOR, self.task_env, missing=missing),
         ]
+        self.chroot = chroot
 
     def _install(self, deb: str) -> None:
         from tests.packaging import bookworm_root
@@ -86,6 +100,7 @@ class Packaged(Scenario):
                 config = handle.read().replace(f"base_dir = {self.bench.base}",
                                                "base_dir = /run/mjf-bench")
             (self.scratch.path / CONFIG.lstrip("/")).write_text(config)
+            (self.scratch.path / "etc/mjf/mjf.conf").write_text(config)  # the TaskProlog's
         except BaseException:
             self.close()
             raise
@@ -97,7 +112,22 @@ class Packaged(Scenario):
         os.mkdir(self.root + scratch, 0o700)
         return starter_env(CONFIG, scratch, "/root/ads/job.ad", "/root/ads/machine.ad")
 
+    def prepare(self) -> None:
+        """The TaskProlog's job exists (its Prolog kept the settings), its values
+        completed by its first task."""
+        if self.scratch:
+            self._task_job("prolog_slurmd")
+            measure([*self.chroot, "/usr/bin/mjf-slurm-taskprolog"], self.task_env)
+            if not os.path.isfile(os.path.join(self.root, "run/mjf-hooks/slurm-taskprolog.sh")):
+                sys.exit("packaged: the Prolog kept nothing for the TaskProlog")
+
+    def _task_job(self, context: str) -> None:
+        measure([*self.chroot, "/usr/bin/mjf-slurm"],
+                {**self.task_env, "SLURM_SCRIPT_CONTEXT": context})
+
     def finish(self) -> list[str]:
+        if self.scratch:
+            self._task_job("epilog_slurmd")
         jobs = os.path.join(self.root, "run/mjf-bench/jobs")
         left = os.listdir(jobs) if self.scratch and os.path.isdir(jobs) else []
         return [f"packaged job directories {left}"] if left else []

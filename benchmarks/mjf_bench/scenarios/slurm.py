@@ -50,7 +50,8 @@ class Slurm(Scenario):
                     recorded_env("cgv1-prolog", bench.config)),
             Command("`mjf-slurm` Epilog, a recorded Slurm 24.11 job", [slurm], PYTHON_FLOOR,
                     recorded_env("cgv1-epilog", bench.config)),
-            Command("`mjf-slurm-taskprolog` (per task)", [bench.bin("mjf-slurm-taskprolog")],
+            Command("`mjf-slurm-taskprolog` (per task), reading `$MJF_CONFIG` itself",
+                    [bench.bin("mjf-slurm-taskprolog")],
                     SH_FLOOR, self.task_env),
         ]
 
