@@ -177,7 +177,14 @@ def prolog(context: HookContext, args: list[str]) -> int:
         reports_usage=uid is not None)
     lifecycle.start_job(config, store, log, machine, job, context.dry_run)
     if not context.dry_run:
-        context.fail_safe(keep_taskprolog_settings, config)
+        # Not context.fail_safe: with on_error = fail that would fail the job, and the
+        # TaskProlog does without (it reads the config itself).
+        try:
+            keep_taskprolog_settings(config)
+        except Exception as error:  # noqa: BLE001 - the job does not depend on it
+            log.warning(f"the sh TaskProlog's settings were not kept in "
+                        f"{TASKPROLOG_SETTINGS_DIR} ({error}): it reads {config.path} "
+                        "before every task")
     if job.runner and not context.dry_run:
         context.fail_safe(lifecycle.end_jobs_left_behind, config, store, log,
                           _job_end({}, None, None))
@@ -220,6 +227,8 @@ def keep_taskprolog_settings(config: Config, run_dir: str = TASKPROLOG_SETTINGS_
     except FileNotFoundError:
         return  # no /run (a container's root): the TaskProlog reads the config itself
     with run, run.subdir(name, 0o755, None, create=True) as kept:
+        if os.fstat(kept.fd).st_mode & 0o777 != 0o755:  # made under a narrower umask
+            os.fchmod(kept.fd, 0o755)
         if kept.read_bytes(TASKPROLOG_SETTINGS, len(text) + 1) == text.encode() and (
                 config_mtime is None or config_mtime == os.stat(
                     TASKPROLOG_SETTINGS, dir_fd=kept.fd, follow_symlinks=False).st_mtime_ns):

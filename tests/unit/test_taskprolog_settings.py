@@ -107,6 +107,17 @@ def test_it_is_rewritten_only_when_a_value_or_the_configs_mtime_changed(node):
     assert f"{node.root}/b" in node.kept.read_text()
 
 
+def test_a_narrow_umask_leaves_the_directory_readable(node):
+    node.write_config(f"[mjf]\nbase_dir = {node.root}/a\n")
+    old = os.umask(0o077)
+    try:
+        node.prolog()
+    finally:
+        os.umask(old)
+    assert node.run_dir.stat().st_mode & 0o777 == 0o755
+    assert node.kept.stat().st_mode & 0o777 == 0o644
+
+
 def test_nothing_is_kept_for_another_config(node, tmp_path):
     other = tmp_path / "other.conf"
     other.write_text(f"[mjf]\nbase_dir = {node.root}/a\n")
@@ -187,3 +198,28 @@ def test_help_is_still_given(node):
     node.prolog()
     result = node.taskprolog("dash", "--help")
     assert result.returncode == 0 and result.stdout.startswith("usage: mjf-slurm-taskprolog")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a Prolog writes as root")
+def test_a_prolog_that_cannot_keep_them_warns_and_the_job_goes_on(tmp_path, monkeypatch,
+                                                                  capsys):
+    """Even with on_error = fail: no job depends on the kept settings."""
+    from mjf_hooks.hooks import slurm as hook
+
+    conf = tmp_path / "mjf.conf"
+    conf.write_text(f"[mjf]\nbase_dir = {tmp_path}/base\nlog = stderr\non_error = fail\n")
+
+    def refused(config):
+        raise StoreError("/run/mjf-hooks is owned by uid 1000 with mode 0755: refusing")
+
+    monkeypatch.setattr(hook, "keep_taskprolog_settings", refused)
+    for name, value in {"SLURM_JOB_ID": JOB, "SLURM_SCRIPT_CONTEXT": "prolog_slurmd",
+                        "SLURMD_NODENAME": "wn1", "SLURM_JOB_CPUS_PER_NODE": "4",
+                        "SLURM_JOB_UID": "0", "SLURM_JOB_GID": "0",
+                        "SLURM_JOB_START_TIME": "1795000000",
+                        "SLURM_JOB_END_TIME": "1795003600"}.items():
+        monkeypatch.setenv(name, value)
+    assert hook.main(["--config", str(conf)]) == 0
+    err = capsys.readouterr().err
+    assert "warning" in err and "settings were not kept" in err and "refusing" in err, err
+    assert (tmp_path / "base/jobs" / JOB / "jobfeatures/allocated_cpu").read_text() == "4"
