@@ -14,8 +14,8 @@ to replay a recorded job start.
   job's cgroup. Sites configure the pure-sh ``mjf-slurm-taskprolog``, which
   calls this only while the job is pending. For it, the Prolog also keeps what
   that script would read of the default config (``/etc/mjf/mjf.conf``) in
-  ``/run/mjf-hooks/slurm-taskprolog.sh``, so that it need not read the config a
-  byte at a time before every task (see :func:`keep_taskprolog_settings`).
+  ``/run/mjf-hooks/slurm-taskprolog.<node>.sh``, so that it need not read the
+  config a byte at a time before every task (see :func:`keep_taskprolog_settings`).
 * TaskEpilog (job user, after every task, in the job's cgroup), where records are
   kept: reports what the job used so far - its cgroup's counters - for the Epilog.
 * Epilog (root): writes the job's record (where the site keeps records), removes
@@ -180,7 +180,7 @@ def prolog(context: HookContext, args: list[str]) -> int:
         # Not context.fail_safe: with on_error = fail that would fail the job, and the
         # TaskProlog does without (it reads the config itself).
         try:
-            keep_taskprolog_settings(config)
+            keep_taskprolog_settings(config, environ.get("SLURMD_NODENAME", ""))
         except Exception as error:  # noqa: BLE001 - the job does not depend on it
             log.warning(f"the sh TaskProlog's settings were not kept in "
                         f"{TASKPROLOG_SETTINGS_DIR} ({error}): it reads {config.path} "
@@ -194,13 +194,23 @@ def prolog(context: HookContext, args: list[str]) -> int:
 # Where the Prolog keeps the sh TaskProlog's settings: a directory only root can make
 # (in /run) or write, so the job's user may source what is there.
 TASKPROLOG_SETTINGS_DIR = "/run/mjf-hooks"
-TASKPROLOG_SETTINGS = "slurm-taskprolog.sh"
 
 
-def keep_taskprolog_settings(config: Config, run_dir: str = TASKPROLOG_SETTINGS_DIR,
+def taskprolog_settings_name(node: str) -> str | None:
+    """The kept file of slurmd node ``node`` (``$SLURMD_NODENAME``): one per node, as
+    several slurmds of one host (each its own config) share its /run. None for a name
+    that is not one file's (empty, or with a ``/`` or NUL): nothing kept then."""
+    if not node or "/" in node or "\0" in node or len(node) > 200:
+        return None
+    return f"slurm-taskprolog.{node}.sh"
+
+
+def keep_taskprolog_settings(config: Config, node: str,
+                             run_dir: str = TASKPROLOG_SETTINGS_DIR,
                              default_config: str = DEFAULT_PATH) -> None:
     """Keep what bin/mjf-slurm-taskprolog reads of the config - base_dir, export and
-    url_base, as sh assignments - in ``run_dir``, with the config's own mtime.
+    url_base, as sh assignments - in ``run_dir``, with the config's own mtime, for the
+    TaskProlog of slurmd node ``node``.
 
     The TaskProlog runs before every task and, in POSIX sh, reads its config a byte per
     system call; it sources this instead wherever the config is not newer - also where
@@ -210,7 +220,8 @@ def keep_taskprolog_settings(config: Config, run_dir: str = TASKPROLOG_SETTINGS_
     own config then. Rewritten only when the values or the config's mtime changed, so a
     Prolog usually only reads it. (``run_dir`` and ``default_config``: the script's two
     paths, for a test's copy of it.)"""
-    if config.path != default_config:
+    name = taskprolog_settings_name(node)
+    if config.path != default_config or name is None:
         return
     try:
         config_mtime: int | None = os.stat(config.path).st_mtime_ns
@@ -219,23 +230,23 @@ def keep_taskprolog_settings(config: Config, run_dir: str = TASKPROLOG_SETTINGS_
     text = "".join(f"{name}={_sh_quoted(value)}\n" for name, value in (
         ("base_dir", config.base_dir), ("export_as", config.export),
         ("url_base", config.url_base or "")))
-    parent, name = os.path.split(run_dir)
+    parent, directory = os.path.split(run_dir)
     from ..safefs import Dir
 
     try:
         run = Dir(os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), parent)
     except FileNotFoundError:
         return  # no /run (a container's root): the TaskProlog reads the config itself
-    with run, run.subdir(name, 0o755, None, create=True) as kept:
+    with run, run.subdir(directory, 0o755, None, create=True) as kept:
         if os.fstat(kept.fd).st_mode & 0o777 != 0o755:  # made under a narrower umask
             os.fchmod(kept.fd, 0o755)
-        if kept.read_bytes(TASKPROLOG_SETTINGS, len(text) + 1) == text.encode() and (
+        if kept.read_bytes(name, len(text) + 1) == text.encode() and (
                 config_mtime is None or config_mtime == os.stat(
-                    TASKPROLOG_SETTINGS, dir_fd=kept.fd, follow_symlinks=False).st_mtime_ns):
+                    name, dir_fd=kept.fd, follow_symlinks=False).st_mtime_ns):
             return
-        kept.replace(TASKPROLOG_SETTINGS, text, 0o644)
+        kept.replace(name, text, 0o644)
         if config_mtime is not None:
-            os.utime(TASKPROLOG_SETTINGS, ns=(config_mtime, config_mtime), dir_fd=kept.fd,
+            os.utime(name, ns=(config_mtime, config_mtime), dir_fd=kept.fd,
                      follow_symlinks=False)
 
 

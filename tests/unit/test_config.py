@@ -379,13 +379,14 @@ def test_the_sh_taskprolog_finds_the_base_dir_python_reads(shell, locale, kept):
             with open(f"{base}/mjf.conf", "w", encoding="utf-8") as handle:
                 handle.write(text)
             if kept:
-                keep_taskprolog_settings(config.parse(text, f"{base}/mjf.conf"),
+                keep_taskprolog_settings(config.parse(text, f"{base}/mjf.conf"), "wn1",
                                          f"{base}/run/mjf-hooks", f"{base}/mjf.conf")
             if python_base.startswith(base):  # where the hooks would have made the job's
                 os.makedirs(f"{python_base}/jobs/7/jobfeatures", exist_ok=True)
             result = subprocess.run(
                 [shell, taskprolog], capture_output=True, timeout=30, check=True,
-                env={"PATH": "/usr/bin:/bin", "LC_ALL": locale, "SLURM_JOB_ID": "7", **env})
+                env={"PATH": "/usr/bin:/bin", "LC_ALL": locale, "SLURM_JOB_ID": "7",
+                     "SLURMD_NODENAME": "wn1", **env})
             exported = result.stdout.decode("utf-8", "replace").splitlines()
             if python_base.startswith(base):
                 assert len(exported) == 2, (text, python_base, exported)

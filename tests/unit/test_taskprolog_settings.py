@@ -15,11 +15,13 @@ import pytest
 
 from mjf_hooks import config
 from mjf_hooks.errors import StoreError
-from mjf_hooks.hooks.slurm import TASKPROLOG_SETTINGS, keep_taskprolog_settings
+from mjf_hooks.hooks.slurm import keep_taskprolog_settings, taskprolog_settings_name
 from tests.conftest import CHECKOUT_ROOT
 
 TASKPROLOG = CHECKOUT_ROOT / "bin/mjf-slurm-taskprolog"
 JOB = "7"
+NODE = "wn1"
+KEPT = f"slurm-taskprolog.{NODE}.sh"
 
 
 class Node:
@@ -30,13 +32,14 @@ class Node:
         self.root = root
         self.conf = root / "etc/mjf.conf"
         self.run_dir = root / "run/mjf-hooks"
-        self.kept = self.run_dir / TASKPROLOG_SETTINGS
+        self.kept = self.run_dir / KEPT
         self.conf.parent.mkdir()
         self.run_dir.parent.mkdir()
         for base in ("a", "b"):
             (root / base / "jobs" / JOB / "jobfeatures").mkdir(parents=True)
         text = TASKPROLOG.read_text()
-        for line, replaced in (("kept=/run/mjf-hooks/slurm-taskprolog.sh", f"kept={self.kept}"),
+        for line, replaced in (("kept=/run/mjf-hooks/slurm-taskprolog.${SLURMD_NODENAME:-}.sh",
+                                f"kept={self.run_dir}/slurm-taskprolog.${{SLURMD_NODENAME:-}}.sh"),
                                ("default_conf=/etc/mjf/mjf.conf", f"default_conf={self.conf}")):
             assert text.count(f"\n{line}\n") == 1, line
             text = text.replace(f"\n{line}\n", f"\n{replaced}\n")
@@ -47,14 +50,15 @@ class Node:
     def write_config(self, text: str) -> None:
         self.conf.write_text(text)
 
-    def prolog(self, path: Path | None = None) -> None:
-        """What a Prolog given ``path`` (default: the default config) keeps."""
+    def prolog(self, path: Path | None = None, node: str = NODE) -> None:
+        """What a Prolog of ``node`` given ``path`` (default: the default config) keeps."""
         loaded = config.load(str(path or self.conf))
-        keep_taskprolog_settings(loaded, str(self.run_dir), str(self.conf))
+        keep_taskprolog_settings(loaded, node, str(self.run_dir), str(self.conf))
 
     def taskprolog(self, shell: str = "dash", *args: str, **env: str):
         return subprocess.run([shell, str(self.script), *args], capture_output=True, text=True,
-                              timeout=30, env={"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": JOB, **env})
+                              timeout=30, env={"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": JOB,
+                                               "SLURMD_NODENAME": NODE, **env})
 
     def exported_base(self, shell: str = "dash", **env: str) -> str:
         """The base_dir whose job the TaskProlog exported (stdout checked, stderr empty)."""
@@ -141,8 +145,8 @@ def test_a_run_directory_others_control_is_refused(node, tmp_path, planted):
         node.run_dir.symlink_to(tmp_path / "elsewhere")
     with pytest.raises(StoreError, match="refusing"):
         node.prolog()
-    assert not (tmp_path / "elsewhere" / TASKPROLOG_SETTINGS).exists()
-    assert not (node.run_dir / TASKPROLOG_SETTINGS).exists()
+    assert not (tmp_path / "elsewhere" / KEPT).exists()
+    assert not (node.run_dir / KEPT).exists()
 
 
 @pytest.mark.parametrize("shell", ["dash", "bash"])
@@ -169,6 +173,28 @@ def test_the_config_is_read_where_the_kept_file_is_missing_or_broken(node, shell
     node.kept.unlink()
     node.run_dir.rmdir()
     assert node.exported_base(shell) == f"{node.root}/a"
+
+
+def test_each_node_of_a_host_keeps_its_own(node, tmp_path):
+    """Two slurmds of one host, each its own config at the same path (a mount namespace
+    each), share /run: each TaskProlog takes its own node's."""
+    node.write_config(f"[mjf]\nbase_dir = {node.root}/a\n")
+    node.prolog(node="n1")
+    node.write_config(f"[mjf]\nbase_dir = {node.root}/b\n")
+    node.prolog(node="n2")
+    set_mtime(node.conf, 100)  # neither kept file is older than the config
+    assert node.exported_base(SLURMD_NODENAME="n1") == f"{node.root}/a"
+    assert node.exported_base(SLURMD_NODENAME="n2") == f"{node.root}/b"
+
+
+@pytest.mark.parametrize("name", ["", "a/b", "../x", "a\0b"])
+def test_a_node_name_that_is_not_a_files_keeps_nothing(node, name):
+    assert taskprolog_settings_name(name) is None
+    node.write_config(f"[mjf]\nbase_dir = {node.root}/a\n")
+    node.prolog(node=name)
+    assert not node.run_dir.exists()
+    if "\0" not in name:  # the environment cannot hold it
+        assert node.exported_base(SLURMD_NODENAME=name) == f"{node.root}/a"  # read itself
 
 
 def test_another_config_is_read_itself(node, tmp_path):
@@ -209,7 +235,7 @@ def test_a_prolog_that_cannot_keep_them_warns_and_the_job_goes_on(tmp_path, monk
     conf = tmp_path / "mjf.conf"
     conf.write_text(f"[mjf]\nbase_dir = {tmp_path}/base\nlog = stderr\non_error = fail\n")
 
-    def refused(config):
+    def refused(config, node):
         raise StoreError("/run/mjf-hooks is owned by uid 1000 with mode 0755: refusing")
 
     monkeypatch.setattr(hook, "keep_taskprolog_settings", refused)

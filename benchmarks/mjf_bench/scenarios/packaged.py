@@ -118,7 +118,7 @@ class Packaged(Scenario):
         if self.scratch:
             self._task_job("prolog_slurmd")
             measure([*self.chroot, "/usr/bin/mjf-slurm-taskprolog"], self.task_env)
-            if not os.path.isfile(os.path.join(self.root, "run/mjf-hooks/slurm-taskprolog.sh")):
+            if not os.path.isfile(os.path.join(self.root, "run/mjf-hooks/slurm-taskprolog.wn1.sh")):
                 sys.exit("packaged: the Prolog kept nothing for the TaskProlog")
 
     def _task_job(self, context: str) -> None:
