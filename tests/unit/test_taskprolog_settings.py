@@ -16,7 +16,7 @@ import pytest
 from mjf_hooks import config
 from mjf_hooks.errors import StoreError
 from mjf_hooks.hooks.slurm import keep_taskprolog_settings, taskprolog_settings_name
-from tests.conftest import CHECKOUT_ROOT
+from tests.conftest import CHECKOUT_ROOT, require
 
 TASKPROLOG = CHECKOUT_ROOT / "bin/mjf-slurm-taskprolog"
 JOB = "7"
@@ -226,12 +226,12 @@ def test_help_is_still_given(node):
     assert result.returncode == 0 and result.stdout.startswith("usage: mjf-slurm-taskprolog")
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="a Prolog writes as root")
 def test_a_prolog_that_cannot_keep_them_warns_and_the_job_goes_on(tmp_path, monkeypatch,
                                                                   capsys):
     """Even with on_error = fail: no job depends on the kept settings."""
     from mjf_hooks.hooks import slurm as hook
 
+    require(os.geteuid() == 0, "a Prolog writes as root")
     conf = tmp_path / "mjf.conf"
     conf.write_text(f"[mjf]\nbase_dir = {tmp_path}/base\nlog = stderr\non_error = fail\n")
 
