@@ -25,6 +25,7 @@ BENCHMARKS = CHECKOUT_ROOT / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))  # the benchmark's package, as benchmarks/run finds it
 
 from mjf_bench import scenarios  # noqa: E402
+from mjf_bench.bench import SMOKE  # noqa: E402
 from mjf_bench.measure import NOT_INSTALLED, NOT_MEASURED  # noqa: E402
 from mjf_bench.scenario import Scenario  # noqa: E402
 from mjf_bench.scenarios.match import CLASSAD_IMPORT, MATCH_START  # noqa: E402
@@ -149,6 +150,8 @@ def test_every_row_has_a_figure_or_says_why_not(smoke, deb):
                                                     if "JDL files" in label)}
     if not os.access(PBS_PYTHON, os.X_OK):
         expected |= {label for label in labels if "pbs_python" in label}
+    if shutil.which("cc") is None:  # mjf status's floor, its system calls from C
+        expected |= {f"{count:,} jobs" for count in SMOKE.status}
     assert placeholders == expected
     # CI has root, nginx, OpenPBS, the build tools and the test extras: everything runs.
     assert not (REQUIRE_INTEGRATION and expected), f"not measured in CI: {sorted(expected)}"

@@ -151,8 +151,8 @@ class Status(OverStores):
             cells.append("" if previous is None else
                          f"{(median - previous[1]) / (count - previous[0]) * 1e6:.0f}")
             previous = count, median
-            if not self.syscall_runs:
-                cells += [NOT_MEASURED + " (no cc)", ""]
+            if not self.syscall_runs:  # no cc on this machine
+                cells += [NOT_MEASURED, ""]
                 continue
             floor = [run[index] for run in self.syscall_runs]
             cells += [f"{statistics.median(floor):.2f}",
