@@ -51,6 +51,20 @@ def run(argv, check=True, timeout=60, **kwargs) -> subprocess.CompletedProcess:
     return result
 
 
+def taskprolog_copy(path: Path, run_dir: Path | str, default_conf: Path | str) -> Path:
+    """bin/mjf-slurm-taskprolog written to ``path``, its two fixed paths - the directory
+    of the settings the Prolog keeps, and the default config - a test's own."""
+    text = (CHECKOUT_ROOT / "bin/mjf-slurm-taskprolog").read_text()
+    for line, replaced in (
+            ("kept=/run/mjf-hooks/", f"kept={run_dir}/"),
+            ("default_conf=/etc/mjf/mjf.conf\n", f"default_conf={default_conf}\n")):
+        assert text.count(f"\n{line}") == 1, line
+        text = text.replace(f"\n{line}", f"\n{replaced}")
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
 def require(condition: bool, reason: str) -> None:
     """Skip (or, in CI, fail) when an integration prerequisite is missing."""
     if condition:

@@ -293,6 +293,13 @@ def read_env_file(path: str) -> dict[str, str]:
     return environ
 
 
+def shell_quoted(value: str) -> str:
+    """``value`` as one word of a POSIX shell, in single quotes.
+
+    Not shlex.quote: it imports `re`. A value may hold [ ], which a shell would glob."""
+    return "'" + value.replace("'", "'\\''") + "'"
+
+
 def _is_variable_name(name: str) -> bool:
     return (bool(name) and name.isascii() and not name[0].isdigit()
             and name.replace("_", "a").isalnum())

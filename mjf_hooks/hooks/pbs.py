@@ -43,7 +43,7 @@ from ..exports import exports
 from ..probe import read_text
 from ..store_locations import store_for
 from . import starter
-from .frame import COMMON_HELP, HookContext, run_roles
+from .frame import COMMON_HELP, HookContext, run_roles, shell_quoted
 
 # Type names only: importing collections.abc at run time costs every job start ~2 ms.
 TYPE_CHECKING = False
@@ -173,7 +173,7 @@ def profile(context: HookContext, args: list[str]) -> int:
     job_dir = store.job_features_dir(job)
     if os.path.isdir(job_dir):
         variables = exports(config, store.machine_dir, job_dir)
-        sys.stdout.write("".join(f"export {name}={_shell_quoted(value)}\n"
+        sys.stdout.write("".join(f"export {name}={shell_quoted(value)}\n"
                                  for name, value in variables.items()))
     return 0
 
@@ -182,11 +182,6 @@ ROLES = {"begin": begin, "launch": launch, "end": end, "prologue": prologue,
          "epilogue": epilogue, "profile": profile}
 # The hook's events: these roles take the job's attributes (``run``'s stdin), not argv.
 EVENT_ROLES = ("begin", "launch", "end")
-
-
-def _shell_quoted(value: str) -> str:
-    # Not shlex.quote: it imports `re`. A job id may hold [ ], which a shell would glob.
-    return "'" + value.replace("'", "'\\''") + "'"
 
 
 def set_up(context: HookContext, attributes: dict[str, str]) -> str:

@@ -37,7 +37,7 @@ from ..probe import read_text
 from ..spec import digits_value
 from ..store import RUNNER_MARKER, job_dir_name
 from ..store_locations import store_for
-from .frame import COMMON_HELP, HookContext, run_roles
+from .frame import COMMON_HELP, HookContext, run_roles, shell_quoted
 
 USAGE = """\
 usage: mjf-slurm [options] [prolog|epilog|taskprolog|taskepilog]
@@ -176,16 +176,17 @@ def prolog(context: HookContext, args: list[str]) -> int:
         gid=gid, features_owner=uid if pending else None, pending=pending, job_uid=uid,
         reports_usage=uid is not None)
     lifecycle.start_job(config, store, log, machine, job, context.dry_run)
-    if not context.dry_run:
-        # Not context.fail_safe: with on_error = fail that would fail the job, and the
-        # TaskProlog does without (it reads the config itself).
-        try:
-            keep_taskprolog_settings(config, environ.get("SLURMD_NODENAME", ""))
-        except Exception as error:  # noqa: BLE001 - the job does not depend on it
-            log.warning(f"the sh TaskProlog's settings were not kept in "
-                        f"{TASKPROLOG_SETTINGS_DIR} ({error}): it reads {config.path} "
-                        "before every task")
-    if job.runner and not context.dry_run:
+    if context.dry_run:
+        return 0
+    # Not context.fail_safe: with on_error = fail that would fail the job, and the
+    # TaskProlog does without (it reads the config itself).
+    try:
+        keep_taskprolog_settings(config, environ.get("SLURMD_NODENAME", ""))
+    except Exception as error:  # noqa: BLE001 - the job does not depend on it
+        log.warning(f"the sh TaskProlog's settings were not kept in "
+                    f"{TASKPROLOG_SETTINGS_DIR} ({error}): it reads {config.path} "
+                    "before every task")
+    if job.runner:
         context.fail_safe(lifecycle.end_jobs_left_behind, config, store, log,
                           _job_end({}, None, None))
     return 0
@@ -227,7 +228,7 @@ def keep_taskprolog_settings(config: Config, node: str,
         config_mtime: int | None = os.stat(config.path).st_mtime_ns
     except FileNotFoundError:
         config_mtime = None
-    text = "".join(f"{name}={_sh_quoted(value)}\n" for name, value in (
+    text = "".join(f"{key}={shell_quoted(value)}\n" for key, value in (
         ("base_dir", config.base_dir), ("export_as", config.export),
         ("url_base", config.url_base or "")))
     parent, directory = os.path.split(run_dir)
@@ -248,10 +249,6 @@ def keep_taskprolog_settings(config: Config, node: str,
         if config_mtime is not None:
             os.utime(name, ns=(config_mtime, config_mtime), dir_fd=kept.fd,
                      follow_symlinks=False)
-
-
-def _sh_quoted(value: str) -> str:
-    return "'" + value.replace("'", "'\\''") + "'"
 
 
 def epilog(context: HookContext, args: list[str]) -> int:

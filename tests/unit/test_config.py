@@ -3,6 +3,7 @@
 import os
 import subprocess
 import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import assume, example, given, settings
@@ -10,7 +11,7 @@ from hypothesis import strategies as st
 
 from mjf_hooks import config, spec
 from mjf_hooks.errors import SiteInputError
-from tests.conftest import CHECKOUT_ROOT
+from tests.conftest import CHECKOUT_ROOT, taskprolog_copy
 
 
 def test_missing_file_means_all_defaults(tmp_path):
@@ -358,13 +359,9 @@ def test_the_sh_taskprolog_finds_the_base_dir_python_reads(shell, locale, kept):
         os.mkdir(f"{base}/run")
         taskprolog, env = TASKPROLOG, {"MJF_CONFIG": f"{base}/mjf.conf"}
         if kept:  # a copy whose default config is the test's, and whose kept file too
-            with open(TASKPROLOG) as handle:
-                text = handle.read().replace(
-                    "\nkept=/run/mjf-hooks/", f"\nkept={base}/run/mjf-hooks/").replace(
-                    "\ndefault_conf=/etc/mjf/mjf.conf\n", f"\ndefault_conf={base}/mjf.conf\n")
-            taskprolog, env = f"{base}/taskprolog", {}
-            with open(taskprolog, "w") as handle:
-                handle.write(text)
+            taskprolog = str(taskprolog_copy(Path(base, "taskprolog"), f"{base}/run/mjf-hooks",
+                                             f"{base}/mjf.conf"))
+            env = {}
 
         @settings(max_examples=60, deadline=None)
         @given(config_texts(base))

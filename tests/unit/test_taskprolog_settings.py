@@ -16,9 +16,8 @@ import pytest
 from mjf_hooks import config
 from mjf_hooks.errors import StoreError
 from mjf_hooks.hooks.slurm import keep_taskprolog_settings, taskprolog_settings_name
-from tests.conftest import CHECKOUT_ROOT, require
+from tests.conftest import require, taskprolog_copy
 
-TASKPROLOG = CHECKOUT_ROOT / "bin/mjf-slurm-taskprolog"
 JOB = "7"
 NODE = "wn1"
 KEPT = f"slurm-taskprolog.{NODE}.sh"
@@ -37,15 +36,7 @@ class Node:
         self.run_dir.parent.mkdir()
         for base in ("a", "b"):
             (root / base / "jobs" / JOB / "jobfeatures").mkdir(parents=True)
-        text = TASKPROLOG.read_text()
-        for line, replaced in (("kept=/run/mjf-hooks/slurm-taskprolog.${SLURMD_NODENAME:-}.sh",
-                                f"kept={self.run_dir}/slurm-taskprolog.${{SLURMD_NODENAME:-}}.sh"),
-                               ("default_conf=/etc/mjf/mjf.conf", f"default_conf={self.conf}")):
-            assert text.count(f"\n{line}\n") == 1, line
-            text = text.replace(f"\n{line}\n", f"\n{replaced}\n")
-        self.script = root / "mjf-slurm-taskprolog"
-        self.script.write_text(text)
-        self.script.chmod(0o755)
+        self.script = taskprolog_copy(root / "mjf-slurm-taskprolog", self.run_dir, self.conf)
 
     def write_config(self, text: str) -> None:
         self.conf.write_text(text)

@@ -23,7 +23,7 @@ from ..bench import Bench
 from ..measure import EXEC_JOB, NOT_MEASURED, Command, measure
 from ..scenario import Scenario
 from .htcondor import starter_env
-from .slurm import job_env, recorded_env
+from .slurm import job_env, recorded_env, task_job
 
 PACKAGED_FLOOR = "packaged python floor"  # the system python of the packaged install
 PACKAGED_SH_FLOOR = "packaged sh floor"
@@ -122,8 +122,7 @@ class Packaged(Scenario):
                 sys.exit("packaged: the Prolog kept nothing for the TaskProlog")
 
     def _task_job(self, context: str) -> None:
-        measure([*self.chroot, "/usr/bin/mjf-slurm"],
-                {**self.task_env, "SLURM_SCRIPT_CONTEXT": context})
+        task_job([*self.chroot, "/usr/bin/mjf-slurm"], self.task_env, context)
 
     def finish(self) -> list[str]:
         if self.scratch:

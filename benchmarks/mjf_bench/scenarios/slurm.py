@@ -25,6 +25,12 @@ def job_env(config: str, job_id: str, context: str, start: int) -> dict[str, str
             "SLURM_SCRIPT_CONTEXT": context}
 
 
+def task_job(slurm: list[str], env: dict[str, str], context: str) -> None:
+    """The Prolog or Epilog (``context``) of the TaskProlog rows' job: ``slurm``, how
+    mjf-slurm is started; ``env``, the TaskProlog's."""
+    measure(slurm, {**env, "SLURM_SCRIPT_CONTEXT": context})
+
+
 def recorded_env(name: str, config: str) -> dict[str, str]:
     """A hook's environment as Slurm 24.11 gave it in a real job (``name``: cgv1-prolog or
     cgv1-epilog; recorded with ``env``, NAME=value lines), with ``config``."""
@@ -65,7 +71,7 @@ class Slurm(Scenario):
         return []
 
     def _task_job(self, context: str) -> None:
-        measure([self.bench.bin("mjf-slurm")], {**self.task_env, "SLURM_SCRIPT_CONTEXT": context})
+        task_job([self.bench.bin("mjf-slurm")], self.task_env, context)
 
 
 class SlurmRecords(RecordsKept):
