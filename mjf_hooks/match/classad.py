@@ -234,6 +234,10 @@ def _show(value: Any, library) -> str:
         return "{ " + ", ".join(_show(item, library) for item in value) + " }"
     if isinstance(value, library.Value):
         return value.name.lower()
+    if isinstance(value, library.ClassAd):
+        # A whole ad (``root``, ``my``, ``target`` name the match's own): the library
+        # prints it over many lines, and a message quotes one.
+        return _excerpt(str(value))
     return str(value)
 
 
