@@ -710,3 +710,15 @@ def test_jobs_only_users_vouch_for_share_what_batch_jobs_leave_of_the_machine(bu
             if report.job_id in batch} == batch
     best = next(c for c in plan["candidates"] if c["time"] == plan["best"])
     assert {job["job_id"] for job in best["jobs"]} >= set(batch)
+
+
+def test_two_directories_users_named_alike_both_go_unverified(busy, tmp_path):
+    """Two HTCondor jobs, each alone in its scratch, whose users named their directories
+    alike: neither can take the other's name, so neither counts."""
+    require(os.geteuid() == 0, "needs root: the scratch is another user's")
+    for scratch in ("dir_1", "dir_2"):
+        plant(tmp_path / "execute" / scratch / ".mjf", "5.0", backend="htcondor", cpus=2)
+    twins = [report for report in node_status.collect(config_module.load())
+             if report.job_id == "5.0"]
+    assert [report.unverified for report in twins] == [
+        "2 directories their users made claim job 5.0: neither is told from the other"] * 2
