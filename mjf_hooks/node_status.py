@@ -37,7 +37,9 @@ only, and jobs that nothing but a user's process vouches for (a user's ``mjf run
 share, in the order found, the CPUs that the other counted jobs leave of ``total_cpu``,
 its ``allocated_cpu`` further bounded by the CPUs its runner may run on and its
 ``jobstart_secs`` by when its runner started. Two directories that users named alike
-outside ``base_dir`` both go unverified: neither can be told from the other.
+outside ``base_dir`` both go unverified: neither can be told from the other. A pilot's
+report is refused where it says what its job cannot have done
+(:func:`jobstatus.bound_by_job`).
 """
 
 from __future__ import annotations
@@ -222,12 +224,15 @@ def collect(config: Config, job_ids: tuple[str, ...] = (),
                             claims[name] if maker != _SITE else 1)
             everyone.append(report)
     verifier.share_what_others_leave(everyone)
+    now = int(time.time())
     reports = []
     for report in everyone:
         if job_ids and report.job_id not in job_ids:
             continue
-        if report.status is not None:  # bounded by what verify made of allocated_cpu
-            jobstatus.bound_used(report.status, report.allocated_cpu)
+        if report.status is not None:  # bounded by what verify made of the features
+            jobstatus.bound_by_job(report.status, report.allocated_cpu,
+                                   report.features.get("jobstart_secs"), report.planned_end(),
+                                   now)
         reports.append(report)
     return reports
 

@@ -402,9 +402,11 @@ def test_drain_plan_apply_of_the_earliest_time_as_a_second_passes(site, monkeypa
     _, base, _ = site
     clock = iter(range(1795000000, 1795000100))
     monkeypatch.setattr(time, "time", lambda: next(clock))
-    result = interactive("drain", "--plan", "--within", "1h", "--apply")
+    result = interactive("drain", "--plan", "--within", "1h", "--apply", "--json")
     assert result.exit_code == 0, result.output
-    assert (base / "machinefeatures/shutdowntime").read_text() == "1795000600"
+    plan = json.loads(result.stdout)  # its clock read after every tick reading the jobs took
+    assert 1795000000 <= plan["now"] < 1795000010
+    assert (base / "machinefeatures/shutdowntime").read_text() == str(plan["now"] + 600)
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -722,3 +724,20 @@ def test_two_directories_users_named_alike_both_go_unverified(busy, tmp_path):
              if report.job_id == "5.0"]
     assert [report.unverified for report in twins] == [
         "2 directories their users made claim job 5.0: neither is told from the other"] * 2
+
+
+def test_a_pilots_figures_beyond_what_its_job_can_have_done_weigh_nothing(busy):
+    """A pilot (its user's word) reports a payload started in 2000 and 10^17 CPU seconds
+    of uncommitted work: both are refused, and its job weighs what it is assumed to."""
+    now, base = busy
+    jobstatus.update({"used_CPU": 8, "last_job_start": 946684800, "add_uncom_time": 10**17,
+                      "first_exp_job_end": now + 1000, "last_exp_job_end": now + 3600},
+                     str(base / "jobs/pilot/jobstatus"))
+    [pilot] = [report for report in node_status.collect(config_module.load())
+               if report.job_id == "pilot"]
+    assert set(pilot.status.problems) == {"last_job_start", "add_uncom_time"}
+    assert pilot.figures(now)["kill_waste"] is None  # no last_job_start: not figured
+    plan = json.loads(interactive("drain", "--plan", "--within", "3h", "--json").stdout)
+    for candidate in plan["candidates"]:
+        [job] = [job for job in candidate["jobs"] if job["job_id"] == "pilot"]
+        assert job["waste_core_secs"] <= 8 * (candidate["time"] - (now - 20000))
