@@ -86,8 +86,9 @@ def job_waste(report: JobReport, shutdown: int, now: int) -> tuple[int, str]:
         idle = max(cores - used, 0) * (shutdown - now)
         return killed + idle, (f"payloads running at the shutdown are lost: kill_waste "
                                f"{killed} + {idle} idle until then")
-    if cores == 0:
-        return 0, "allocated_cpu unknown: not counted"
+    if cores == 0:  # unknown, or none left to a job only its user's process vouches for
+        return 0, ("allocated_cpu unknown: not counted" if report.allocated_cpu is None
+                   else "no CPUs counted for it: weighs nothing")
     if end is not None and shutdown >= end:
         idle = cores * (shutdown - end)
         return idle, f"{_assumed(report)}ends by its wall limit at {end}: {idle} idle after"

@@ -298,6 +298,36 @@ def bound_used(status: Status, allocated_cpu: int | None) -> None:
         status.problems[LOCK_KEY] = set_problems({LOCK_KEY: used}, allocated_cpu)[0]
 
 
+def bound_by_job(status: Status, allocated_cpu: int | None, jobstart_secs: int | None,
+                 planned_end: int | None, now: int) -> None:
+    """Refuse, as :func:`bound_used` does, what no pilot of this job can have done: a
+    payload started before the job (``last_job_start`` before ``jobstart_secs``), more
+    uncommitted CPU time than its cores had since it started (``add_uncom_time``), more
+    waste at its end than its cores have until its wall limit (``add_final_exp_waste``,
+    ``planned_end`` = jobstart_secs + wall_limit_secs). What is None bounds nothing."""
+    bound_used(status, allocated_cpu)
+    values = status.values
+    started = values.get("last_job_start")
+    if started is not None and jobstart_secs is not None and started < jobstart_secs:
+        del values["last_job_start"]
+        status.problems["last_job_start"] = (f"last_job_start {started} is before the "
+                                             f"job's jobstart_secs {jobstart_secs}")
+    if allocated_cpu is None:
+        return
+    for key, since, until, span in (
+            ("add_uncom_time", jobstart_secs, now, "since jobstart_secs"),
+            ("add_final_exp_waste", now, planned_end, "to its wall limit")):
+        value = values.get(key)
+        if value is None or since is None or until is None:
+            continue
+        seconds = max(until - since, 0)
+        if value > allocated_cpu * seconds:
+            del values[key]
+            status.problems[key] = (f"{key} {value} is more than the job's {allocated_cpu} "
+                                    f"allocated_cpu give in its {seconds} s {span} "
+                                    f"({allocated_cpu * seconds})")
+
+
 def _exists(dir_fd: int, name: str) -> bool:
     try:
         os.stat(name, dir_fd=dir_fd, follow_symlinks=False)

@@ -8,7 +8,9 @@ over it (:func:`write_file`).
 
 Label values are bounded sets of ours (batch systems, entry points, reasons, promises)
 and job ids, one series set per job the node counts (a job only its user vouches for
-is counted in ``mjf_jobs_unverified``, never labelled), at most ``MAX_JOBS`` of them.
+is counted in ``mjf_jobs_unverified``, never labelled), at most ``MAX_JOBS`` of them,
+batch jobs before those only a user's process vouches for. A job's id is its
+directory's name, never what its user wrote, and no label set is written twice.
 Every label value is checked (printable ASCII, bounded) and escaped; every number is
 an integer within 64 bits or a finite float, or the sample is left out: what a job's
 user wrote (its ``$JOBSTATUS``, its own store) cannot make the file invalid.
@@ -185,21 +187,35 @@ def _jobs(families: Families, config: Config, now: int, log) -> None:
     families("mjf_jobs_unverified", GAUGE,
              "job directories nothing but their user vouches for (see mjf status): "
              "not counted, given no series").add(len(reports) - len(counted))
+    labelled = _labelled(counted)
     families("mjf_jobs_omitted", GAUGE,
-             f"counted jobs given no series of their own (beyond {MAX_JOBS})"
-             ).add(max(len(counted) - MAX_JOBS, 0))
-    for report in sorted(counted, key=lambda report: report.job_id)[:MAX_JOBS]:
-        _job(families, report, now)
+             f"counted jobs given no series of their own (beyond {MAX_JOBS}, batch jobs "
+             "first)").add(len(counted) - len(labelled))
+    for report, labels in labelled:
+        _job(families, report, labels, now)
+
+
+def _labelled(counted: list) -> list[tuple[object, dict[str, str]]]:
+    """The jobs given series, each with its labels: batch jobs first, then those only a
+    user's process vouches for, each by job id; at most MAX_JOBS, no label set twice."""
+    labelled, seen = [], set()
+    for report in sorted(counted, key=lambda report: (report.vouched_by_user, report.job_id)):
+        labels = {"job_id": report.job_id, "batch_system": _system(report)}
+        key = tuple(labels.values())
+        if key in seen or not spec.is_valid_job_id(report.job_id):
+            continue
+        seen.add(key)
+        labelled.append((report, labels))
+        if len(labelled) == MAX_JOBS:
+            break
+    return labelled
 
 
 def _system(report) -> str:
     return report.backend if report.backend in batch.NAMES else STANDALONE
 
 
-def _job(families: Families, report, now: int) -> None:
-    if not spec.is_valid_job_id(report.job_id):
-        return
-    labels = {"job_id": report.job_id, "batch_system": _system(report)}
+def _job(families: Families, report, labels: dict[str, str], now: int) -> None:
     features = report.features
     for key, name, help_text in (
             ("allocated_cpu", "mjf_job_allocated_cpu", "the CPUs MJF gave the job "
@@ -250,7 +266,8 @@ def _records(families: Families, config: Config, now: int, log) -> None:
     window = config.metrics_records_hours * 3600
     try:
         # What `mjf records --summary` takes of each record, its digests kept warm.
-        rows, skipped = record_reading.summary_rows(config.records_dir, now - window)
+        rows, handed_in, skipped = record_reading.summary_rows(config.records_dir,
+                                                               now - window)
     except (MJFError, OSError) as error:  # the rest of the metrics are still worth writing
         if log is not None:
             log.warning(f"metrics: no record figures: {error}")
@@ -276,6 +293,17 @@ def _records(families: Families, config: Config, now: int, log) -> None:
                     "cores (more CPU time than allocated_cpu gives)")
     for promise in PROMISES:
         over.add(totals["over"][promise], promise=promise)
+    # Any local user may hand records in: their figures are shown apart, never summed
+    # with root's (which the efficiency alert watches).
+    handed = job_record.summary_of(handed_in)
+    families("mjf_records_handed_in_jobs", GAUGE, "records of the window jobs' users handed "
+             "in (their word): not in the figures above").add(handed["jobs"])
+    families("mjf_records_handed_in_allocated_cpu_seconds", GAUGE,
+             "CPU seconds allocated, by what jobs' users handed in").add(
+        round(handed["allocated_core_hours"] * 3600, 3))
+    families("mjf_records_handed_in_used_cpu_seconds", GAUGE,
+             "CPU seconds used, by what jobs' users handed in").add(
+        round(handed["used_core_hours"] * 3600, 3))
 
 
 # --- writing -------------------------------------------------------------------------

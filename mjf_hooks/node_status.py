@@ -25,10 +25,21 @@ than its user vouches for it: a root hook wrote its directory (root's, with its
 ``state/backend``); or a batch system lists it on this node; or it sits alone in the
 scratch directory a batch system made for one job; or, for a standalone ``mjf run``, its
 runner process (``state/runner``: pid and start time) still runs, as the directory's
-user. Every other job is **unverified**: listed with why, weighing nothing. What a
-counted job's user wrote is bounded by what the kernel says: its ``allocated_cpu`` by
-the machine's CPUs and those its runner may run on, its ``jobstart_secs`` by when its
-runner started.
+user. Every other job is **unverified**: listed with why, weighing nothing.
+
+What a job's user may have written never names a job nor weighs more than the machine
+has: a job is known by its directory's name (the one root and the batch system chose;
+its ``jobfeatures/job_id`` is not read), and wherever its directory or its
+``jobfeatures/`` is not root's (a user's store; a pending job's, completed from inside
+it), its ``allocated_cpu`` counts as at most the machine's ``total_cpu`` and its
+``jobstart_secs`` as no earlier than the machine's boot. A process vouches for one job
+only, and jobs that nothing but a user's process vouches for (a user's ``mjf run``)
+share, in the order found, the CPUs that the other counted jobs leave of ``total_cpu``,
+its ``allocated_cpu`` further bounded by the CPUs its runner may run on and its
+``jobstart_secs`` by when its runner started. Two directories that users named alike
+outside ``base_dir`` both go unverified: neither can be told from the other. A pilot's
+report is refused where it says what its job cannot have done
+(:func:`jobstatus.bound_by_job`).
 """
 
 from __future__ import annotations
@@ -36,6 +47,7 @@ from __future__ import annotations
 import marshal
 import os
 import time
+from collections import Counter
 
 from . import batch, jobstatus, spec, store_locations
 from .config import Config
@@ -46,6 +58,7 @@ from .store import (
     JOB_FEATURES_DIR,
     JOB_STATUS_DIR,
     RUNNER_MARKER,
+    job_id_of_dir_name,
     read_states,
 )
 
@@ -55,8 +68,9 @@ if TYPE_CHECKING:
     from .safefs import Dir
     from .sync import BatchListings
 
-# The jobfeatures keys the figures and the drain planner use.
-_JOB_KEYS = ("job_id", "allocated_cpu", "jobstart_secs", "wall_limit_secs")
+# The jobfeatures keys the figures and the drain planner use (not job_id: a job's user may
+# write it, its directory's name is the job's).
+_JOB_KEYS = ("allocated_cpu", "jobstart_secs", "wall_limit_secs")
 # Pause between attempts at locks that were held when first tried.
 _RETRY_PAUSE_SECS = 0.02
 
@@ -69,7 +83,7 @@ class JobReport:
     """
 
     __slots__ = ("backend", "counted", "features", "job_id", "location", "offered", "owner",
-                 "status", "unreadable", "unverified")
+                 "status", "unreadable", "unverified", "vouched_by_user")
 
     def __init__(self, job_id: str, location: str, features: dict[str, int]) -> None:
         self.job_id = job_id
@@ -86,6 +100,9 @@ class JobReport:
         self.unverified: str | None = None
         # The batch system its state/backend names (None: none, a standalone job's).
         self.backend: str | None = None
+        # Whether nothing but a process of its user vouches for it (a user's `mjf run`):
+        # such jobs come after all others wherever the node's room is shared out.
+        self.vouched_by_user = False
 
     @property
     def allocated_cpu(self) -> int | None:
@@ -197,15 +214,26 @@ def collect(config: Config, job_ids: tuple[str, ...] = (),
         for worker in (share for _, _, shares in parts for share in shares):
             if isinstance(worker, _Worker):
                 worker.abandon()
-    reports = []
+    # How many directories users made outside base_dir under each name.
+    claims = Counter(name for maker, _, shares in parts if maker != _SITE
+                     for share in shares for name, _, _ in share)
+    everyone = []
     for maker, jobs_in_store, shares in parts:
         for name, report, facts in (entry for share in shares for entry in share):
-            verifier.verify(report, facts, name, maker, jobs_in_store)
-            if job_ids and report.job_id not in job_ids:
-                continue
-            if report.status is not None:  # bounded by what verify made of allocated_cpu
-                jobstatus.bound_used(report.status, report.allocated_cpu)
-            reports.append(report)
+            verifier.verify(report, facts, name, maker, jobs_in_store,
+                            claims[name] if maker != _SITE else 1)
+            everyone.append(report)
+    verifier.share_what_others_leave(everyone)
+    now = int(time.time())
+    reports = []
+    for report in everyone:
+        if job_ids and report.job_id not in job_ids:
+            continue
+        if report.status is not None:  # bounded by what verify made of the features
+            jobstatus.bound_by_job(report.status, report.allocated_cpu,
+                                   report.features.get("jobstart_secs"), report.planned_end(),
+                                   now)
+        reports.append(report)
     return reports
 
 
@@ -364,23 +392,32 @@ class _Verifier:
     def __init__(self, config: Config, listings: BatchListings) -> None:
         self.listings = listings
         self.counted: set[str] = set()  # the directory names counted so far
+        self.runners: dict[int, str] = {}  # runner pid -> the directory it vouches for
         self.euid = os.geteuid()
         machine = store_locations.store_for(config).read_machine_key("total_cpu")
         # What no job of this machine can have more of: its CPUs (as root wrote them).
         self.total_cpu = (spec.digits_value(machine) if machine else None) or os.cpu_count()
+        # What no running job can have started before.
+        self.booted = process.boot_time()
 
-    def verify(self, report: JobReport, facts: tuple[int, str | None, str | None], name: str,
-               maker: str, jobs_in_store: int) -> None:
-        """``facts``: its directory's uid, its state/backend and state/runner."""
-        uid, backend, runner = facts
+    def verify(self, report: JobReport, facts: tuple[int, int, str | None, str | None],
+               name: str, maker: str, jobs_in_store: int, claims: int = 1) -> None:
+        """``facts``: its directory's uid, the uid that may have written its values (its
+        ``jobfeatures/``'s where the directory is root's), its state/backend and
+        state/runner; ``claims``: how many directories users made under its name."""
+        uid, writer, backend, runner = facts
         report.backend = backend
         if name in self.counted:
             report.unverified = f"another directory already counts for job {name}"
             return
+        if claims > 1:
+            report.unverified = (f"{claims} directories their users made claim job "
+                                 f"{report.job_id[:40]}: neither is told from the other")
+            return
         if uid in (0, self.euid) and maker == _SITE and backend in batch.NAMES:
             report.counted = f"its directory was written by a root hook of {backend}"
         elif backend in (None, "standalone"):  # `mjf sync` reads no backend so too
-            self._standalone(report, uid, runner)
+            self._standalone(report, name, writer, runner)
         elif backend not in batch.NAMES:
             report.unverified = (f"its state/{BACKEND_MARKER} {backend[:40]!r} names no "
                                  "batch system")
@@ -402,10 +439,11 @@ class _Verifier:
         if report.counted is None:
             return
         self.counted.add(name)
-        if uid != 0:  # its user wrote the figures: no more CPUs than the machine has
+        if writer != 0:  # its user may have written the figures: bounded by the machine
             self._bound(report, "allocated_cpu", self.total_cpu, "the machine's total_cpu")
+            self._start_bound(report, self.booted, "when the machine booted")
 
-    def _standalone(self, report: JobReport, uid: int, runner: str | None) -> None:
+    def _standalone(self, report: JobReport, name: str, uid: int, runner: str | None) -> None:
         if runner is None:
             report.unverified = (f"its directory (uid {uid}) records no runner process and "
                                  "no batch system")
@@ -415,16 +453,34 @@ class _Verifier:
             report.unverified = problem
             return
         pid = spec.digits_value(runner.split()[0])
+        if pid in self.runners:
+            report.unverified = (f"its runner process {pid} already vouches for job "
+                                 f"{job_id_of_dir_name(self.runners[pid])[:40]}")
+            return
+        self.runners[pid] = name
         report.counted = f"its runner process {pid} (uid {uid}) runs"
         if uid == 0:
             return  # root's own `mjf run`: its figures are root's
+        report.vouched_by_user = True
         self._bound(report, "allocated_cpu", process.cpus_allowed(pid),
                     f"the CPUs process {pid} may run on")
         started = process.started_at(pid)
-        start = report.features.get("jobstart_secs")
-        if started is not None and start is not None and start < int(started):
-            report.features["jobstart_secs"] = int(started)
-            report.counted += f"; jobstart_secs {start} counted as {int(started)}, when it started"
+        self._start_bound(report, None if started is None else int(started),
+                          f"when process {pid} started")
+
+    def share_what_others_leave(self, reports: list[JobReport]) -> None:
+        """Bound the jobs nothing but a user's process vouches for, in the order found, to
+        the CPUs of ``total_cpu`` that all other counted jobs (and those before) leave:
+        however many such jobs one user makes, they never outweigh the batch jobs."""
+        if self.total_cpu is None:
+            return
+        left = self.total_cpu - sum(report.allocated_cpu or 0 for report in reports
+                                    if report.counted is not None and not report.vouched_by_user)
+        for report in reports:
+            if report.counted is not None and report.vouched_by_user:
+                self._bound(report, "allocated_cpu", max(left, 0),
+                            "what the batch jobs leave of the machine's total_cpu")
+                left -= report.allocated_cpu or 0
 
     @staticmethod
     def _bound(report: JobReport, key: str, most: int | None, what: str) -> None:
@@ -433,28 +489,34 @@ class _Verifier:
             report.features[key] = most
             report.counted += f"; {key} {value} counted as {most}, {what}"
 
+    @staticmethod
+    def _start_bound(report: JobReport, earliest: int | None, what: str) -> None:
+        start = report.features.get("jobstart_secs")
+        if start is not None and earliest is not None and start < earliest:
+            report.features["jobstart_secs"] = earliest
+            report.counted += f"; jobstart_secs {start} counted as {earliest}, {what}"
+
 
 def _open_job(jobs: Dir, name: str) -> tuple[JobReport | None, tuple, int | None]:
     """A job's report with its features, what its counting is decided on (its
-    directory's uid, state/backend and state/runner), and its ``jobstatus/`` open (or
-    None); ``jobs``: its store's jobs/, open."""
+    directory's uid, the uid that may have written its values, state/backend and
+    state/runner), and its ``jobstatus/`` open (or None); ``jobs``: its store's jobs/,
+    open."""
     try:
         top = jobs.open_subdir(name)
     except (FileNotFoundError, StoreError):
         return None, (), None  # ended meanwhile, or not a directory: not a job
     with top:
         features: dict[str, int] = {}
-        job_id = name
+        uid = os.fstat(top.fd).st_uid
         try:
             with top.open_subdir(JOB_FEATURES_DIR) as directory:
+                # Below a directory of root's, its jobfeatures/ (and state/) may still be
+                # the job's user's: a job completed from inside.
+                writer = uid if uid != 0 else os.fstat(directory.fd).st_uid
                 for key in _JOB_KEYS:
                     text = directory.read(key)
                     if text is None:
-                        continue
-                    if key == "job_id":
-                        # A user writes it where the store is its own: shown only if it
-                        # is a job id (else the directory's name).
-                        job_id = text if spec.is_valid_job_id(text) else name
                         continue
                     try:
                         features[key] = int(spec.parse_value(key, text))
@@ -462,8 +524,8 @@ def _open_job(jobs: Dir, name: str) -> tuple[JobReport | None, tuple, int | None
                         pass  # mjf check reports it; the figures do without
         except (FileNotFoundError, StoreError):
             return None, (), None  # a directory being built or removed
-        report = JobReport(job_id, f"{top.path}/{JOB_STATUS_DIR}", features)
-        facts = (os.fstat(top.fd).st_uid, *read_states(top, BACKEND_MARKER, RUNNER_MARKER))
+        report = JobReport(job_id_of_dir_name(name), f"{top.path}/{JOB_STATUS_DIR}", features)
+        facts = (uid, writer, *read_states(top, BACKEND_MARKER, RUNNER_MARKER))
         try:
             status_dir = top.open_subdir(JOB_STATUS_DIR)
         except FileNotFoundError:

@@ -41,6 +41,7 @@ from .record_store import (
     DIR_MODE,
     ENDED,
     FORMAT_SUFFIXES,
+    HANDED_IN_MARK,
     INCOMING,
     INCOMING_MODE,
     MAX_RECORD_BYTES,
@@ -72,8 +73,6 @@ JUNK_BUDGET_SECS = 10.0
 # A hidden name in the drop box older than this is no hand-in being written (that takes
 # milliseconds), whatever pid it names.
 _STALE_TEMP_SECS = 3600
-# The separator of the uid in a handed-in record's name: never in a job directory name.
-_UID_MARK = "~"
 # Of the lines about refused hand-ins, one `mjf sync` writes this many, then a count.
 _REFUSED_LINES = 10
 # A file name's limit (NAME_MAX).
@@ -257,7 +256,7 @@ class _Filing:
         if why:
             raise _Refused(f"job {_short(record.job_id)!r} {why}: its record is root's, not "
                            f"uid {uid}'s")
-        stem = f"{int(record.end_time)}-{dir_name}{_UID_MARK}{uid}"
+        stem = f"{int(record.end_time)}-{dir_name}{HANDED_IN_MARK}{uid}"
         if len(stem) + max(len(suffix) for suffix in (RECORD_SUFFIX, *FORMAT_SUFFIXES.values())) \
                 > _NAME_MAX:
             raise _Refused(f"job {_short(record.job_id)!r}: its id is too long for a record's "

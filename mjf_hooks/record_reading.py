@@ -14,6 +14,7 @@ from .record_store import (
     DIGESTS,
     DIR_MODE,
     FILE_MODE,
+    HANDED_IN_MARK,
     MAX_RECORD_BYTES,
     RECORD_SUFFIX,
     days,
@@ -77,22 +78,28 @@ def read_all(path: str, since: float | None = None) -> Listing:
 # numbers, text) reads the same in every Python 3 this package runs on. marshal is not
 # for data from elsewhere, and a digest never is.
 
-_DIGEST_FORMAT = 2
+_DIGEST_FORMAT = 3
+# The kinds of a day's entries: a record root wrote, one a job's user handed in, a file
+# that is no record, a record that fails its checks.
+_ROOT_ROW, _HANDED_IN_ROW, _FILE, _INVALID = "row", "handed-in row", "file", "invalid"
 _MAX_DIGEST_BYTES = 64 << 20
 
 
-def summary_rows(path: str, since: float | None = None) -> tuple[list[list], list[str]]:
+def summary_rows(path: str, since: float | None = None
+                 ) -> tuple[list[list], list[list], list[str]]:
     """Every record's :func:`job_record.summary_row` (that ended at or after ``since``),
-    in :func:`read_all`'s order, and what is not a record, as :func:`read_all` and
-    :func:`job_record.record_from_json` would name it."""
+    in :func:`read_all`'s order: those root wrote, and apart those jobs' users handed in
+    (their word: a summary of the node takes root's alone); and what is not a record, as
+    :func:`read_all` and :func:`job_record.record_from_json` would name it."""
     rows: list[tuple[float, list]] = []
+    handed_in: list[tuple[float, list]] = []
     files: list[str] = []
     invalid: list[tuple[float, str]] = []
     try:
         top = open_records_dir(path, create=False)
     except StoreError as error:
         if not os.path.lexists(path):
-            return [], []
+            return [], [], []
         raise error from None
     with top:
         digests = _digests(top)
@@ -104,19 +111,21 @@ def summary_rows(path: str, since: float | None = None) -> tuple[list[list], lis
                     for end, sort_key, kind, payload in _day_entries(day, name, digests):
                         if since is not None and end is not None and end < since:
                             continue
-                        if kind == "row":
+                        if kind == _ROOT_ROW:
                             rows.append((sort_key, payload))
-                        elif kind == "file":
+                        elif kind == _HANDED_IN_ROW:
+                            handed_in.append((sort_key, payload))
+                        elif kind == _FILE:
                             files.append(f"{day.path}/{payload}")
                         else:
                             invalid.append((sort_key, payload))
         finally:
             if digests is not None:
                 digests[0].close()
-    rows.sort(key=lambda item: item[0])  # stable: read_all's order
-    invalid.sort(key=lambda item: item[0])
-    return [row for _, row in rows], files + [f"the record of job {label}"
-                                              for _, label in invalid]
+    for found in (rows, handed_in, invalid):
+        found.sort(key=lambda item: item[0])  # stable: read_all's order
+    return ([row for _, row in rows], [row for _, row in handed_in],
+            files + [f"the record of job {label}" for _, label in invalid])
 
 
 def _digests(top: Dir) -> tuple[Dir, bool] | None:
@@ -131,8 +140,9 @@ def _digests(top: Dir) -> tuple[Dir, bool] | None:
 
 def _day_entries(day: Dir, name: str, digests: tuple[Dir, bool] | None) -> list:
     """(end time its name says, end time it sorts by, kind, what) of each record file of
-    ``day`` in name order; kind "row" (what: its summary row), "file" (not a record: its
-    name) or "invalid" (a record that fails its checks: its job, printable)."""
+    ``day`` in name order; kind "row" (root's record; what: its summary row), "handed-in
+    row" (a job's user's record: the same), "file" (not a record: its name) or "invalid"
+    (a record that fails its checks: its job, printable)."""
     info = os.fstat(day.fd)  # before reading: a change while reading makes the digest stale
     stamp = [info.st_ino, info.st_mtime_ns, info.st_ctime_ns]
     digest_name = f"{name}{DIGEST_SUFFIX}"
@@ -160,14 +170,15 @@ def _read_day(day: Dir) -> list:
         end = end_of(name)
         data = _record_data(day, name)
         if data is None:
-            entries.append([end, 0, "file", name])
+            entries.append([end, 0, _FILE, name])
             continue
         sort_key = _number(data, "delivered", "end_time") or 0
+        kind = _HANDED_IN_ROW if HANDED_IN_MARK in name else _ROOT_ROW
         try:
-            entries.append([end, sort_key, "row", summary_row(record_from_json(data))])
+            entries.append([end, sort_key, kind, summary_row(record_from_json(data))])
         except (ValueError, TypeError, RecursionError):
             job = data.get("job_id")
-            entries.append([end, sort_key, "invalid",
+            entries.append([end, sort_key, _INVALID,
                             printable(job) if isinstance(job, str) else "?"])
     return entries
 
@@ -202,8 +213,8 @@ def _well_formed_entry(entry) -> bool:
         return False
     if type(end) not in (int, type(None)) or type(sort_key) not in _NUMBER:
         return False
-    if kind != "row":
-        return kind in ("file", "invalid") and type(payload) is str
+    if kind not in (_ROOT_ROW, _HANDED_IN_ROW):
+        return kind in (_FILE, _INVALID) and type(payload) is str
     try:
         allocated, used, memory, wall, over = payload
     except (TypeError, ValueError):

@@ -67,6 +67,9 @@ DIGESTS = ".digests"
 DIGEST_SUFFIX = ".marshal"
 # A record is well under 4 KiB; anything much larger is not one of ours.
 MAX_RECORD_BYTES = 65536
+# The separator of the uid in a handed-in record's name (record_filing names it):
+# never in a job directory name, so it tells a user's hand-in from root's own record.
+HANDED_IN_MARK = "~"
 
 
 def day_name(when: float) -> str:

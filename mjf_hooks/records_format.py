@@ -32,9 +32,18 @@ def records_json(found: list[Record]) -> list[dict]:
             for record in found]
 
 
+def handed_in_totals(rows: list[list]) -> dict:
+    """What records jobs' users handed in add up to, apart from root's (their word)."""
+    from .job_record import summary_of
+
+    totals = summary_of(rows)
+    return {name: totals[name] for name in ("jobs", "allocated_core_hours", "used_core_hours")}
+
+
 def summary_lines(totals: dict) -> list[str]:
-    """:func:`job_record.summary`'s totals, as lines."""
+    """:func:`job_record.summary`'s totals, as lines (and the hand-ins', where any)."""
     over = totals["over"]
+    handed_in = totals.get("handed_in") or {"jobs": 0}
     return [
         f"jobs: {totals['jobs']} ({totals['jobs_with_cpu_figures']} with CPU figures)",
         f"core-hours: {totals['allocated_core_hours']:.1f} allocated, "
@@ -45,7 +54,9 @@ def summary_lines(totals: dict) -> list[str]:
         f"wall_limit_secs: {_percent(totals['median_wall_used_fraction'])}",
         f"jobs over a promise: {totals['jobs_over_a_promise']} (wall {over['wall']}, "
         f"memory {over['memory']}, cpu {over['cpu']}, cores {over['cores']})",
-    ]
+    ] + ([f"handed in by jobs' users (their word, not in the figures above): "
+          f"{handed_in['jobs']} job(s), {handed_in['allocated_core_hours']:.1f} core-hours "
+          f"allocated, {handed_in['used_core_hours']:.1f} used"] if handed_in["jobs"] else [])
 
 
 def _percent(fraction: float | None) -> str:

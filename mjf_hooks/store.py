@@ -98,6 +98,24 @@ def job_dir_name(job_id: str) -> str:
     return encoded
 
 
+def job_id_of_dir_name(name: str) -> str:
+    """The job id whose directory name is ``name`` (:func:`job_dir_name` undone); a name
+    that function never makes (one a user gave a directory of its own) stands for itself."""
+    if "%" not in name:
+        return name
+    head, *encoded = name.split("%")
+    parts = [head]
+    for part in encoded:
+        if len(part) < 2 or not all(char in "0123456789ABCDEF" for char in part[:2]):
+            return name
+        parts += [chr(int(part[:2], 16)), part[2:]]
+    decoded = "".join(parts)
+    try:
+        return decoded if job_dir_name(decoded) == name else name
+    except StoreError:
+        return name
+
+
 class Store:
     """One ``base_dir``: machine features and per-job directories."""
 

@@ -6,11 +6,13 @@
  *
  * JOBS_DIR holds the jobs 0 .. COUNT-1 the benchmark built (jobfeatures/ with four keys,
  * no state/, jobstatus/ with the nine keys). Per job, in the order `mjf status` makes
- * them (strace of one job; docs/performance.md): the job's directory and its
- * jobfeatures/ opened without following symlinks, each of the four keys opened, fstat'ed
- * and read; the directory's owner; state/ looked for; jobstatus/ opened and fstat'ed;
- * used_CPU opened, checked, locked shared and checked again by name, then read; the
- * other eight keys each opened, fstat'ed and read. 63 calls a job.
+ * them (strace of one job; docs/performance.md): the job's directory opened without
+ * following symlinks and its owner read; its jobfeatures/ opened so and, below root's
+ * directory, its owner read (who may have written the values); the three keys the
+ * figures use (not job_id: the directory's name is the job's) each opened, fstat'ed and
+ * read; state/ looked for; jobstatus/ opened and fstat'ed; used_CPU opened, checked,
+ * locked shared and checked again by name, then read; the other eight keys each opened,
+ * fstat'ed and read. 61 calls a job (60 where the job's directory is not root's).
  *
  * The jobs are read in contiguous shares by as many processes as `mjf status` would use
  * (one per CPU this process may run on, at most one per 400 jobs), as it does. Exit 1
@@ -29,8 +31,7 @@
 #define DIR_FLAGS (O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_DIRECTORY)
 #define JOBS_PER_WORKER 400
 
-static const char *const features[] = {"job_id", "allocated_cpu", "jobstart_secs",
-                                       "wall_limit_secs"};
+static const char *const features[] = {"allocated_cpu", "jobstart_secs", "wall_limit_secs"};
 static const char *const others[] = {"last_job_start", "first_exp_job_end",
                                      "last_exp_job_end", "last_max_job_end",
                                      "add_uncom_time", "add_final_exp_waste",
@@ -55,13 +56,16 @@ static int read_job(int jobs, const char *name) {
     int top = openat(jobs, name, DIR_FLAGS);
     if (top < 0)
         return 1;
+    failed |= fstat(top, &info);
+    int root_owned = info.st_uid == 0;
     int feature_dir = openat(top, "jobfeatures", DIR_FLAGS);
     if (feature_dir < 0)
         return 1;
+    if (root_owned)
+        failed |= fstat(feature_dir, &info);
     for (size_t i = 0; i < sizeof features / sizeof *features; i++)
         failed |= read_value(feature_dir, features[i], 0);
     close(feature_dir);
-    failed |= fstat(top, &info);
     int state = openat(top, "state", DIR_FLAGS); /* absent in this store */
     if (state >= 0)
         close(state);

@@ -31,7 +31,7 @@ def records_command(since: str | None, as_json: bool, summary: bool) -> None:
             raise MJFError(f"{config.path}: no records are kept here: set [records] dir")
         start = None if since is None else timeparse.parse_since(since, int(time.time()))
         if summary:  # each day's rows, from its digest while the day is unchanged
-            rows, skipped = record_reading.summary_rows(config.records_dir, start)
+            rows, handed_in, skipped = record_reading.summary_rows(config.records_dir, start)
         else:
             listing = record_reading.read_all(config.records_dir, start)
     except MJFError as error:
@@ -40,6 +40,7 @@ def records_command(since: str | None, as_json: bool, summary: bool) -> None:
         for what in skipped:
             click.echo(f"mjf records: {what} is not a record: skipped", err=True)
         totals = job_record.summary_of(rows)
+        totals["handed_in"] = records_format.handed_in_totals(handed_in)
         click.echo(json.dumps(totals, indent=2) if as_json
                    else "\n".join(records_format.summary_lines(totals)))
         return

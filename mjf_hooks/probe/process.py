@@ -66,14 +66,20 @@ def owner(pid: int) -> int | None:
         return None
 
 
+def boot_time() -> int | None:
+    """When this machine booted, in UNIX seconds (/proc/stat btime), or None."""
+    boot = next((line.split()[1] for line in (read_text("/proc/stat") or "").splitlines()
+                 if line.startswith("btime ") and len(line.split()) > 1), None)
+    return None if boot is None else digits_value(boot)
+
+
 def started_at(pid: int) -> float | None:
     """When ``pid`` started, in UNIX seconds (boot time + its start ticks), or None."""
     ticks = start_ticks(pid)
-    boot = next((line.split()[1] for line in (read_text("/proc/stat") or "").splitlines()
-                 if line.startswith("btime ")), None)
-    if ticks is None or boot is None or digits_value(boot) is None:
+    boot = boot_time()
+    if ticks is None or boot is None:
         return None
-    return digits_value(boot) + ticks / os.sysconf("SC_CLK_TCK")
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
 
 
 def cpus_allowed(pid: int) -> int | None:

@@ -15,8 +15,18 @@ import pytest
 from mjf_hooks import config as config_module
 from mjf_hooks import hook_failures, jobstatus, metrics
 from mjf_hooks.store import BACKEND_MARKER
-from tests.cli.test_mjf_status import add_job, interactive, mjf, site  # noqa: F401 - fixture
-from tests.conftest import installed_command, require
+from tests.cli.test_mjf_status import (  # noqa: F401 - site: a fixture
+    NOBODY,
+    add_job,
+    interactive,
+    mjf,
+    pending_job,
+    plant,
+    private_store,
+    site,
+    sleeping,
+)
+from tests.conftest import LeveledLog, installed_command, require
 
 SAMPLE = re.compile(r'^([a-z_:][a-z0-9_:]*)(?:\{(.*)\})? (\S+)$')
 LABEL = re.compile(r'([a-z_]+)="((?:[^"\\]|\\.)*)"(?:,|$)')
@@ -44,6 +54,13 @@ def parse_exposition(text: str) -> dict[tuple[str, frozenset], float]:
                           for key, raw in LABEL.findall(labels or ""))
         samples[(name, pairs)] = float(value)
     return samples
+
+
+def label_sets(text: str) -> list[tuple[str, str]]:
+    """Each sample line's name and labels, as written (a repeated one is node_exporter's
+    error: it drops the series)."""
+    return [(match[1], match[2] or "") for match in map(SAMPLE.match, text.splitlines())
+            if match]
 
 
 def value(samples, name, **labels):
@@ -329,3 +346,100 @@ def test_the_record_figures_sum_the_window(write_config, tmp_path):
     assert value(samples, "mjf_records_used_cpu_seconds") == 1800 + 3600
     assert value(samples, "mjf_records_jobs_over_promise", promise="memory") == 1
     assert value(samples, "mjf_records_jobs_over_promise", promise="wall") == 0
+
+
+# --- what a job's user can no longer steer --------------------------------------------
+
+def test_a_job_is_labelled_by_its_directory_never_by_the_id_its_user_wrote(node):
+    """A pending job's user owns its jobfeatures/ and writes another job's job_id there
+    (and a million cores): each job keeps its own series, one label set each."""
+    require(os.geteuid() == 0, "needs root: the jobfeatures/ is another user's")
+    conf, _, store = node
+    store.set_machine_key("total_cpu", "16")
+    add_job(store, "victim", cpus=4)
+    pending_job(store, "forger", job_id="victim", allocated_cpu="1000000")
+    result = mjf("metrics", config=conf)
+    assert result.returncode == 0, result.stderr
+    written = label_sets(result.stdout)
+    assert len(written) == len(set(written)), "a label set written twice"
+    samples = parse_exposition(result.stdout)
+    assert value(samples, "mjf_job_allocated_cpu", job_id="victim", batch_system="slurm") == 4
+    assert value(samples, "mjf_job_allocated_cpu", job_id="forger", batch_system="slurm") == 16
+
+
+def plant_many(store, names, runner):
+    """Standalone job directories, as many as ``names``, all naming one ``runner``
+    process; all of them NOBODY's, as that user would make them."""
+    for name in names:
+        top = store / "jobs" / name
+        (top / "jobfeatures").mkdir(parents=True)
+        (top / "state").mkdir()
+        (top / "jobfeatures" / "allocated_cpu").write_text("64")
+        (top / "state" / "backend").write_text("standalone")
+        (top / "state" / "runner").write_text(runner)
+    for directory, subdirectories, files in os.walk(store):
+        for entry in (directory, *(os.path.join(directory, name)
+                                   for name in subdirectories + files)):
+            os.chown(entry, NOBODY, NOBODY, follow_symlinks=False)
+
+
+def test_one_users_sleep_and_1100_directories_take_no_batch_jobs_series(node, tmp_path):
+    """The review's attack: one `sleep` of a local user vouches for 1,100 standalone
+    directories whose names sort before the real batch job's."""
+    _, _, store = node
+    add_job(store, "zz-batch", cpus=4)
+    with sleeping() as (runner,):
+        plant_many(private_store(tmp_path), [f"a{number:04}" for number in range(1100)],
+                   runner)
+        samples = parse_exposition(metrics.exposition(metrics.gather(config_module.load())))
+    assert value(samples, "mjf_job_allocated_cpu", job_id="zz-batch", batch_system="slurm") == 4
+    assert value(samples, "mjf_jobs", batch_system="standalone") == 1
+    assert value(samples, "mjf_jobs_unverified") == 1099
+    assert value(samples, "mjf_jobs_omitted") == 0
+
+
+def test_jobs_only_a_user_vouches_for_never_take_a_batch_jobs_series(node, tmp_path,
+                                                                    monkeypatch):
+    _, _, store = node
+    monkeypatch.setattr(metrics, "MAX_JOBS", 2)
+    add_job(store, "zz-batch", cpus=4)
+    with sleeping(3) as runners:
+        for number, runner in enumerate(runners):
+            plant(private_store(tmp_path), f"a{number}", backend="standalone", runner=runner,
+                  report=False)
+        samples = parse_exposition(metrics.exposition(metrics.gather(config_module.load())))
+    assert value(samples, "mjf_jobs", batch_system="standalone") == 3
+    assert value(samples, "mjf_job_allocated_cpu", job_id="zz-batch", batch_system="slurm") == 4
+    assert value(samples, "mjf_jobs_omitted") == 2
+
+
+def test_records_a_user_handed_in_are_shown_apart_from_roots(write_config, tmp_path):
+    """Any local user may hand records in: absurd figures in them never reach the node's
+    sums (the efficiency alert), only figures of their own."""
+    from mjf_hooks import job_record, record_filing, record_store
+
+    require(os.geteuid() == 0, "needs root: root files the hand-ins")
+    conf, _ = write_config(f"[records]\ndir = {tmp_path}/records\n")
+    config = config_module.load(str(conf))
+    now = time.time()
+    sources = dict.fromkeys(("end_time", "wall_secs", "cpu_secs", "peak_memory_bytes"), "test")
+
+    def record(job_id, cpus, wall):
+        return job_record.Record(job_id, allocated_cpu=cpus, max_rss_bytes=10**8,
+                                 start_time=int(now - 3600), end_time=int(now - 60),
+                                 wall_secs=wall, cpu_secs=float(wall), peak_memory_bytes=1,
+                                 sources=sources)
+
+    record_store.write(config, record("roots", 2, 3600.0))
+    record_filing.ingest(config, LeveledLog())  # makes the drop box
+    for number in range(3):
+        handed = record_store.hand_in(config, record(f"forged{number}", 2**62, 2.0**62))
+        os.chown(handed, NOBODY, NOBODY)
+    assert record_filing.ingest(config, LeveledLog()) == 3
+    samples = parse_exposition(metrics.exposition(metrics.gather(config, now)))
+    assert value(samples, "mjf_records_jobs") == 1
+    assert value(samples, "mjf_records_allocated_cpu_seconds") == 2 * 3600
+    assert value(samples, "mjf_records_used_cpu_seconds") == 3600
+    assert value(samples, "mjf_records_handed_in_jobs") == 3
+    assert value(samples, "mjf_records_handed_in_allocated_cpu_seconds") == \
+        pytest.approx(3 * 2.0**124)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
@@ -124,6 +125,28 @@ def test_the_summary_as_json(site):
     assert totals["idle_core_hours"] == pytest.approx(1.9)
     assert totals["cpu_efficiency"] == pytest.approx(0.62)
     assert totals["over"] == {"wall": 1, "memory": 1, "cpu": 0, "cores": 1}
+
+
+def test_the_summary_keeps_what_users_handed_in_apart(site):
+    """A record a job's user handed in (filed as ``<end>-<job>~<uid>.json``) is that
+    user's word: the summary's figures are root's records alone, the hand-ins a line
+    of their own."""
+    conf, records = site
+    paths = write_records(records)
+    data = json.loads(Path(paths["101"]).read_text())
+    data["requested"]["allocated_cpu"] = 2**62
+    Path(paths["101"].replace("-101.json", "-forged~65534.json")).write_text(json.dumps(data))
+    result = mjf("records", "--summary", config=conf)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[:2] == ["jobs: 3 (2 with CPU figures)",
+                         "core-hours: 5.0 allocated, 3.1 used, 1.9 idle; CPU efficiency 62%"]
+    assert lines[4].startswith("handed in by jobs' users (their word, not in the figures "
+                               "above): 1 job(s), ")
+    totals = json.loads(mjf("records", "--summary", "--json", config=conf).stdout)
+    assert totals["jobs"] == 3 and totals["handed_in"]["jobs"] == 1
+    # 3600 s x 2**62 cores
+    assert totals["handed_in"]["allocated_core_hours"] == pytest.approx(2**62)
 
 
 def test_json_is_a_list_of_records_with_their_figures(site):

@@ -2,6 +2,7 @@
 fills it with `mjf status set`, the site reads every job's with `mjf status`, and
 `mjf drain --plan` proposes (and with --apply announces) the shutdown that wastes least."""
 
+import contextlib
 import json
 import os
 import signal
@@ -401,9 +402,11 @@ def test_drain_plan_apply_of_the_earliest_time_as_a_second_passes(site, monkeypa
     _, base, _ = site
     clock = iter(range(1795000000, 1795000100))
     monkeypatch.setattr(time, "time", lambda: next(clock))
-    result = interactive("drain", "--plan", "--within", "1h", "--apply")
+    result = interactive("drain", "--plan", "--within", "1h", "--apply", "--json")
     assert result.exit_code == 0, result.output
-    assert (base / "machinefeatures/shutdowntime").read_text() == "1795000600"
+    plan = json.loads(result.stdout)  # its clock read after every tick reading the jobs took
+    assert 1795000000 <= plan["now"] < 1795000010
+    assert (base / "machinefeatures/shutdowntime").read_text() == str(plan["now"] + 600)
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -515,23 +518,34 @@ def private_store(tmp_path, uid=NOBODY):
     return store
 
 
+@contextlib.contextmanager
+def sleeping(count=1):
+    """``count`` live processes of NOBODY's: their identities (``runner`` files' content)."""
+    require(os.geteuid() == 0, "needs root: the planted directories are another user's")
+    live = []
+    try:
+        for _ in range(count):
+            live.append(subprocess.Popen(["sleep", "600"], user=NOBODY, group=NOBODY,
+                                         extra_groups=[]))
+        for _ in range(100):
+            if all(process.identity(one.pid) for one in live):
+                break
+            time.sleep(0.01)
+        yield [process.identity(one.pid) for one in live]
+    finally:
+        for one in live:
+            os.kill(one.pid, signal.SIGKILL)
+            one.wait()
+
+
 @pytest.fixture
 def sleeper():
     """A live process of NOBODY's, and one that has ended (its identity, pid reusable)."""
-    require(os.geteuid() == 0, "needs root: the planted directories are another user's")
-    live = subprocess.Popen(["sleep", "600"], user=NOBODY, group=NOBODY, extra_groups=[])
-    ended = subprocess.Popen(["true"], user=NOBODY, group=NOBODY, extra_groups=[])
-    for _ in range(100):
-        if process.identity(live.pid):
-            break
-        time.sleep(0.01)
-    ended_identity = process.identity(ended.pid) or f"{ended.pid} 1"
-    ended.wait()
-    try:
-        yield process.identity(live.pid), ended_identity
-    finally:
-        os.kill(live.pid, signal.SIGKILL)
-        live.wait()
+    with sleeping() as (alive,):
+        ended = subprocess.Popen(["true"], user=NOBODY, group=NOBODY, extra_groups=[])
+        ended_identity = process.identity(ended.pid) or f"{ended.pid} 1"
+        ended.wait()
+        yield alive, ended_identity
 
 
 def test_planted_directories_weigh_nothing_in_the_plan(busy, tmp_path, sleeper):
@@ -587,8 +601,10 @@ def test_planted_directories_weigh_nothing_in_the_plan(busy, tmp_path, sleeper):
 def test_a_standalone_run_counts_while_its_runner_runs_bounded_by_the_kernel(busy, tmp_path,
                                                                              sleeper):
     """A user's `mjf run` counts while its process runs as that user; what it claims is
-    bounded by the CPUs that process may run on and by when it started."""
-    now, _ = busy
+    bounded by the CPUs that process may run on and by when it started (on a machine
+    whose CPUs the batch jobs leave enough of)."""
+    now, base = busy
+    Store(str(base)).set_machine_key("total_cpu", "64")
     alive, _ = sleeper
     pid = int(alive.split()[0])
     top = plant(private_store(tmp_path), "run", backend="standalone", runner=alive,
@@ -616,3 +632,112 @@ def test_one_job_alone_in_its_htcondor_scratch_counts(busy, tmp_path):
     reports = {report.job_id: report for report in node_status.collect(config_module.load())}
     assert reports["condor-job"].counted == "it is alone in the scratch htcondor made for its job"
     assert reports["condor-job"].unverified is None
+
+
+# --- what a job's user writes is bounded, and one user's processes steer nothing -------
+
+def pending_job(store, name, uid=NOBODY, **written):
+    """A job whose root Prolog left its values to complete from inside the job (Slurm
+    without RunInJob): root's directory, its jobfeatures/ and state/ the user's, and in
+    them what the user then ``written``."""
+    now = int(time.time())
+    store.create_job(name, {"job_id": name, "allocated_cpu": "2", "jobstart_secs": str(now - 100),
+                            "wall_limit_secs": "7200"}, features_owner=uid, pending=True,
+                     state={BACKEND_MARKER: "slurm"}, status=True, status_uid=uid)
+    features = Path(store.job_features_dir(name))
+    for key, value in written.items():
+        (features / key).write_text(value)
+        os.chown(features / key, uid, uid)
+
+
+def test_what_a_pending_jobs_user_writes_names_and_weighs_nothing_beyond_the_machine(busy):
+    """The user of a pending job owns its jobfeatures/: it claims another job's id, a
+    million cores and a start in 2000. The job keeps the id its directory has, its cores
+    are bounded by the machine's total_cpu, its start by the machine's boot."""
+    require(os.geteuid() == 0, "needs root: the jobfeatures/ is another user's")
+    _, base = busy
+    store = Store(str(base))
+    store.set_machine_key("total_cpu", "16")
+    pending_job(store, "forger", job_id="pilot", allocated_cpu="1000000",
+                jobstart_secs="946684800")
+    reports = node_status.collect(config_module.load())
+    assert sorted(report.job_id for report in reports) == ["batch", "forger", "pilot", "quiet"]
+    [forger] = [report for report in reports if report.job_id == "forger"]
+    assert forger.features["allocated_cpu"] == 16
+    booted = process.boot_time()
+    assert forger.features["jobstart_secs"] == booted
+    assert "allocated_cpu 1000000 counted as 16, the machine's total_cpu" in forger.counted
+    assert f"jobstart_secs 946684800 counted as {booted}, when the machine booted" \
+        in forger.counted
+    shown = interactive("status").stdout
+    assert "job forger  allocated_cpu 16  " in shown and shown.count("job pilot ") == 1
+    plan = json.loads(interactive("drain", "--plan", "--within", "3h", "--json").stdout)
+    for candidate in plan["candidates"]:
+        [waste] = [job["waste_core_secs"] for job in candidate["jobs"]
+                   if job["job_id"] == "forger"]
+        assert waste <= 16 * (candidate["time"] - booted)
+
+
+def test_one_process_vouches_for_one_job(busy, tmp_path, sleeper):
+    alive, _ = sleeper
+    store = private_store(tmp_path)
+    for number in range(4):
+        plant(store, f"run{number}", backend="standalone", runner=alive, report=False)
+    reports = {report.job_id: report for report in node_status.collect(config_module.load())}
+    assert reports["run0"].counted is not None
+    pid = alive.split()[0]
+    for number in range(1, 4):
+        assert reports[f"run{number}"].unverified == (
+            f"its runner process {pid} already vouches for job run0"), reports[f"run{number}"]
+
+
+def test_jobs_only_users_vouch_for_share_what_batch_jobs_leave_of_the_machine(busy, tmp_path):
+    """Each of three processes of one user vouches for its own standalone job claiming a
+    million cores: together they weigh no more than the machine's CPUs the batch jobs
+    (14 of 16) do not hold."""
+    _, base = busy
+    Store(str(base)).set_machine_key("total_cpu", "16")
+    store = private_store(tmp_path)
+    with sleeping(3) as runners:
+        for number, runner in enumerate(runners):
+            plant(store, f"run{number}", backend="standalone", runner=runner, report=False)
+        reports = node_status.collect(config_module.load())
+        plan = json.loads(interactive("drain", "--plan", "--within", "3h", "--json").stdout)
+    users = [report for report in reports if report.job_id.startswith("run")]
+    assert all(report.counted for report in users), [report.unverified for report in users]
+    assert sum(report.allocated_cpu for report in users) == 16 - 8 - 4 - 2
+    assert "what the batch jobs leave of the machine's total_cpu" in users[-1].counted
+    batch = {"pilot": 8, "batch": 4, "quiet": 2}
+    assert {report.job_id: report.allocated_cpu for report in reports
+            if report.job_id in batch} == batch
+    best = next(c for c in plan["candidates"] if c["time"] == plan["best"])
+    assert {job["job_id"] for job in best["jobs"]} >= set(batch)
+
+
+def test_two_directories_users_named_alike_both_go_unverified(busy, tmp_path):
+    """Two HTCondor jobs, each alone in its scratch, whose users named their directories
+    alike: neither can take the other's name, so neither counts."""
+    require(os.geteuid() == 0, "needs root: the scratch is another user's")
+    for scratch in ("dir_1", "dir_2"):
+        plant(tmp_path / "execute" / scratch / ".mjf", "5.0", backend="htcondor", cpus=2)
+    twins = [report for report in node_status.collect(config_module.load())
+             if report.job_id == "5.0"]
+    assert [report.unverified for report in twins] == [
+        "2 directories their users made claim job 5.0: neither is told from the other"] * 2
+
+
+def test_a_pilots_figures_beyond_what_its_job_can_have_done_weigh_nothing(busy):
+    """A pilot (its user's word) reports a payload started in 2000 and 10^17 CPU seconds
+    of uncommitted work: both are refused, and its job weighs what it is assumed to."""
+    now, base = busy
+    jobstatus.update({"used_CPU": 8, "last_job_start": 946684800, "add_uncom_time": 10**17,
+                      "first_exp_job_end": now + 1000, "last_exp_job_end": now + 3600},
+                     str(base / "jobs/pilot/jobstatus"))
+    [pilot] = [report for report in node_status.collect(config_module.load())
+               if report.job_id == "pilot"]
+    assert set(pilot.status.problems) == {"last_job_start", "add_uncom_time"}
+    assert pilot.figures(now)["kill_waste"] is None  # no last_job_start: not figured
+    plan = json.loads(interactive("drain", "--plan", "--within", "3h", "--json").stdout)
+    for candidate in plan["candidates"]:
+        [job] = [job for job in candidate["jobs"] if job["job_id"] == "pilot"]
+        assert job["waste_core_secs"] <= 8 * (candidate["time"] - (now - 20000))

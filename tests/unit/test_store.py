@@ -14,7 +14,7 @@ from pyfakefs.helpers import set_uid
 
 from mjf_hooks import safefs, spec
 from mjf_hooks.errors import StoreError
-from mjf_hooks.store import Store, job_dir_name
+from mjf_hooks.store import JOB_DIR_NAME_CHARS, Store, job_dir_name, job_id_of_dir_name
 from tests.conftest import require
 
 VALUES = {"job_id": "7", "allocated_cpu": "4", "wall_limit_secs": "3600"}
@@ -198,19 +198,15 @@ def test_job_dir_names_are_injective_single_components(job_id):
         assert "/" in job_id or job_id in (".", "..") or len(job_id) > 80
         return
     assert "/" not in name and not name.startswith(".") and name not in (".", "..")
-    assert _decode(name) == job_id
+    assert job_id_of_dir_name(name) == job_id
 
 
-def _decode(name):
-    out, index = [], 0
-    while index < len(name):
-        if name[index] == "%":
-            out.append(chr(int(name[index + 1:index + 3], 16)))
-            index += 3
-        else:
-            out.append(name[index])
-            index += 1
-    return "".join(out)
+@given(st.text(alphabet=sorted(JOB_DIR_NAME_CHARS), min_size=1, max_size=60))
+def test_a_directory_name_is_its_jobs_id_or_stands_for_itself(name):
+    """What `mjf status` and `mjf metrics` call a job: the id its directory name encodes,
+    or, for a name no hook makes (a user's own), the name itself."""
+    job_id = job_id_of_dir_name(name)
+    assert job_id == name or job_dir_name(job_id) == name
 
 
 def _fake_root_dirs(*paths):
