@@ -98,6 +98,9 @@ def test_a_machinefeatures_location_alone_is_a_nodes_check(tmp_path):
     assert result.returncode == 0, result.stdout
     assert result.stdout.splitlines()[0] == ("MJF OK - the machine features pass (1 note) | "
                                              "jobs=0 errors=0 warnings=0")
+    missing = run("check", str(tmp_path / "elsewhere/machinefeatures"))  # not written: broken
+    assert missing.returncode == 2 and missing.stdout.startswith("MJF CRITICAL - "), \
+        missing.stdout
 
 
 def test_the_plugin_states_a_monitoring_system_acts_on(tmp_path):
