@@ -176,9 +176,10 @@ def summary(findings: list[Finding], machine_checked: bool, jobs_checked: int) -
         return plugin_safe(f"MJF {state} - {_headline(findings, status).message}")
     counted = {severity: sum(f.severity == severity for f in findings)
                for severity in (ERROR, WARNING, INFO)}
-    checked = " and ".join(["the machine features"] * machine_checked + [
-        f"{jobs_checked} job director{'y' if jobs_checked == 1 else 'ies'}"] * bool(
-        jobs_checked or not machine_checked))
+    parts = ["the machine features"] if machine_checked else []
+    if jobs_checked or not machine_checked:  # an idle node's jobs/ is no news
+        parts.append(f"{jobs_checked} job director{'y' if jobs_checked == 1 else 'ies'}")
+    checked = " and ".join(parts)
     perfdata = f"jobs={jobs_checked} errors={counted[ERROR]} warnings={counted[WARNING]}"
     if EXIT_CODES[status] == 0:
         notes = counted[INFO]
@@ -211,7 +212,7 @@ def _check_job(job: Features, machine_values: dict[str, object], now: float,
     _check_consistency(job.location, machine_values, job_values, now, findings)
 
 
-def is_standalone(job: Features) -> bool:
+def _is_standalone(job: Features) -> bool:
     """Whether a local job directory was made by ``mjf run`` (its ``state/backend``).
 
     Read as the reader reads a key (bounded, never waiting on a FIFO) and only compared,
@@ -229,7 +230,7 @@ def is_standalone(job: Features) -> bool:
 def _missing(features: Features, scope: str, name: str, severity: str) -> Finding:
     """The finding for a key that is not there."""
     where = features.location
-    if scope == spec.JOB and name in _STANDALONE_LIMITS and is_standalone(features):
+    if scope == spec.JOB and name in _STANDALONE_LIMITS and _is_standalone(features):
         return Finding(INFO, where, name, "required",
                        f"{name} is missing: a standalone job (mjf run) has no such limit "
                        f"unless it is given one ({_STANDALONE_LIMITS[name]})")
