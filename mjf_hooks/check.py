@@ -2,8 +2,10 @@
 
 Severities follow what the readers of these files accept (docs/commands.md, `mjf check`): an
 *error* where a reader breaks or a required key is missing, a *warning* where a
-recommended key is missing or a value looks wrong, *info* for optional keys.
-Exit codes are Nagios-style: 0 ok (info only), 1 warning, 2 error.
+recommended key is missing, a value looks wrong or the machine is draining, *info* for
+optional keys and for limits a standalone job genuinely lacks, *unknown* where there is
+nothing to check. Exit codes are a Nagios plugin's: 0 OK (info only), 1 WARNING,
+2 CRITICAL (an error), 3 UNKNOWN; :func:`summary` is the plugin's first line.
 """
 
 from __future__ import annotations
@@ -12,11 +14,15 @@ import os
 import time
 
 from . import spec
-from .reader import Features, ReadError
+from .reader import Features, ReadError, is_url
+from .store import BACKEND_MARKER, STANDALONE, STATE_DIR
 
-ERROR, WARNING, INFO = "error", "warning", "info"
-EXIT_CODES = {None: 0, INFO: 0, WARNING: 1, ERROR: 2}
-_RANK = {INFO: 0, WARNING: 1, ERROR: 2}
+UNKNOWN, ERROR, WARNING, INFO = "unknown", "error", "warning", "info"
+EXIT_CODES = {None: 0, INFO: 0, WARNING: 1, ERROR: 2, UNKNOWN: 3}
+_RANK = {INFO: 0, WARNING: 1, ERROR: 2, UNKNOWN: 3}
+# What a monitoring system calls each exit status (Nagios plugin guidelines).
+PLUGIN_STATES = ("OK", "WARNING", "CRITICAL", "UNKNOWN")
+DRAINING = "draining"
 
 REQUIRED = {
     spec.MACHINE: {"total_cpu": ERROR, "hs06": WARNING, "shutdowntime": INFO, "grace_secs": INFO},
@@ -28,6 +34,16 @@ REQUIRED = {
     },
 }
 _TIME_KEYS = ("jobstart_secs", "shutdowntime", "shutdowntime_job")
+# The limits a standalone job (`mjf run`) has only when it is given one, and how: without,
+# it has none, and the spec asks for no value that does not exist ("required unless the
+# resource provider cannot determine their value"). A note, not a fault.
+_STANDALONE_LIMITS = {
+    "wall_limit_secs": "mjf run --wall-limit or [jobfeatures] wall_limit_secs",
+    "cpu_limit_secs": "mjf run --wall-limit, which makes it wall_limit_secs x allocated_cpu, "
+                      "or [jobfeatures] cpu_limit_secs",
+    "max_rss_bytes": "mjf run --memory, a cgroup memory limit or [jobfeatures] max_rss_bytes",
+    "max_swap_bytes": "a cgroup swap limit or [jobfeatures] max_swap_bytes",
+}
 
 
 class Finding:
@@ -83,12 +99,15 @@ def list_jobs(base_dir: str) -> Listing:
 
 
 def has_ended(job: Features) -> bool:
-    """Whether a listed job's ``jobfeatures/`` is gone: its Epilog removed it.
+    """Whether a listed job's directory is gone: its Epilog removed it.
 
-    Only "no such file" counts: a directory we may not look into is still there.
+    The job's directory, not its ``jobfeatures/``: a job ends by its whole directory
+    being renamed away at once, so a directory still there without ``jobfeatures/`` is
+    broken, not ended. Only "no such file" counts: a directory we may not look into is
+    still there.
     """
     try:
-        os.lstat(job.location)
+        os.lstat(os.path.dirname(job.location))
     except FileNotFoundError:
         return True
     except OSError:
@@ -97,20 +116,31 @@ def has_ended(job: Features) -> bool:
 
 
 def check(machine: Features | None, jobs: list[Features], now: float | None = None,
-          listings: list[Listing] | None = None) -> list[Finding]:
+          listings: list[Listing] | None = None,
+          from_environment: bool = False) -> list[Finding]:
     """Every finding for a machine location and the job locations that go with it.
 
     ``jobs`` were named: one that cannot be read is an error. ``listings`` are
     base_dirs' jobs/ as listed: an empty one is an idle node, and a job that ends
-    while it is checked is no error.
+    while it is checked is no error. Named locations are checked as given (machine
+    features alone are a node's check); ``from_environment``: they are a job's
+    variables, and a job is given both.
     """
     now = time.time() if now is None else now
     listings = listings or []
+    if machine is None and not jobs and not listings:
+        return [Finding(UNKNOWN, "$MACHINEFEATURES, $JOBFEATURES", "", "location",
+                        "nothing to check: no location given, and neither variable is set: "
+                        "give a base_dir, a .../machinefeatures or a .../jobfeatures location")]
     findings: list[Finding] = []
     machine_values = _check_location(machine, spec.MACHINE, now, findings) if machine else {}
-    if machine is None:
+    if machine is None and from_environment:
         findings.append(Finding(ERROR, "$MACHINEFEATURES", "", "location",
-                                "no machine features location given or set"))
+                                "not set, though $JOBFEATURES is: a job is given both"))
+    elif machine is None:
+        findings.append(Finding(INFO, "$MACHINEFEATURES", "", "location",
+                                "no machine features given: the jobs were not checked "
+                                "against them"))
     for job in jobs:
         _check_job(job, machine_values, now, findings)
     for listing in listings:
@@ -127,9 +157,9 @@ def check(machine: Features | None, jobs: list[Features], now: float | None = No
                 del findings[first:]
                 findings.append(Finding(INFO, job.location, "", "location",
                                         "gone: the job ended during the check"))
-    if not jobs and not listings:
+    if not jobs and not listings and from_environment:
         findings.append(Finding(ERROR, "$JOBFEATURES", "", "location",
-                                "no job features location given or set"))
+                                "not set, though $MACHINEFEATURES is: a job is given both"))
     return findings
 
 
@@ -137,10 +167,75 @@ def worst(findings: list[Finding]) -> str | None:
     return max((finding.severity for finding in findings), key=_RANK.get, default=None)
 
 
+def summary(findings: list[Finding], machine_checked: bool, jobs_checked: int) -> str:
+    """The first line of a Nagios plugin's output: the state, what was checked, the
+    finding that decided it, and performance data after ``|``."""
+    status = worst(findings)
+    state = PLUGIN_STATES[EXIT_CODES[status]]
+    if status == UNKNOWN:
+        return plugin_safe(f"MJF {state} - {_headline(findings, status).message}")
+    counted = {severity: sum(f.severity == severity for f in findings)
+               for severity in (ERROR, WARNING, INFO)}
+    parts = ["the machine features"] if machine_checked else []
+    if jobs_checked or not machine_checked:  # an idle node's jobs/ is no news
+        parts.append(f"{jobs_checked} job director{'y' if jobs_checked == 1 else 'ies'}")
+    checked = " and ".join(parts)
+    perfdata = f"jobs={jobs_checked} errors={counted[ERROR]} warnings={counted[WARNING]}"
+    if EXIT_CODES[status] == 0:
+        notes = counted[INFO]
+        told = f" ({notes} note{'s' * (notes != 1)})" if notes else ""
+        return f"MJF {state} - {checked} pass{told} | {perfdata}"
+    problems = ", ".join(f"{count} {severity}{'s' * (count != 1)}"
+                         for severity, count in counted.items()
+                         if severity != INFO and count)
+    first = _headline(findings, status)
+    where = f"{first.location}/{first.key}" if first.key else first.location
+    return plugin_safe(f"MJF {state} - {problems} in {checked}: {where}: {first.message} "
+                       f"[{first.rule}]") + f" | {perfdata}"
+
+
+def plugin_safe(line: str) -> str:
+    """``line`` as a monitoring system can take it: a ``|`` would start performance data
+    there, on any line of a plugin's output."""
+    return line.replace("|", "\\x7c")
+
+
+def _headline(findings: list[Finding], severity: str) -> Finding:
+    """The finding a one-line summary names: the first of the worst severity, a drain
+    before any other (it is the node's state, not a fault)."""
+    return min((f for f in findings if f.severity == severity), key=lambda f: f.rule != DRAINING)
+
+
 def _check_job(job: Features, machine_values: dict[str, object], now: float,
                findings: list[Finding]) -> None:
     job_values = _check_location(job, spec.JOB, now, findings)
     _check_consistency(job.location, machine_values, job_values, now, findings)
+
+
+def _is_standalone(job: Features) -> bool:
+    """Whether a local job directory was made by ``mjf run`` (its ``state/backend``).
+
+    Read as the reader reads a key (bounded, never waiting on a FIFO) and only compared,
+    never shown; a URL tells nothing of it.
+    """
+    if is_url(job.location):
+        return False
+    state = Features(os.path.join(os.path.dirname(job.location), STATE_DIR))
+    try:
+        return state.raw(BACKEND_MARKER) == STANDALONE
+    except (ReadError, OSError):
+        return False
+
+
+def _missing(features: Features, scope: str, name: str, severity: str) -> Finding:
+    """The finding for a key that is not there."""
+    where = features.location
+    if scope == spec.JOB and name in _STANDALONE_LIMITS and _is_standalone(features):
+        return Finding(INFO, where, name, "required",
+                       f"{name} is missing: a standalone job (mjf run) has no such limit "
+                       f"unless it is given one ({_STANDALONE_LIMITS[name]})")
+    return Finding(severity, where, name, "required",
+                   f"{name} is missing ({spec.KEYS[name].doc})")
 
 
 def _check_location(features: Features, scope: str, now: float,
@@ -158,8 +253,7 @@ def _check_location(features: Features, scope: str, now: float,
             findings.append(finding)
     for name, severity in REQUIRED[scope].items():
         if name not in raw_values:
-            findings.append(Finding(severity, where, name, "required",
-                                    f"{name} is missing ({spec.KEYS[name].doc})"))
+            findings.append(_missing(features, scope, name, severity))
     for name in _TIME_KEYS:
         value = values.get(name)
         if isinstance(value, int) and not spec.EARLIEST_TIME <= value <= spec.LATEST_TIME:
@@ -184,6 +278,22 @@ def _check_grace(where: str, values: dict, shutdown_key: str, grace_key: str, no
     if isinstance(shutdown, int) and shutdown < now:
         findings.append(Finding(WARNING, where, shutdown_key, "grace",
                                 f"{shutdown} has passed: this should be down by now"))
+    elif isinstance(shutdown, int) and shutdown_key == "shutdowntime":
+        findings.append(Finding(WARNING, where, shutdown_key, DRAINING,
+                                f"the machine is draining: it shuts down at {shutdown} "
+                                f"({_utc(shutdown)}, in {_duration(shutdown - now)})"))
+
+
+def _utc(moment: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(moment))
+
+
+def _duration(seconds: float) -> str:
+    """A time span as an admin reads it at a glance: 2 h 05 min, 45 min, 30 s."""
+    seconds = int(seconds)
+    if seconds >= 3600:
+        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+    return f"{seconds // 60} min" if seconds >= 60 else f"{seconds} s"
 
 
 def _check_file(features: Features, scope: str, name: str, raw: str,

@@ -62,6 +62,8 @@ RUNNER_MARKER = "runner"
 # Which batch system made the job (a ``batch.NAMES`` entry, or ``standalone``):
 # `mjf sync` asks that one, and only that one, whether the job is gone.
 BACKEND_MARKER = "backend"
+# The backend marker of a job `mjf run` made.
+STANDALONE = "standalone"
 _TEMP_PREFIX = ".new-"
 _MAX_NAME_BYTES = 240
 

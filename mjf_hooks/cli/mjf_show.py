@@ -116,27 +116,69 @@ def remaining() -> None:
 
 
 
-@click.command("check")
+class _PluginUsageError(click.UsageError):
+    """A usage error of a Nagios plugin: UNKNOWN (3), named on the first line of stdout,
+    the only line NRPE passes on; click's usage and message still go to stderr."""
+
+    exit_code = 3
+
+    def show(self, file=None) -> None:
+        click.echo(check.plugin_safe(f"MJF UNKNOWN - {self.format_message()}"))
+        super().show(file)
+
+
+class _PluginCommand(click.Command):
+    """A click command whose usage errors (click's own, or a shared option's) exit as a
+    plugin's UNKNOWN, not click's 2, which a monitoring system reads as CRITICAL."""
+
+    def make_context(self, *args, **kwargs) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as error:
+            raise _PluginUsageError(error.format_message(), error.ctx) from None
+
+
+@click.command("check", cls=_PluginCommand)
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
 @click.argument("locations", nargs=-1)
 def check_command(as_json: bool, locations: tuple[str, ...]) -> None:
-    """Check machine and job features against the spec (exit 0 ok, 1 warning, 2 error).
+    """Check machine and job features against the spec, as a Nagios plugin: the summary on
+    the first line, exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
 
     LOCATIONS: .../machinefeatures and .../jobfeatures directories or URLs, job
     directories, or a base_dir; by default $MACHINEFEATURES and $JOBFEATURES.
     """
-    machine, jobs, listings = classify(locations)
-    findings = check.check(machine, jobs, listings=listings)
+    try:
+        findings, machine_checked, jobs_checked = _findings(locations)
+    except Exception as error:  # noqa: BLE001  our bug must not read as WARNING (exit 1)
+        import traceback
+
+        traceback.print_exc()
+        findings = [check.Finding(check.UNKNOWN, "mjf check", "", "internal-error",
+                                  f"internal error: {type(error).__name__}: {error}")]
+        machine_checked, jobs_checked = False, 0
     status = check.worst(findings)
+    summary = check.summary(findings, machine_checked, jobs_checked)
     if as_json:
         click.echo(json.dumps({"status": status or "ok",
                                "exit_code": check.EXIT_CODES[status],
+                               "summary": summary,
                                "findings": [finding.as_dict() for finding in findings]},
                               indent=2))
     else:
+        click.echo(summary)
         for finding in findings:
-            click.echo(str(finding))
-        # The status line a monitoring system shows: OK whenever the exit status is 0.
-        label = "ok" if check.EXIT_CODES[status] == 0 else status
-        click.echo(f"{label.upper()}: {len(findings)} finding(s)")
+            click.echo(check.plugin_safe(str(finding)))
     sys.exit(check.EXIT_CODES[status])
+
+
+def _findings(locations: tuple[str, ...]) -> tuple[list[check.Finding], bool, int]:
+    """What ``mjf check`` finds, whether it read machine features, and how many job
+    directories it looked at. A location that is none of the kinds is UNKNOWN."""
+    try:
+        machine, jobs, listings = locations_module.classify(locations)
+    except UsageError as error:
+        return [check.Finding(check.UNKNOWN, "mjf check", "", "usage", str(error))], False, 0
+    findings = check.check(machine, jobs, listings=listings, from_environment=not locations)
+    return (findings, machine is not None,
+            len(jobs) + sum(len(listing.jobs) for listing in listings))

@@ -15,7 +15,7 @@ from .. import lifecycle, store_locations
 from ..options import UsageError, positive_int
 from ..probe import cpu, process
 from ..signals import signal
-from ..store import Store
+from ..store import STANDALONE, Store
 from .frame import HookContext
 
 # Signals a job runner is expected to pass on to its job.
@@ -82,7 +82,7 @@ class _Child:
             user = pwd.getpwuid(os.geteuid()).pw_name
         except KeyError:
             user = str(os.geteuid())
-        return lifecycle.JobEnd("standalone", delivered, user=user)
+        return lifecycle.JobEnd(STANDALONE, delivered, user=user)
 
 
 _OPTION_KEYS = (("cpus", "allocated_cpu"), ("wall_limit", "wall_limit_secs"),
@@ -118,7 +118,7 @@ def _set_up(context: HookContext, options: dict) -> tuple[Store, str, dict[str, 
             batch[key] = (options[key], source[key])
     # EGI's $TMPDIR policy: where TMPDIR is set, it is the job's scratch space.
     scratch_dir = context.environ.get("TMPDIR") or os.getcwd()
-    job = lifecycle.JobStart("standalone", batch, cgroup_pid="self", scratch_dir=scratch_dir,
+    job = lifecycle.JobStart(STANDALONE, batch, cgroup_pid="self", scratch_dir=scratch_dir,
                              runner=process.identity(os.getpid()))
     return store, job_id, lifecycle.set_up_job(config, log, site, store, job, context.dry_run)
 

@@ -1,6 +1,8 @@
 """`mjf check <base_dir>` and `mjf show <base_dir>` as a monitoring probe runs them: on an
-idle node, and as a user who may not list jobs/ (``dir_mode = 0711``)."""
+idle node, and as a user who may not list jobs/ (``dir_mode = 0711``); `mjf check` as a
+Nagios/NRPE plugin: its states, its first line, its exit statuses."""
 
+import json
 import os
 import subprocess
 import sys
@@ -8,6 +10,11 @@ import tempfile
 import time
 import traceback
 
+import pytest
+from click.testing import CliRunner
+
+from mjf_hooks import check
+from mjf_hooks.cli.interactive import cli
 from mjf_hooks.store import Store
 from tests.conftest import installed_command, require
 
@@ -18,9 +25,9 @@ JOB = {"allocated_cpu": "4", "wall_limit_secs": "3600", "cpu_limit_secs": "14400
        "scratch_limit_bytes": str(10**11), "grace_secs_job": "3600"}
 
 
-def run(*args):
+def run(*args, env=None):
     return subprocess.run([installed_command("mjf"), *args], capture_output=True, text=True,
-                          timeout=60, check=False)
+                          timeout=60, check=False, env=env)
 
 
 def node(base, jobs=()):
@@ -75,20 +82,84 @@ def test_a_healthy_idle_node_is_ok(tmp_path):
     node(base)  # no jobs/ yet
     result = run("check", str(base))
     assert result.returncode == 0, result.stdout
-    assert result.stdout.splitlines()[-1].startswith("OK: ")
-    assert "no job features location" not in result.stdout
+    assert result.stdout.splitlines()[0].startswith("MJF OK - ")
+    assert "$JOBFEATURES" not in result.stdout
     node(base, jobs=["7"]).remove_job("7")  # jobs/ there, and empty
     assert (base / "jobs").is_dir()
     result = run("check", str(base))
-    assert result.returncode == 0 and result.stdout.splitlines()[-1].startswith("OK: ")
+    assert result.returncode == 0 and result.stdout.splitlines()[0].startswith("MJF OK - ")
     shown = run("show", str(base))
     assert shown.returncode == 0 and "total_cpu" in shown.stdout and not shown.stderr
 
 
-def test_only_a_machinefeatures_location_still_lacks_job_features(tmp_path):
+def test_a_machinefeatures_location_alone_is_a_nodes_check(tmp_path):
     node(tmp_path / "base")
-    result = run("check", str(tmp_path / "base/machinefeatures"))
-    assert result.returncode == 2 and "no job features location given or set" in result.stdout
+    result = run("check", str(tmp_path / "base/machinefeatures/"))
+    assert result.returncode == 0, result.stdout
+    assert result.stdout.splitlines()[0] == ("MJF OK - the machine features pass (1 note) | "
+                                             "jobs=0 errors=0 warnings=0")
+    missing = run("check", str(tmp_path / "elsewhere/machinefeatures"))  # not written: broken
+    assert missing.returncode == 2 and missing.stdout.startswith("MJF CRITICAL - "), \
+        missing.stdout
+
+
+def test_the_plugin_states_a_monitoring_system_acts_on(tmp_path):
+    """OK for a healthy node, WARNING for a draining one, CRITICAL for a broken job
+    directory: the first line says which and why, the exit status is the state."""
+    base = tmp_path / "base"
+    store = node(base, jobs=["7", "8"])
+    healthy = run("check", str(base))
+    assert healthy.returncode == 0, healthy.stdout
+    assert healthy.stdout.splitlines()[0] == (
+        "MJF OK - the machine features and 2 job directories pass (3 notes) | "
+        "jobs=2 errors=0 warnings=0")
+    shutdown = int(time.time()) + 7200
+    store.set_machine_key("shutdowntime", str(shutdown))
+    draining = run("check", str(base))
+    assert draining.returncode == 1, draining.stdout
+    first = draining.stdout.splitlines()[0]
+    assert first.startswith(f"MJF WARNING - 1 warning in the machine features and 2 job "
+                            f"directories: {base}/machinefeatures/shutdowntime: the machine is "
+                            f"draining: it shuts down at {shutdown} (")
+    assert first.endswith(" [draining] | jobs=2 errors=0 warnings=1")
+    (base / "jobs/8/jobfeatures/wall_limit_secs").write_text("1h")
+    broken = run("check", str(base))
+    assert broken.returncode == 2, broken.stdout
+    assert broken.stdout.splitlines()[0].startswith(
+        f"MJF CRITICAL - 1 error, 1 warning in the machine features and 2 job directories: "
+        f"{base}/jobs/8/jobfeatures/wall_limit_secs: ")
+    assert f"ERROR   {base}/jobs/8/jobfeatures/wall_limit_secs: " in broken.stdout
+    report = json.loads(run("check", "--json", str(base)).stdout)
+    assert (report["status"], report["exit_code"]) == ("error", 2)
+    assert report["summary"] == broken.stdout.splitlines()[0]
+
+
+@pytest.mark.parametrize("args", [["--no-such-option"], ["/no/such/base_dir"], []],
+                         ids=["unknown option", "no such location", "no location"])
+def test_what_cannot_be_checked_is_unknown_on_the_first_line(args):
+    """Exit 3, not click's 2 (CRITICAL to a monitoring system), and said on stdout's first
+    line, the only one NRPE passes on."""
+    env = {name: value for name, value in os.environ.items()
+           if name not in ("MACHINEFEATURES", "JOBFEATURES")}
+    result = run("check", *args, env=env)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert result.stdout.startswith("MJF UNKNOWN - "), result.stdout
+    assert "Traceback" not in result.stderr
+    if args:
+        document = json.loads(run("check", "--json", "/no/such/base_dir", env=env).stdout)
+        assert (document["status"], document["exit_code"]) == ("unknown", 3)
+
+
+def test_our_own_bug_is_unknown_not_a_warning(monkeypatch, tmp_path):
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(check, "check", broken)
+    result = CliRunner().invoke(cli, ["check", str(tmp_path / "machinefeatures")],
+                                catch_exceptions=False)
+    assert result.exit_code == 3
+    assert result.output.splitlines()[0] == ("MJF UNKNOWN - internal error: RuntimeError: "
+                                             "a bug")
 
 
 def test_a_job_that_does_not_exist_stays_an_error_when_named(tmp_path):

@@ -4,6 +4,8 @@ import ast
 import json
 import os
 import pwd
+import re
+import shlex
 import subprocess
 import sys
 
@@ -11,7 +13,7 @@ import pytest
 
 from mjf_hooks.hooks.frame import read_env_file, run_hook
 from mjf_hooks.log import Log
-from tests.conftest import FIXTURES, installed_command
+from tests.conftest import CHECKOUT_ROOT, FIXTURES, installed_command
 
 
 def run(command, *args, env=None, **kwargs):
@@ -227,6 +229,45 @@ def test_check_and_remaining_from_inside_a_job(write_config):
     assert unbounded.stdout == "1\n"
 
 
+def readme_demo_commands() -> list[list[str]]:
+    """The `mjf run` commands README.md's "Two commands" shows a new admin, as argv with
+    the installed `mjf`: its code blocks' and those named in its text."""
+    text = (CHECKOUT_ROOT / "README.md").read_text()
+    section = text[text.index("\n## Two commands\n") + 1:]
+    section = section[:section.index("\n## ")]
+    blocks = re.findall(r"^```sh\n(.*?)^```", section, re.S | re.M)
+    spans = re.findall(r"`([^`\n]+)`", re.sub(r"^```.*?^```", "", section, flags=re.S | re.M))
+    commands = [shlex.split(part) for snippet in blocks + spans for part in snippet.split("&&")
+                if "mjf run " in part and " -- " in part]  # a command, not its name
+    return [[installed_command("mjf") if word == "venv/bin/mjf" else word for word in argv]
+            for argv in commands]
+
+
+def test_the_readmes_first_job_passes_mjf_check(write_config):
+    """What the README shows first runs, and `mjf check` finds no error in that job: its
+    missing limits are notes saying why, and only the site's unset hs06 warns."""
+    demo, *others = readme_demo_commands()
+    conf, _ = write_config()  # the README's job as root, in a base_dir of the test's
+    env = {"MJF_CONFIG": str(conf)}
+    shown = run(*demo, env=env)
+    assert shown.returncode == 0 and shown.stdout.strip().isdigit(), shown.stdout + shown.stderr
+    runner = demo[1:demo.index("--") + 1]  # the same job, with mjf check as its command
+    assert [argv[1:argv.index("--") + 1] for argv in others] == [runner]
+    checked = run("mjf", *runner, installed_command("mjf"), "check", "--json", env=env)
+    report = json.loads(checked.stdout)
+    assert checked.returncode == 1 and report["exit_code"] == 1, checked.stdout
+    assert {(f["severity"], f["key"]) for f in report["findings"]
+            if f["severity"] != "info"} == {("warning", "hs06"), ("warning", "hs06_job")}
+    notes = {f["key"]: f["message"] for f in report["findings"] if f["severity"] == "info"}
+    assert "a standalone job (mjf run) has no such limit" in notes["wall_limit_secs"]
+    conf, _ = write_config("[machinefeatures]\nhs06 = 100\n")  # as a site sets it up
+    for argv in others:  # the check the README names, as it names it
+        result = run(*argv, env=env)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert result.stdout.startswith("MJF OK - the machine features and 1 job directory "
+                                        "pass (")
+
+
 def test_check_json_and_exit_codes(tmp_path):
     machine = tmp_path / "machinefeatures"
     machine.mkdir()
@@ -237,4 +278,4 @@ def test_check_json_and_exit_codes(tmp_path):
     assert {"severity": "error", "location": str(machine), "key": "total_cpu",
             "rule": "format"} == {k: v for k, v in document["findings"][0].items()
                                   if k != "message"}
-    assert run("mjf", "check", str(tmp_path)).returncode == 2  # neither kind: usage error
+    assert run("mjf", "check", str(tmp_path / "x")).returncode == 3  # neither kind: UNKNOWN

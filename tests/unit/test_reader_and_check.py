@@ -1,5 +1,6 @@
 """The reader (local side; HTTP in tests/integration) and `mjf check`, one rule at a time."""
 
+import os
 import shutil
 import time
 from email.message import Message
@@ -122,6 +123,7 @@ def _one_job(features):
     ({}, {"shutdowntime_job": str(NOW + 600)}, ("grace_secs_job",), "warning",
      "grace_secs_job", "grace"),
     ({"shutdowntime": str(NOW - 10)}, {}, (), "warning", "shutdowntime", "grace"),
+    ({"shutdowntime": str(NOW + 3600)}, {}, (), "warning", "shutdowntime", "draining"),
 ])
 def test_each_rule_finds_its_fault(pair, machine, job, drop, severity, key, rule):
     findings = check.check(*_one_job(pair(machine, job, drop)), now=NOW)
@@ -130,10 +132,107 @@ def test_each_rule_finds_its_fault(pair, machine, job, drop, severity, key, rule
     assert check.worst(findings) in (severity, "error")
 
 
-def test_missing_locations_are_errors():
+def test_nothing_to_check_is_unknown():
     findings = check.check(None, [], now=time.time())
-    assert {f.location for f in findings} == {"$MACHINEFEATURES", "$JOBFEATURES"}
-    assert check.EXIT_CODES[check.worst(findings)] == 2
+    assert [(f.severity, f.rule) for f in findings] == [("unknown", "location")]
+    assert check.EXIT_CODES[check.worst(findings)] == 3
+    assert check.summary(findings, False, 0) == (
+        "MJF UNKNOWN - nothing to check: no location given, and neither variable is set: "
+        "give a base_dir, a .../machinefeatures or a .../jobfeatures location")
+
+
+def test_named_locations_are_checked_as_given_and_a_jobs_variables_come_in_pairs(pair):
+    machine, job = pair()
+    alone = check.check(machine, [], now=NOW)  # a node's check: the machine features
+    assert check.worst(alone) == "info", [str(f) for f in alone]
+    job_alone = check.check(None, [job], now=NOW)
+    assert ("info", "$MACHINEFEATURES", "location") in {
+        (f.severity, f.location, f.rule) for f in job_alone}
+    assert check.EXIT_CODES[check.worst(job_alone)] == 0
+    # From a job's environment: one variable without the other is a broken job.
+    for given, missing in (((machine, []), "$JOBFEATURES"), ((None, [job]), "$MACHINEFEATURES")):
+        findings = check.check(*given, now=NOW, from_environment=True)
+        assert ("error", missing) in {(f.severity, f.location) for f in findings}
+
+
+def standalone(job, backend="standalone"):
+    """Mark ``job`` as made by ``backend``, as its hook does: ``state/backend`` beside it."""
+    state = Path(job.location).parent / "state"
+    state.mkdir()
+    (state / "backend").write_text(backend)
+    return state / "backend"
+
+
+LIMITS = ("wall_limit_secs", "cpu_limit_secs", "max_rss_bytes", "max_swap_bytes")
+
+
+def test_a_standalone_job_without_limits_has_notes_that_say_why(pair):
+    machine, job = pair(drop=LIMITS)
+    standalone(job)
+    findings = check.check(machine, [job], now=NOW)
+    missing = {f.key: f for f in findings if f.rule == "required" and f.key in LIMITS}
+    assert {key: f.severity for key, f in missing.items()} == dict.fromkeys(LIMITS, "info")
+    assert "a standalone job (mjf run) has no such limit unless it is given one (mjf run " \
+           "--wall-limit or [jobfeatures] wall_limit_secs)" in missing["wall_limit_secs"].message
+    assert check.EXIT_CODES[check.worst(findings)] == 0
+
+
+@pytest.mark.parametrize("backend", ["slurm", "standalone\n", None])
+def test_a_batch_jobs_missing_limits_keep_their_severity(pair, backend):
+    machine, job = pair(drop=LIMITS)
+    if backend is not None:
+        standalone(job, backend)
+    findings = check.check(machine, [job], now=NOW)
+    severities = {f.key: f.severity for f in findings if f.key in LIMITS}
+    assert severities == {"wall_limit_secs": "error", "cpu_limit_secs": "error",
+                          "max_rss_bytes": "warning", "max_swap_bytes": "warning"}
+
+
+def test_a_planted_backend_marker_neither_hangs_nor_counts(pair):
+    machine, job = pair(drop=LIMITS)
+    marker = standalone(job)
+    marker.unlink()
+    os.mkfifo(marker)  # a reader that waited on it would hang the check
+    assert check.worst(check.check(machine, [job], now=NOW)) == "error"
+    marker.unlink()
+    marker.symlink_to(marker.name)  # a loop: unreadable, so no standalone job
+    assert check.worst(check.check(machine, [job], now=NOW)) == "error"
+
+
+def test_a_draining_machine_says_when_it_shuts_down(pair):
+    machine, job = pair(machine={"shutdowntime": str(NOW + 3900)})
+    findings = check.check(machine, [job], now=NOW)
+    drains = [f for f in findings if f.rule == "draining"]
+    assert [(f.severity, f.key) for f in drains] == [("warning", "shutdowntime")]
+    assert drains[0].message == (f"the machine is draining: it shuts down at {NOW + 3900} "
+                                 f"({time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(NOW + 3900))}"
+                                 " UTC, in 1 h 05 min)")
+    assert check.EXIT_CODES[check.worst(findings)] == 1
+
+
+def test_the_summary_line_names_the_state_what_was_checked_and_why(pair):
+    machine, job = pair()
+    ok = check.check(machine, [job], now=NOW)
+    assert check.summary(ok, True, 1) == ("MJF OK - the machine features and 1 job directory "
+                                          "pass (2 notes) | jobs=1 errors=0 warnings=0")
+    # A drain is the headline, ahead of a warning found before it.
+    machine, job = pair(machine={"shutdowntime": str(NOW + 600)})
+    Path(machine.location, "hs06").unlink()  # a warning found before the drain's
+    draining = check.check(machine, [job, job], now=NOW)
+    line = check.summary(draining, True, 2)
+    assert line.startswith("MJF WARNING - 2 warnings in the machine features and 2 job "
+                           f"directories: {machine.location}/shutdowntime: the machine is "
+                           "draining: it shuts down at ")
+    assert line.endswith(" | jobs=2 errors=0 warnings=2")
+    # The first error decides a CRITICAL; a | in what a file holds cannot start perfdata.
+    Path(machine.location, "shutdowntime").unlink()
+    machine, job = pair(job={"allocated_cpu": " 4|", "x|y": "1"})
+    broken = check.check(machine, [job], now=NOW)
+    line = check.summary(broken, True, 1)
+    assert line == (f"MJF CRITICAL - 2 errors in the machine features and 1 job directory: "
+                    f"{job.location}/allocated_cpu: ' 4\\x7c' has surrounding whitespace or a "
+                    "newline; strict readers fail [format] | jobs=1 errors=2 warnings=0")
+    assert check.plugin_safe(str(broken[-1])).count("|") == 0
 
 
 # -- a base_dir probed on a live node: jobs come and go ------------------------------------
@@ -156,9 +255,6 @@ def test_an_idle_node_is_ok(tmp_path, with_jobs_dir):
     listing = check.list_jobs(str(tmp_path))
     findings = check.check(machine, [], now=NOW, listings=[listing])
     assert check.EXIT_CODES[check.worst(findings)] == 0, [str(f) for f in findings]
-    # Only a machinefeatures location: nothing points at job features, as before.
-    alone = check.check(machine, [], now=NOW)
-    assert ("error", "$JOBFEATURES") in {(f.severity, f.location) for f in alone}
 
 
 def test_a_listed_job_that_ended_before_it_was_read_is_no_error(tmp_path):
@@ -191,6 +287,16 @@ def test_a_listed_job_that_ends_while_it_is_read_is_no_error(tmp_path):
     directory(tmp_path / "jobs/7/jobfeatures", GOOD_JOB)
     named = check.check(machine, [job], now=NOW)
     assert ("error", "required") in {(f.severity, f.rule) for f in named}
+
+
+def test_a_listed_job_directory_without_jobfeatures_is_broken_not_ended(tmp_path):
+    machine, _ = base_dir(tmp_path, jobs=["7"])
+    (tmp_path / "jobs/8").mkdir()  # jobs end by their whole directory vanishing, never so
+    findings = check.check(machine, [], now=NOW, listings=[check.list_jobs(str(tmp_path))])
+    broken = [f for f in findings if f.location == str(tmp_path / "jobs/8/jobfeatures")]
+    assert [(f.severity, f.rule) for f in broken] == [("error", "location")], \
+        [str(f) for f in findings]
+    assert "No such file or directory" in broken[0].message
 
 
 def test_a_jobs_dir_that_cannot_be_listed_is_a_warning_not_a_traceback(tmp_path):
