@@ -682,3 +682,44 @@ def test_a_runinjob_job_left_behind_is_ended_by_sync_with_the_record_its_epilog_
     assert records["sync"]["delivered"]["cpu_secs"] == {"value": 12.5,
                                                         "source": slurm.USAGE_SOURCE}
     assert records["sync"]["backend"] == "slurm"
+
+
+def test_a_dry_run_follows_no_htcondor_drain_into_the_jobs_scratch(tmp_path, write_config,
+                                                                    monkeypatch):
+    """An HTCondor graceful drain (condor_status faked; its path is HTCondor's own), its
+    job's directory in the job's scratch: a dry run says what it would set and leaves the
+    machine and the scratch as they were; the pass without it sets both."""
+    require(os.geteuid() == 0, "needs root to give the scratch directory to the job's user")
+    from mjf_hooks import config as config_module
+    from mjf_hooks import store_locations, sync
+    from mjf_hooks.batch import htcondor
+    from tests.conftest import JOB_USER, LeveledLog
+
+    calls, answer = tmp_path / "calls", tmp_path / "condor_status.out"
+    completion = int(time.time()) + 7200
+    answer.write_text(f"{NODE}.example.org, false, 0\n")
+    condor_status = write_script(tmp_path / "bin/condor_status",
+                                 f'echo "$*" >> {calls}\ncat {answer}')
+    monkeypatch.setattr(htcondor, "CONDOR_STATUS", str(condor_status))
+    monkeypatch.setattr(store_locations, "PRIVATE_PARENTS",  # this host's users' are not ours
+                        (str(tmp_path / "tmp"), str(tmp_path / "run-user")))
+    execute = tmp_path / "execute"
+    conf, base = write_config(f"batch_systems = htcondor\n[machinefeatures]\ngrace_secs = 60\n"
+                              f"[htcondor]\nexecute_dir = {execute}\n")
+    scratch = execute / "dir_1234"
+    scratch.mkdir(parents=True)
+    job = Path(Store(str(scratch / ".mjf")).create_job("vm#1.0#17", {"job_id": "vm#1.0#17"}))
+    for path in [scratch, *scratch.rglob("*")]:
+        os.chown(path, JOB_USER, JOB_USER)
+    config = config_module.load(str(conf))
+    assert sync.sync(config, LeveledLog(), {}).failed == []  # all but the drain done
+    answer.write_text(f"{NODE}.example.org, true, {completion}\n")
+    before = tree_state(base, execute)
+    done = sync.sync(config, LeveledLog(), {}, dry_run=True)
+    assert done.failed == [] and tree_state(base, execute) == before
+    assert done.done == [f"would follow the batch system's drain: shutdowntime = {completion} "
+                         "from HTCondor graceful drain"]
+    assert "-constraint" in calls.read_text()  # the query ran
+    assert sync.sync(config, LeveledLog(), {}).failed == []
+    assert (job / "shutdowntime_job").read_text() == str(completion)
+    assert (base / "machinefeatures/shutdowntime").read_text() == str(completion)
