@@ -106,10 +106,11 @@ def _set_admin_drain(config: Config, store: Store, log: Log, shutdown: int | Non
 
 
 def follow_batch_system(config: Config, store: Store, log: Log, found: tuple[int, str] | None,
-                        now: float) -> str | None:
+                        now: float, dry_run: bool = False) -> str | None:
     """Make the batch system's drain (``(time, what)``, or None when it has none) this
-    machine's; a summary when that changed something. The admin's drain stays."""
-    drains = Drains.load(store)
+    machine's; a summary when that changed something (``dry_run``: would change; nothing
+    is written). The admin's drain stays."""
+    drains = Drains.load(store, write=not dry_run)
     before = drains.batch
     if found is None:
         drains.batch = None
@@ -119,11 +120,11 @@ def follow_batch_system(config: Config, store: Store, log: Log, found: tuple[int
         problem = _notice_problem(config, store, found[0], int(now))
         if problem:  # announced all the same: hiding it would be worse
             log.warning(f"{found[1]}: {problem}")
-    if drains.batch != before:
+    if drains.batch != before and not dry_run:
         drains.save(store)
     # Applied every time: a run that died half-way (or a job that started meanwhile) is
     # caught up with; only what changed is written.
-    summary, changed = apply(config, store, log, drains)
+    summary, changed = apply(config, store, log, drains, dry_run)
     if not changed and drains.batch == before:
         return None
     shutdown = drains.shutdown()
@@ -136,7 +137,8 @@ def follow_batch_system(config: Config, store: Store, log: Log, found: tuple[int
                    if shutdown == drains.batch[0] else
                    f"{drains.batch[1]} at {drains.batch[0]}: shutdowntime stays {shutdown}, "
                    "the admin's drain")
-    log.info(f"sync: {summary}")
+    if not dry_run:
+        log.info(f"sync: {summary}")
     return summary
 
 
@@ -150,9 +152,10 @@ class Drains:
         self.batch = batch
 
     @classmethod
-    def load(cls, store: Store) -> Drains:
+    def load(cls, store: Store, write: bool = True) -> Drains:
         """As kept in ``state/`` (a value that is not one counts as none); a drain an
-        earlier version wrote only to ``machinefeatures/`` is taken over once."""
+        earlier version wrote only to ``machinefeatures/`` is taken over once (``write``
+        false: read as taken over, nothing written)."""
         admin = _time(store.read_machine_state(ADMIN_DRAIN))
         batch_text = store.read_machine_state(BATCH_DRAIN) or ""
         seconds, _, what = batch_text.partition(" ")
@@ -162,8 +165,9 @@ class Drains:
         current = None if admin or batch else _time(store.read_machine_key("shutdowntime"))
         if current is not None:  # announced by an earlier version: taken over once
             drains = cls(None, (current, legacy)) if legacy else cls(current, None)
-            drains.save(store)
-        if legacy is not None:
+            if write:
+                drains.save(store)
+        if legacy is not None and write:
             store.set_machine_key(_LEGACY_SOURCE_MARKER, None)
         return drains
 
@@ -185,23 +189,24 @@ def _time(text: str | None) -> int | None:
         else None
 
 
-def apply(config: Config, store: Store, log: Log, drains: Drains) -> tuple[str, bool]:
+def apply(config: Config, store: Store, log: Log, drains: Drains,
+          dry_run: bool = False) -> tuple[str, bool]:
     """Write the machine's shutdowntime from ``drains``, then every job's; a summary and
-    whether anything changed."""
+    whether anything changed (``dry_run``: would change; nothing is written)."""
     shutdown = drains.shutdown()
     value = None if shutdown is None else spec.format_value("shutdowntime", shutdown)
     changed = store.read_machine_key("shutdowntime") != value
-    if changed:
+    if changed and not dry_run:
         store.set_machine_key("shutdowntime", value)
     if shutdown is None:
-        jobs = _update_jobs(config, store, log, lambda own: own)
+        jobs = _update_jobs(config, store, log, lambda own: own, dry_run)
         return f"shutdowntime removed; shutdowntime_job restored in {jobs} job(s)", \
             changed or jobs > 0
 
     def earlier(own: int | None) -> int:
         return own if own is not None and own < shutdown else shutdown
 
-    jobs = _update_jobs(config, store, log, earlier)
+    jobs = _update_jobs(config, store, log, earlier, dry_run)
     why = [f"{what} at {moment}" for what, moment in (
         ("the admin's drain", drains.admin),
         (drains.batch[1] if drains.batch else "", drains.batch[0] if drains.batch else None))
@@ -210,17 +215,18 @@ def apply(config: Config, store: Store, log: Log, drains: Drains) -> tuple[str, 
             f"shutdowntime_job updated in {jobs} job(s)"), changed or jobs > 0
 
 
-def _update_jobs(config: Config, store: Store, log: Log, compute) -> int:
+def _update_jobs(config: Config, store: Store, log: Log, compute, dry_run: bool = False) -> int:
     """shutdowntime_job of every job: base_dir's, then those in every store a backend keeps
     elsewhere (HTCondor scratch directories, per-user directories); a store a user has
-    tampered with is skipped and logged, the others still updated."""
+    tampered with is skipped and logged, the others still updated (``dry_run``: counted,
+    not written)."""
     def skip(name: str, error: StoreError) -> None:
         log.warning(f"job {name} not updated: {error}")
 
-    changed = store.update_every_job("shutdowntime_job", compute, skip)
+    changed = store.update_every_job("shutdowntime_job", compute, skip, dry_run)
     for elsewhere in store_locations.job_stores_elsewhere(config):
         try:
-            changed += elsewhere.update_every_job("shutdowntime_job", compute, skip)
+            changed += elsewhere.update_every_job("shutdowntime_job", compute, skip, dry_run)
         except StoreError as error:
             log.warning(f"skipped {elsewhere.base_dir}: {error}")
     return changed

@@ -49,13 +49,7 @@ def machine_features(config: Config, store: Store, log: Log, dry_run: bool = Fal
     Returns the machine features, including a dynamic ``shutdowntime`` already
     set by a drain, which job features derive from.
     """
-    from . import features as features_module
-    from .probe import cpu
-
-    total = None if "total_cpu" in config.machine else cpu.total_cpu()
-    physical = cpu.physical_cores() if config.legacy_keys else None
-    features = features_module.machine_features(config, total, physical)
-    rendered = features_module.render(features)
+    features, rendered = _machine_values(config)
     report(log, store.machine_dir, features, rendered, dry_run)
     if write and not dry_run:
         changed = store.write_machine(rendered, _MANAGED_MACHINE_KEYS)
@@ -65,6 +59,23 @@ def machine_features(config: Config, store: Store, log: Log, dry_run: bool = Fal
     if shutdown is not None:
         features["shutdowntime"] = (shutdown, f"{store.machine_dir}/shutdowntime")
     return features
+
+
+def _machine_values(config: Config) -> tuple[Features, dict[str, str]]:
+    """This host's static machine keys, with their sources, and as written."""
+    from . import features as features_module
+    from .probe import cpu
+
+    total = None if "total_cpu" in config.machine else cpu.total_cpu()
+    physical = cpu.physical_cores() if config.legacy_keys else None
+    features = features_module.machine_features(config, total, physical)
+    return features, features_module.render(features)
+
+
+def machine_changes(config: Config, store: Store) -> dict[str, str | None]:
+    """What :func:`machine_features` would change in ``machinefeatures/``, changing
+    nothing: ``{key: new content}``, None for a key it would remove."""
+    return store.machine_changes(_machine_values(config)[1], _MANAGED_MACHINE_KEYS)
 
 
 def _machine_shutdown(store: Store, log: Log | None = None) -> int | None:
@@ -342,33 +353,46 @@ def end_job(store: Store, log: Log, job_id: str, dry_run: bool = False,
     return True
 
 
-def runner_ended(store: Store, dir_name: str) -> bool:
+def records_runner(store: Store, dir_name: str) -> bool:
     """Whether the job whose directory is ``dir_name`` recorded the process it lives in
-    (its runner) and that process has ended: proof, on this node alone, that the job
-    is over here."""
-    from .probe import process
-
-    runner = store.read_job_state(dir_name, RUNNER_MARKER)
-    return runner is not None and process.still_running(runner) is False
+    (its runner), in what only root can have written."""
+    proof = store.read_job_proof(dir_name, RUNNER_MARKER)
+    return proof is not None and proof[0] is not None
 
 
 def end_jobs_left_behind(config: Config, store: Store, log: Log, ending: JobEnd) -> list[str]:
-    """End each job of ``ending.backend`` whose runner has ended (:func:`runner_ended`)
-    yet whose directory is in sight - one whose end could not remove it - as its end
-    would have, record included (with what ``ending`` says of all such jobs). Run by
-    root's hooks where jobs record a runner (Slurm's ``PrologFlags=RunInJob``: the job's
-    extern slurmstepd), so such a directory goes with the next job start or end on the
-    node; `mjf sync` removes it too."""
+    """End each job of ``ending.backend`` whose runner has ended yet whose directory is in
+    sight - one whose end could not remove it - as its end would have, record included
+    (with what ``ending`` says of all such jobs). Proof is only what nobody but root can
+    have written (:meth:`Store.read_job_proof`): a job whose user owns its ``state/``
+    records no runner. Run by root's hooks where jobs record a runner (Slurm's
+    ``PrologFlags=RunInJob``: the job's extern slurmstepd), so such a directory goes with
+    the next job start or end on the node; `mjf sync` removes it too."""
+    from .probe import process
+
     done = []
     for name in store.job_dir_names():
-        if store.read_job_state(name, BACKEND_MARKER) != ending.backend \
-                or not runner_ended(store, name) or not _names_itself(name):
+        proof = store.read_job_proof(name, BACKEND_MARKER, RUNNER_MARKER)
+        if proof is None or proof[0] != ending.backend or proof[1] is None \
+                or process.still_running(proof[1]) is not False or not _names_itself(name):
             continue
         if end_job(store, log, name, config=config, ending=ending, say_if_absent=False):
             done.append(name)
             log.info(f"removed job {name}: the process it lived in has ended, and its "
                      "end left its directory")
     return done
+
+
+def end_job_left_behind(config: Config, store: Store, log: Log, dir_name: str,
+                        ending: JobEnd) -> bool:
+    """End the job whose directory in ``jobs/`` is ``dir_name``, which its end left
+    behind, as that end would have: its record written where records are kept (with what
+    ``ending`` says). A directory not named by its job's id as it is (an encoded
+    character) is removed without a record. True if it was there."""
+    if _names_itself(dir_name):
+        return end_job(store, log, dir_name, config=config, ending=ending,
+                       say_if_absent=False)
+    return store.remove_job_dir(dir_name)
 
 
 def _names_itself(dir_name: str) -> bool:

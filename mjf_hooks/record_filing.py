@@ -131,6 +131,34 @@ def ingest(config: Config, log) -> int:
     return filing.filed
 
 
+def waiting(config: Config) -> tuple[int, int] | None:
+    """What :func:`ingest` would look at now, changing nothing: ``(hand-ins, entries that
+    are not hand-ins)`` in the drop box; None where there is no drop box yet."""
+    assert config.records_dir is not None
+    top = _open_if_present(config.records_dir)
+    if top is None:
+        return None
+    with top:
+        try:
+            drop = top.open_subdir(INCOMING)
+        except FileNotFoundError:
+            return None
+        with drop:
+            names = [name for name in os.listdir(drop.fd) if not name.startswith(".")]
+    hand_ins = sum(1 for name in names if _well_formed(name))
+    return hand_ins, len(names) - hand_ins
+
+
+def _open_if_present(records_dir: str) -> Dir | None:
+    """The records directory (StoreError if refused); None where it does not exist."""
+    try:
+        return open_records_dir(records_dir, create=False)
+    except StoreError:
+        if not os.path.lexists(records_dir):
+            return None
+        raise
+
+
 def _well_formed(name: str) -> bool:
     """Whether a drop box name is what :func:`~mjf_hooks.record_store.hand_in` makes:
     ``<end>-<...>.json`` of the characters of a job directory name (and those of earlier
@@ -383,40 +411,42 @@ def _handed_in(drop: Dir, name: str) -> tuple[str, int] | None:
     return None if found is None else (found[0].decode("utf-8", "replace"), found[1].st_uid)
 
 
-def expire(config: Config, now: float | None = None) -> int:
+def expire(config: Config, now: float | None = None, dry_run: bool = False) -> int:
     """Remove the records that ended more than ``keep_days`` ago, the day directories
-    they leave empty, and what killed writers left; return how many records went."""
+    they leave empty, and what killed writers left; return how many records went
+    (``dry_run``: would go; nothing is removed)."""
     if config.records_dir is None:
         return 0
     now = time.time() if now is None else now
     cutoff = now - config.records_keep_days * DAY_SECS
     removed = 0
-    try:
-        top = open_records_dir(config.records_dir, create=False)
-    except StoreError:
-        if not os.path.lexists(config.records_dir):
-            return 0
-        raise
+    top = _open_if_present(config.records_dir)
+    if top is None:
+        return 0
     with top:
         for day_dir, start, day in days(top):
             with day:
                 for name in os.listdir(day.fd):
                     if name.startswith("."):
-                        if owner_is_gone(name):
+                        if owner_is_gone(name) and not dry_run:
                             day._unlink_quietly(name)
                         continue
                     end = end_of(name)
                     if start < cutoff and end is not None and end < cutoff:
                         removed += name.endswith(RECORD_SUFFIX)
-                        day._unlink_quietly(name)
+                        if not dry_run:
+                            day._unlink_quietly(name)
                 empty = not os.listdir(day.fd)
+            if dry_run:
+                continue
             if empty and start + DAY_SECS <= now:
                 try:
                     os.rmdir(day_dir, dir_fd=top.fd)
                 except OSError:
                     pass  # a record arrived meanwhile
-        _expire_notes(top, cutoff)
-        _expire_digests(top)
+        if not dry_run:
+            _expire_notes(top, cutoff)
+            _expire_digests(top)
     return removed
 
 

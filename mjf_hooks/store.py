@@ -37,7 +37,7 @@ import stat
 
 from . import spec
 from .errors import StoreError
-from .safefs import Dir, check_trusted_path, describe
+from .safefs import Dir, check_trusted_path, describe, owner_is_gone
 
 MACHINE_DIR = "machinefeatures"
 JOBS_DIR = "jobs"
@@ -168,6 +168,23 @@ class Store:
                     changed.append(name)
         return changed
 
+    def machine_changes(self, values: dict[str, str],
+                        managed: frozenset[str]) -> dict[str, str | None]:
+        """What :meth:`write_machine` would change, changing nothing: ``{name: new
+        content}``, None for a key it would remove."""
+        try:
+            machine = self._open_top(MACHINE_DIR)
+        except FileNotFoundError:
+            return dict(values)
+        with machine:
+            changes: dict[str, str | None] = {
+                name: content for name, content in values.items()
+                if machine.read(name) != content}
+            present = set(os.listdir(machine.fd))
+        changes.update((name, None) for name in sorted(managed - values.keys())
+                       if name in present)
+        return changes
+
     def has_machine_dir(self, log=None) -> bool:
         """Whether ``machinefeatures/`` exists here and may be trusted (not a symlink,
         nobody else's); one that is refused is logged, given a log."""
@@ -283,10 +300,11 @@ class Store:
                 else:
                     features.replace(key, content, self.file_mode)
 
-    def update_every_job(self, key: str, compute, on_error=None) -> int:
+    def update_every_job(self, key: str, compute, on_error=None, dry_run: bool = False) -> int:
         """Set ``key`` of every job to ``compute(own)`` (None removes it); return how many
-        jobs changed. ``own`` is the value the job started with (its ``OWN_PREFIX`` file,
-        parsed; None if absent or not a valid value - the job's user may have written it).
+        jobs changed (``dry_run``: would change; nothing is written). ``own`` is the value
+        the job started with (its ``OWN_PREFIX`` file, parsed; None if absent or not a
+        valid value - the job's user may have written it).
 
         Jobs that appear while this runs are picked up too: the directory is listed
         again until a pass finds nothing new. A job whose directory cannot be updated
@@ -308,14 +326,16 @@ class Store:
                 for name in sorted(names):
                     seen.add(name)
                     try:
-                        changed += self._update_job(jobs, name, key, compute, on_error)
+                        changed += self._update_job(jobs, name, key, compute, on_error,
+                                                    dry_run)
                     except (StoreError, OSError, ValueError) as error:
                         if on_error is None:
                             raise
                         on_error(name, error if isinstance(error, StoreError)
                                  else StoreError(f"{jobs.path}/{name}: {error}"))
 
-    def _update_job(self, jobs: Dir, name: str, key: str, compute, on_error) -> int:
+    def _update_job(self, jobs: Dir, name: str, key: str, compute, on_error,
+                    dry_run: bool) -> int:
         try:
             top = jobs.open_subdir(name)
         except (FileNotFoundError, StoreError):
@@ -326,7 +346,8 @@ class Store:
             except (FileNotFoundError, StoreError):
                 return 0
             with features:
-                features.sweep_leftovers()
+                if not dry_run:
+                    features.sweep_leftovers()
                 own_text = read_state(top, OWN_PREFIX + key)
                 own = None
                 if own_text is not None:
@@ -342,6 +363,8 @@ class Store:
                     wanted = spec.format_value(key, wanted)
                 if features.read(key) == wanted:
                     return 0
+                if dry_run:
+                    return 1
                 if wanted is None:
                     features.unlink_file(key)
                 else:
@@ -385,15 +408,28 @@ class Store:
                     continue  # gone meanwhile
         return names
 
-    def read_job_state(self, dir_name: str, entry: str) -> str | None:
-        """A bookkeeping file of the job whose directory in ``jobs/`` is ``dir_name`` (as
-        listed there), or None. The job's user may own that directory: a symlink or a FIFO
-        planted there is neither followed nor waited on."""
+    def read_job_proof(self, dir_name: str, *entries: str) -> list[str | None] | None:
+        """The bookkeeping files of the job whose directory in ``jobs/`` is ``dir_name``
+        as proof of its state: only what nobody but us (root) could have written. None
+        where its user could have written ``state/`` (the job directory or ``state/`` is
+        another user's, or group or world writable: values completed from inside the
+        job); else each file's content, None for one that is absent or not ours alone."""
         try:
             with self._open_top(JOBS_DIR) as jobs, jobs.open_subdir(dir_name) as top:
-                return read_state(top, entry)
+                if not _ours_alone(os.fstat(top.fd)):
+                    return None
+                try:
+                    bookkeeping = top.open_subdir(STATE_DIR)
+                except FileNotFoundError:
+                    return [None] * len(entries)
+                with bookkeeping:
+                    if not _ours_alone(os.fstat(bookkeeping.fd)):
+                        return None
+                    found = [bookkeeping.read_whole(entry, 4096, _ours_alone)
+                             for entry in entries]
         except (FileNotFoundError, StoreError):
-            return None
+            return [None] * len(entries)
+        return [None if read is None else read[0].decode("ascii", "replace") for read in found]
 
     def read_job(self, job_id: str, taken: str | None = None) -> tuple[dict[str, str], bool]:
         """A job's key values and whether completion is pending (StoreError if no job);
@@ -489,6 +525,23 @@ class Store:
             jobs.sweep_leftovers()
             return jobs.discard(dir_name) is not None
 
+    def trash_names(self) -> list[str]:
+        """The hidden directories in ``jobs/`` that :meth:`empty_trash` would remove now
+        (their remover is gone), changing nothing."""
+        jobs = self._open_jobs()
+        if jobs is None:
+            return []
+        found = []
+        with jobs:
+            for name in os.listdir(jobs.fd):
+                try:
+                    if name.startswith(".") and owner_is_gone(name) and stat.S_ISDIR(
+                            os.stat(name, dir_fd=jobs.fd, follow_symlinks=False).st_mode):
+                        found.append(name)
+                except FileNotFoundError:
+                    continue  # removed meanwhile
+        return sorted(found)
+
     def empty_trash(self) -> bool:
         """Remove what waits in ``jobs/`` under hidden trash names (job directories a hook
         had no time to remove, leftovers of killed hooks), for at most
@@ -553,6 +606,11 @@ class Store:
             )
         self._path_trusted = self.owner is None
         return fd
+
+
+def _ours_alone(info: os.stat_result) -> bool:
+    """Whether nobody but us (or root) can have written what ``info`` describes."""
+    return info.st_uid in (0, os.geteuid()) and not info.st_mode & 0o022
 
 
 def read_state(top: Dir, name: str) -> str | None:

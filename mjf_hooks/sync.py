@@ -11,7 +11,11 @@
 3. Job directories whose job is gone are removed - only when that is proven,
    by the batch system that made the job (its ``state/backend``): a standalone
    job's process has ended; a batch module's ``running_jobs`` no longer lists it.
-   When in doubt (a query fails, an unknown directory) nothing is removed.
+   Only what nobody but root can have written is proof: where the job's user owns
+   its ``state/`` (values completed from inside the job), the job is gone only when
+   no batch system here lists it. A job whose process (its runner) has ended is ended
+   as its end hook would have, its record written. When in doubt (a query fails, an
+   unknown directory) nothing is removed.
 4. Job records handed in by jobs' users are filed as root's; records older than
    ``[records] keep_days`` are removed.
 5. With ``[publish] sync = yes``, the node's facts are published where its batch system
@@ -22,8 +26,11 @@
 Each batch system this node runs is asked through its batch module's queries
 (:mod:`mjf_hooks.batch`); this module knows none of them by name.
 
-The phases are independent: one that fails (whatever it raises) is logged in one line
-naming it and the error, and the others still run; the pass then says it failed.
+The phases are independent: one that fails - whatever it raises, or a batch system's
+query or write it needed that failed - is logged in one line naming it and why, and the
+others still run; the pass then says it failed (``mjf sync`` exits 1, and the metrics
+count it). A dry run changes nothing anywhere (files, batch system, metrics file): it
+runs the batch systems' queries and says what each phase would do.
 """
 
 from __future__ import annotations
@@ -41,21 +48,31 @@ from .store_locations import store_for
 
 
 class Pass:
-    """What one pass did (``done``, a line each) and the phases that failed."""
+    """What one pass did (``done``, a line each; in a ``dry_run``, would do) and the
+    phases that failed."""
 
-    __slots__ = ("done", "failed")
+    __slots__ = ("done", "dry_run", "failed", "log", "phase")
 
-    def __init__(self) -> None:
+    def __init__(self, log: Log, dry_run: bool = False) -> None:
+        self.log = log
+        self.dry_run = dry_run
         self.done: list[str] = []
         self.failed: list[str] = []
+        self.phase = ""
 
-    def run(self, log: Log, phase: str, step, *args) -> None:
+    def run(self, phase: str, step, *args) -> None:
         """``step(*args)`` (a list of what it did), whatever another phase did before."""
+        self.phase = phase
         try:
             self.done += step(*args) or []
         except Exception as error:  # noqa: BLE001 - one phase must not stop the others
-            self.failed.append(phase)
-            log.error(f"sync: {phase} failed: {_error_text(error)}")
+            self.fail(_error_text(error))
+
+    def fail(self, why: str) -> None:
+        """The phase running could not do its whole job: one error line naming it."""
+        if self.phase not in self.failed:
+            self.failed.append(self.phase)
+        self.log.error(f"sync: {self.phase} failed: {why}")
 
 
 def _error_text(error: BaseException) -> str:
@@ -66,75 +83,97 @@ def _error_text(error: BaseException) -> str:
     return " ".join(text.split())[:300]  # one line, whatever it quotes
 
 
-def sync(config: Config, log: Log, environ: dict[str, str], now: float | None = None) -> Pass:
-    """One pass; what it did and which phases failed (each logged)."""
+def sync(config: Config, log: Log, environ: dict[str, str], now: float | None = None,
+         dry_run: bool = False) -> Pass:
+    """One pass; what it did (would do, in a ``dry_run``) and which phases failed (each
+    logged)."""
     now = time.time() if now is None else now
     store = store_for(config)
-    done = Pass()
-    done.run(log, "machine features", _machine_features, config, store, log)
-    done.run(log, "drains", _batch_drains, config, store, log, environ, now)
-    done.run(log, "stale jobs", _remove_stale_jobs, config, store, log, environ)
+    done = Pass(log, dry_run)
+    done.run("machine features", _machine_features, config, store, done)
+    done.run("drains", _batch_drains, config, store, environ, now, done)
+    done.run("stale jobs", _remove_stale_jobs, config, store, environ, done)
     if config.publish_on_sync:
-        done.run(log, "publishing node facts", _publish, config, log, done)
+        done.run("publishing node facts", _publish, config, done)
     if config.records_dir:
-        done.run(log, "job records handed in", _file_records, config, log)
-        done.run(log, "old job records", _expire_records, config, log, now)
+        done.run("job records handed in", _file_records, config, done)
+        done.run("old job records", _expire_records, config, now, done)
     # Last, for up to TRASH_BUDGET_SECS: what job ends had no time to remove (a job's
     # user may have filled its directory) blocks no job here.
-    done.run(log, "the trash of removed job directories", _empty_trash, store, log)
+    done.run("the trash of removed job directories", _empty_trash, store, done)
     if config.metrics_output:  # last: it tells of this pass
-        done.run(log, "metrics", _write_metrics, config, log, done, now)
+        done.run("metrics", _write_metrics, config, now, done)
     return done
 
 
-def _machine_features(config: Config, store: Store, log: Log) -> list[str]:
-    lifecycle.machine_features(config, store, log)
-    return []
+def _machine_features(config: Config, store: Store, done: Pass) -> list[str]:
+    if not done.dry_run:
+        lifecycle.machine_features(config, store, done.log)
+        return []
+    return [f"would remove {store.machine_dir}/{name}" if content is None else
+            f"would write {store.machine_dir}/{name} = {content}"
+            for name, content in lifecycle.machine_changes(config, store).items()]
 
 
-def _publish(config: Config, log: Log, done: Pass) -> list[str]:
+def _publish(config: Config, done: Pass) -> list[str]:
     from . import publish
 
-    outcome = publish.publish(config, log, publish.machine_values(config))
-    if outcome.failed:  # said in its own warning line
-        done.failed.append("publishing node facts")
+    outcome = publish.publish(config, done.log, publish.machine_values(config), done.dry_run)
+    if outcome.failed:
+        done.fail("a read or a write of the node's facts failed (its warning says which)")
     return outcome.done
 
 
-def _write_metrics(config: Config, log: Log, done: Pass, now: float) -> list[str]:
+def _write_metrics(config: Config, now: float, done: Pass) -> list[str]:
+    if done.dry_run:  # gathering reads records, whose digests it would write
+        return [f"would write this node's metrics to {config.metrics_output}"]
     from . import metrics
 
-    text = metrics.exposition(metrics.gather(config, now, len(done.failed), log))
+    text = metrics.exposition(metrics.gather(config, now, len(done.failed), done.log))
     metrics.write_file(config.metrics_output, text)
     return []
 
 
-def _empty_trash(store: Store, log: Log) -> list[str]:
+def _empty_trash(store: Store, done: Pass) -> list[str]:
+    if done.dry_run:
+        left = store.trash_names()
+        return [f"would remove what job ends left in {store.base_dir}/{JOBS_DIR}: "
+                f"{', '.join(left[:3])}{' ...' if len(left) > 3 else ''}"] if left else []
     if not store.empty_trash():
-        log.warning(f"{store.base_dir}/jobs: what job ends left to remove is not all "
-                    "removed yet (the next sync goes on)")
+        done.log.warning(f"{store.base_dir}/jobs: what job ends left to remove is not all "
+                         "removed yet (the next sync goes on)")
     return []
 
 
-def _file_records(config: Config, log: Log) -> list[str]:
+def _file_records(config: Config, done: Pass) -> list[str]:
     from . import record_filing
 
-    filed = record_filing.ingest(config, log)
-    done = [f"filed {filed} job record(s) handed in by jobs' users"] if filed else []
-    for line in done:
-        log.info(line)
-    return done
+    if done.dry_run:
+        waiting = record_filing.waiting(config)
+        if waiting is None:
+            return [f"would make the drop box {config.records_dir}/incoming"]
+        hand_ins, others = waiting
+        return ([f"would file the {hand_ins} job record(s) handed in by jobs' users that "
+                 "hold a record within bounds"] if hand_ins else []) + \
+            ([f"would remove {others} file(s) of {config.records_dir}/incoming that are not "
+              "records handed in"] if others else [])
+    filed = record_filing.ingest(config, done.log)
+    lines = [f"filed {filed} job record(s) handed in by jobs' users"] if filed else []
+    for line in lines:
+        done.log.info(line)
+    return lines
 
 
-def _expire_records(config: Config, log: Log, now: float) -> list[str]:
+def _expire_records(config: Config, now: float, done: Pass) -> list[str]:
     from . import record_filing
 
-    removed = record_filing.expire(config, now)
-    done = [f"removed {removed} job record(s) older than {config.records_keep_days} days "
-            f"from {config.records_dir}"] if removed else []
-    for line in done:
-        log.info(line)
-    return done
+    removed = record_filing.expire(config, now, done.dry_run)
+    lines = [f"{'would remove' if done.dry_run else 'removed'} {removed} job record(s) older "
+             f"than {config.records_keep_days} days from {config.records_dir}"] if removed else []
+    if not done.dry_run:
+        for line in lines:
+            done.log.info(line)
+    return lines
 
 
 def _short_name(module, config: Config) -> str:
@@ -142,22 +181,27 @@ def _short_name(module, config: Config) -> str:
     return batch.node_name(module, config.backend[module.NAME]).split(".")[0]
 
 
-def _batch_drains(config: Config, store: Store, log: Log, environ: dict[str, str],
-                  now: float) -> list[str]:
+def _batch_drains(config: Config, store: Store, environ: dict[str, str], now: float,
+                  done: Pass) -> list[str]:
     found: list[tuple[int, str]] = []
     asked = False
     for module in batch_systems_here(config):
-        answer = _ask(module, module.drain_query, config, log, environ,
+        answer = _ask(module, module.drain_query, config, done.log, environ,
                       f"{module.TITLE} drains not known this time")
         if answer is False:
-            return []  # not known this time: a drain announced stays, none is withdrawn
+            # Not known this time: a drain announced stays, none is withdrawn.
+            done.fail(f"{module.TITLE} could not be asked: no drain followed this time")
+            return []
         if isinstance(answer, str):
             asked = True
             found += module.drains(answer, _short_name(module, config), now)
     if not asked:
         return []
-    summary = drain.follow_batch_system(config, store, log, min(found) if found else None, now)
-    return [summary] if summary else []
+    summary = drain.follow_batch_system(config, store, done.log, min(found) if found else None,
+                                        now, done.dry_run)
+    if summary is None:
+        return []
+    return [f"would follow the batch system's drain: {summary}" if done.dry_run else summary]
 
 
 def batch_systems_here(config: Config) -> list:
@@ -212,6 +256,8 @@ class BatchListings:
         self._config, self._log, self._environ = config, log, environ
         self._here: dict | None = None
         self._asked: dict[str, set[str] | None] = {}
+        # The batch systems asked whose query failed or printed what it does not print.
+        self.unanswered: list[str] = []
 
     def here(self) -> dict:
         """The batch modules of this node, by name."""
@@ -228,39 +274,71 @@ class BatchListings:
             answer = _ask(module, module.jobs_query, self._config, self._log, self._environ,
                           "no job directory removed")
             self._asked[backend] = _running(module, answer, self._log)
+            if answer is False or (answer is not None and self._asked[backend] is None):
+                self.unanswered.append(module.TITLE)
         return self._asked[backend]
 
 
-def _remove_stale_jobs(config: Config, store: Store, log: Log,
-                       environ: dict[str, str]) -> list[str]:
+def _remove_stale_jobs(config: Config, store: Store, environ: dict[str, str],
+                       done: Pass) -> list[str]:
     jobs_dir = os.path.join(store.base_dir, JOBS_DIR)
     try:
         names = [name for name in os.listdir(jobs_dir) if not name.startswith(".")]
     except OSError:
         return []
-    listings = BatchListings(config, log, environ)  # each asked only if needed
-    done = []
+    listings = BatchListings(config, done.log, environ)  # each asked only if needed
+    lines = []
     for name in sorted(names):
-        # Each job is asked about of the batch system that made it, and no other: an LSF
-        # or Grid Engine job's id is all digits too. What its user may have written
-        # there is only ever compared with known names.
-        backend = store.read_job_state(name, BACKEND_MARKER)
-        runner = store.read_job_state(name, RUNNER_MARKER)
-        if runner is not None and backend in ("standalone", None):
-            stale = process.still_running(runner) is False
-            why = "its process has ended"
-        elif backend in listings.here() and runner is not None \
-                and process.still_running(runner) is False:
-            # The extern slurmstepd of a Slurm job with PrologFlags=RunInJob has ended:
-            # proof enough here, without asking.
-            stale, why = True, "the process it lived in has ended"
-        elif backend in listings.here():
-            running = listings.running(backend)
-            stale = running is not None and name not in running
-            why = f"{listings.here()[backend].TITLE} no longer runs it on this node"
-        else:
-            continue  # nothing proves it stale (a job of an earlier version: its end does)
-        if stale and store.remove_job_dir(name):
-            done.append(f"removed job {name}: {why}")
-            log.info(f"sync removed job {name}: {why}")
-    return done
+        found = _proven_gone(name, store.read_job_proof(name, BACKEND_MARKER, RUNNER_MARKER),
+                             listings)
+        if found is None:
+            continue
+        why, ending = found
+        if done.dry_run:
+            lines.append(f"would {'end' if ending else 'remove'} job {name}: {why}")
+            continue
+        removed = lifecycle.end_job_left_behind(config, store, done.log, name, ending) \
+            if ending else store.remove_job_dir(name)
+        if removed:
+            lines.append(f"removed job {name}: {why}")
+            done.log.info(f"sync removed job {name}: {why}")
+    if listings.unanswered:
+        done.fail(f"{', '.join(listings.unanswered)} could not be asked which jobs run here: "
+                  "none of its jobs' directories removed")
+    return lines
+
+
+def _proven_gone(name: str, proof: list[str | None] | None,
+                 listings: BatchListings) -> tuple[str, lifecycle.JobEnd | None] | None:
+    """Why the job whose directory is ``name`` is proven gone, and, where its end is left
+    to this pass (its runner ended), how to end it; None when nothing proves it.
+
+    Each job is asked about of the batch system that made it, and no other: an LSF or
+    Grid Engine job's id is all digits too. ``proof``: its ``state/backend`` and
+    ``state/runner``, where nobody but root can have written them."""
+    here = listings.here()
+    if proof is None:
+        # Its user owns its state/ (values completed from inside the job): neither the
+        # batch system it names nor a runner is proof. Gone when none here lists it.
+        answers = [listings.running(backend) for backend in here]
+        if not here or any(running is None or name in running for running in answers):
+            return None
+        return (f"no batch system here runs it ({', '.join(m.TITLE for m in here.values())} "
+                "asked; its state/ is its user's)", None)
+    backend, runner = proof
+    if runner is not None and backend in ("standalone", None):
+        if process.still_running(runner) is not False:
+            return None
+        return "its process has ended", lifecycle.JobEnd("standalone")
+    if backend not in here:
+        return None  # nothing proves it stale (a job of an earlier version: its end does)
+    module = here[backend]
+    if runner is not None and process.still_running(runner) is False:
+        # The extern slurmstepd of a Slurm job with PrologFlags=RunInJob has ended: proof
+        # enough here, without asking; its end left it, so it is ended as its end would.
+        return "the process it lived in has ended", lifecycle.JobEnd(
+            backend, usage_source=getattr(module, "USAGE_SOURCE", None))
+    running = listings.running(backend)
+    if running is None or name in running:
+        return None
+    return f"{module.TITLE} no longer runs it on this node", None

@@ -145,6 +145,41 @@ def write_config(tmp_path):
 
 
 @pytest.fixture
+def ended_runner():
+    """The identity of a process that has ended (its pid free, or another's now): a job's
+    runner whose end proves the job over."""
+    from mjf_hooks.probe import process
+
+    child = subprocess.Popen(["sleep", "60"])
+    identity = process.identity(child.pid)
+    child.kill()
+    child.wait()
+    return identity
+
+
+# The uid of a job's user in tests that give it files as root (no such user need exist).
+JOB_USER = 54321
+
+
+def users_job(store, base: Path, job_id: str, backend: str, runner: str,
+              claimed: str | None = None) -> None:
+    """As root, in ``store`` (whose base_dir is ``base``): a job whose values are completed
+    from inside it (a pending Slurm job; an LSF or Grid Engine job a root pre-start hook
+    set up), so its state/ is its user's, who wrote there a runner (and, with
+    ``claimed``, another backend)."""
+    store.create_job(job_id, {"job_id": job_id}, features_owner=JOB_USER, pending=True,
+                     state={"backend": backend})
+    state = base / "jobs" / job_id / "state"
+    for name, content in (("runner", runner), ("backend", claimed)):
+        if content is not None:
+            (state / name).unlink(missing_ok=True)
+            (state / name).write_text(content)
+            os.chown(state / name, JOB_USER, JOB_USER)
+    assert (state.stat().st_uid, (state / "backend").stat().st_uid) == \
+        (JOB_USER, JOB_USER if claimed else 0)
+
+
+@pytest.fixture
 def public_tmp_path():
     """A temporary directory other users can reach (pytest's tmp_path is private)."""
     path = Path(tempfile.mkdtemp(prefix="mjf-test-"))

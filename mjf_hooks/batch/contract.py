@@ -69,6 +69,14 @@ class OwnNodeName(Protocol):
         """The name the batch system knows this host by."""
 
 
+class UsageReports(Protocol):
+    """Optional: where a hook of the job's user reports what the job used (its
+    ``usage/``), for the record of a job whose end `mjf sync` does."""
+
+    USAGE_SOURCE: str
+    """Where that report comes from, as a record names the source of its values."""
+
+
 class Publisher(Protocol):
     """Optional, a module of its own: ``mjf_hooks/publish/<NAME>.py``, for a batch system
     `mjf publish` writes the node's facts into (its name in ``publish.PUBLISHERS``)."""
@@ -90,3 +98,4 @@ PUBLISHER = ("read_query", "published", "write_commands")
 REQUIRED = ("NAME", "TITLE", "job_facts", "installed", "job_store_dirs", "drain_query",
             "drains", "jobs_query", "running_jobs")
 OPTIONAL = {"job_id": JobIdFromEnvironment, "node_name": OwnNodeName}
+OPTIONAL_TEXTS = {"USAGE_SOURCE": UsageReports}

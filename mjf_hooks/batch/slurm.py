@@ -43,6 +43,10 @@ def command_path(name: str, scontrol: str | None = None) -> str | None:
 
 NAME = "slurm"
 TITLE = "Slurm"
+# Where a job's record takes what it used from: the job's cgroup is gone by the Epilog
+# (Slurm removes it first), so its usage report, read there by the TaskEpilog as the
+# job's user.
+USAGE_SOURCE = "the job's cgroup, read by its TaskEpilog (as the job's user)"
 
 
 def job_store_dirs(options: dict[str, str]) -> list[tuple[str, str]]:

@@ -61,8 +61,10 @@ HTCondor graceful drain or a PBS maintenance reservation becomes shutdowntime
 removed; job records handed in by jobs' users are filed, and old ones removed;
 with [publish] sync = yes, this node's facts are published (as mjf publish);
 with [metrics] output, this node's metrics are written there (as mjf metrics).
-Each of these runs whatever another did; the exit status is 1 if one failed
-(each says why in one line).
+Each of these runs whatever another did; the exit status is 1 if one failed,
+a batch system's query or write it needed included (each says why in one line).
+With --dry-run it changes nothing anywhere (files, batch systems, the metrics
+file): it runs the batch systems' queries and prints what each would do.
 
 """ + COMMON_HELP
 
@@ -71,7 +73,8 @@ def sync_command(argv: list[str]) -> int:
     from ..sync import sync
 
     def body(context):
-        done = sync(context.config, context.log, dict(context.environ))
+        done = sync(context.config, context.log, dict(context.environ),
+                    dry_run=context.dry_run)
         for line in done.done:
             sys.stdout.write(line + "\n")
         return 1 if done.failed else 0  # each failed phase logged its line

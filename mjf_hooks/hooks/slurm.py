@@ -35,7 +35,7 @@ from ..errors import SiteInputError
 from ..log import Log
 from ..probe import read_text
 from ..spec import digits_value
-from ..store import RUNNER_MARKER, job_dir_name
+from ..store import job_dir_name
 from ..store_locations import store_for
 from .frame import COMMON_HELP, HookContext, run_roles, shell_quoted
 
@@ -270,7 +270,7 @@ def epilog(context: HookContext, args: list[str]) -> int:
         ending = _job_end(delivered, user, partition, share)
     # A job that recorded its runner (RunInJob) says the node's jobs do: what an earlier
     # end could not remove goes with this one.
-    runs_in_job = store.read_job_state(job_dir_name(job_id), RUNNER_MARKER) is not None
+    runs_in_job = lifecycle.records_runner(store, job_dir_name(job_id))
     lifecycle.end_job(store, context.log, job_id, context.dry_run, config, ending)
     if runs_in_job and not context.dry_run:
         context.fail_safe(lifecycle.end_jobs_left_behind, config, store, context.log,
@@ -282,9 +282,8 @@ def _job_end(delivered: dict, user: str | None, partition: str | None,
              share=None) -> lifecycle.JobEnd:
     # The job's cgroup is gone by now (Slurm removes it before the Epilog): what it used
     # is what the TaskEpilog last read there, as the job's user.
-    return lifecycle.JobEnd(
-        slurm.NAME, delivered, user=user, queue=partition, share=share,
-        usage_source="the job's cgroup, read by its TaskEpilog (as the job's user)")
+    return lifecycle.JobEnd(slurm.NAME, delivered, user=user, queue=partition, share=share,
+                            usage_source=slurm.USAGE_SOURCE)
 
 
 def taskepilog(context: HookContext, args: list[str]) -> int:

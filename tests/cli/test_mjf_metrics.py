@@ -137,7 +137,7 @@ def test_output_is_replaced_whole_and_never_through_a_planted_symlink(node, tmp_
 
 def test_mjf_sync_writes_them_where_the_config_says(write_config, tmp_path):
     out = tmp_path / "mjf.prom"
-    body = f"batch_systems = slurm\n[slurm]\nscontrol = /bin/false\n[metrics]\noutput = {out}\n"
+    body = f"batch_systems = slurm\n[slurm]\nscontrol = /bin/true\n[metrics]\noutput = {out}\n"
     conf, _ = write_config(body)
     assert mjf("sync", config=conf).returncode == 0
     samples = parse_exposition(out.read_text())

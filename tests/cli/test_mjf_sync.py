@@ -5,12 +5,20 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
 from mjf_hooks.probe import process
 from mjf_hooks.store import BACKEND_MARKER, RUNNER_MARKER, Store
-from tests.conftest import installed_command, printing, require, write_script
+from tests.conftest import (
+    FIXTURES,
+    installed_command,
+    printing,
+    require,
+    users_job,
+    write_script,
+)
 
 NODE = os.uname().nodename.split(".")[0]
 
@@ -234,12 +242,14 @@ def test_a_slurm_job_whose_extern_step_ended_is_removed_without_asking(node):
     assert "removed job 8: the process it lived in has ended" in result.stdout
 
 
-def test_a_failing_squeue_removes_nothing(node):
+def test_a_failing_squeue_removes_nothing_and_fails_the_pass(node):
     node.store.create_job("8", {"job_id": "8"}, state=SLURM_JOB)
     write_script(node.bindir / "squeue", "exit 1")
     result = node.sync()
-    assert result.returncode == 0 and os.listdir(node.base / "jobs") == ["8"]
+    assert result.returncode == 1 and os.listdir(node.base / "jobs") == ["8"]
     assert "no job directory removed" in result.stderr
+    assert "error: sync: stale jobs failed: Slurm could not be asked which jobs run here" \
+        in result.stderr
 
 
 @pytest.mark.parametrize(("job_id", "dir_name"), [("orphan", "orphan"), ("a!b", "a%21b")])
@@ -283,9 +293,9 @@ def test_a_node_that_runs_no_slurm_never_asks_it(node, tmp_path):
         "[mjf]\n", "[mjf]\nbatch_systems = htcondor\n"))
     node.store.create_job("8", {"job_id": "8"}, state=SLURM_JOB)
     result = node.sync()
-    assert result.returncode == 0
     assert "scontrol" not in result.stderr and "squeue" not in result.stderr
     assert "condor_status" in result.stderr  # the one it runs (absent here) is asked
+    assert result.returncode == 1 and "sync: drains failed: HTCondor" in result.stderr
     assert not calls.exists()
     assert os.listdir(node.base / "jobs") == ["8"]
 
@@ -297,6 +307,7 @@ def test_a_failing_query_withdraws_no_drain(node):
     write_script(node.bindir / "scontrol", "echo down >&2\nexit 1")
     result = node.sync()
     assert "Slurm drains not known this time" in result.stderr
+    assert result.returncode == 1 and "sync: drains failed: Slurm" in result.stderr
     assert node.machine("shutdowntime") == str(start)  # not known is not gone
     node.reservations("")
     assert "withdrawn" in node.sync().stdout
@@ -310,7 +321,8 @@ DEAD_PID = 2**22 + 123  # above the largest pid_max Linux allows
 def records_node(tmp_path, write_config, records):
     """A node keeping records in ``records``, with what a killed job end left in the trash
     of jobs/ (for the last phase to remove)."""
-    conf, base = write_config(f"[records]\ndir = {records}\nformat = sss\n")
+    conf, base = write_config(f"batch_systems = slurm\n[slurm]\nscontrol = /bin/true\n"
+                              f"[records]\ndir = {records}\nformat = sss\n")
     trash = base / f"jobs/.old-9.{DEAD_PID}.0123abcd"
     trash.mkdir(parents=True)
     (trash / "jobfeatures").mkdir()
@@ -388,3 +400,326 @@ def test_a_poisoned_hand_in_stops_no_later_sync(tmp_path, write_config):
     assert "removed the hand-in '1000000000-bad.1.json' of uid 54321: not a record: " \
            "ValueError: end_time must be a number from 0 to 253402300799, not 1e+20" in warning
     assert [path.name for path in records.glob("[0-9]*/*.json")] == [f"{end}-good~54321.json"]
+
+
+# --- a dry run changes nothing anywhere -------------------------------------------------------
+
+# What a pass may run that changes a batch system (the rest are queries).
+MUTATING = ("scontrol update", "qmgr ", "qconf -mattr", "qconf -aattr")
+
+
+class FakeBatchSystems:
+    """Slurm, PBS and Grid Engine as fake commands that log every call (``calls``) and
+    answer from files in ``answers``; a write makes the batch system hold what it wrote
+    (its answer's ``_after`` file), as the real one would."""
+
+    def __init__(self, root, node):
+        self.answers, self.calls = root / "answers", root / "calls"
+        self.answers.mkdir()
+        self.bindir, self.pbs_exec = root / "bin", root / "pbs"
+        for directory, name, cases in (
+                (self.bindir, "scontrol", [('"show reservation"*', "cat {}/reservations"),
+                                           ('"show node"*', "cat {}/slurm_node"),
+                                           ("update*", "cp {0}/slurm_node_after {0}/slurm_node")]),
+                (self.bindir, "squeue", [("*", "cat {}/squeue")]),
+                (self.bindir, "qstat", [("*", "cat {}/qstat")]),
+                (self.bindir, "qconf", [('"-se"*', "cat {}/ge_host"),
+                                        ("*", "cp {0}/ge_host_after {0}/ge_host")]),
+                (self.pbs_exec / "bin", "pbs_rstat", [("*", "cat {}/pbs_rstat")]),
+                (self.pbs_exec / "bin", "pbsnodes", [('"-H"*', "cat {}/pbs_vnodes"),
+                                                     ('"-v"*', "cat {}/pbs_node")]),
+                (self.pbs_exec / "bin", "qmgr", [("*", "cp {0}/pbs_node_after {0}/pbs_node")])):
+            body = [f"printf '%s\\n' \"{name} $*\" >> {self.calls}", 'case "$*" in']
+            body += [f"  {pattern}) {action.format(self.answers)} ;;"
+                     for pattern, action in cases]
+            write_script(directory / name, "\n".join([*body, "esac"]))
+
+    def answer(self, **answers):
+        for name, text in answers.items():
+            (self.answers / name).write_text(text)
+
+    def logged(self):
+        calls = self.calls.read_text().splitlines() if self.calls.exists() else []
+        self.calls.unlink(missing_ok=True)
+        return calls
+
+
+def pbs_reservation(start, node=NODE):
+    def ctime(moment):
+        return time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(moment))
+
+    return (f"Resv ID: M1.{node}\nReserve_Name = maint\nreserve_state = RESV_CONFIRMED\n"
+            f"reserve_start = {ctime(start)}\nreserve_end = {ctime(start + 3600)}\n"
+            f"resv_nodes = ({node}:ncpus=1)\n")
+
+
+def tree_state(*roots):
+    """Every path below ``roots`` with its type and mode, owner, mtime and content."""
+    import stat
+
+    state = {}
+    for root in roots:
+        for directory, subdirs, files in os.walk(root):
+            for path in [directory, *(os.path.join(directory, name) for name in subdirs + files)]:
+                info = os.lstat(path)
+                content = os.readlink(path) if stat.S_ISLNK(info.st_mode) else \
+                    Path(path).read_bytes() if stat.S_ISREG(info.st_mode) else None
+                state[path] = (stat.filemode(info.st_mode), info.st_uid, info.st_gid,
+                               info.st_mtime_ns, content)
+    return state
+
+
+def test_a_dry_run_changes_nothing_anywhere_and_says_what_each_phase_would_do(
+        tmp_path, write_config, ended_runner):
+    """Every phase has something to do: a machine key deleted, a Slurm and a PBS
+    maintenance reservation, jobs Slurm, PBS and Grid Engine no longer run, a RunInJob
+    job and a standalone one whose process ended, the node's facts unpublished in all
+    three, a hand-in and a file that is none in the drop box, an old record, trash, the
+    metrics file. --dry-run leaves the whole tree as it was and runs no command that
+    changes a batch system; the same pass without it does all of that."""
+    require(os.geteuid() == 0, "needs root: sync files hand-ins of other users")
+    from mjf_hooks import record_store
+
+    fake = FakeBatchSystems(tmp_path, NODE)
+    records, metrics = tmp_path / "records", tmp_path / "metrics"
+    conf, base = write_config(
+        "batch_systems = slurm, pbs, gridengine\n"
+        "[machinefeatures]\nhs06 = 40\ngrace_secs = 600\n"
+        f"[slurm]\nscontrol = {fake.bindir}/scontrol\n[pbs]\npbs_exec = {fake.pbs_exec}\n"
+        f"[gridengine]\nqstat = {fake.bindir}/qstat\nqconf = {fake.bindir}/qconf\n"
+        f"[publish]\nsync = yes\n[records]\ndir = {records}\nkeep_days = 30\n"
+        f"[metrics]\noutput = {metrics}/mjf.prom\n")
+    environment = {"MJF_CONFIG": str(conf), "PATH": "/usr/bin:/bin"}
+
+    def mjf(*args):
+        return subprocess.run([installed_command("mjf"), *args], capture_output=True,
+                              text=True, timeout=120, env=environment)
+
+    assert mjf("machine").returncode == 0
+    (base / "machinefeatures/total_cpu").unlink()
+    store = Store(str(base))
+    for job, state in (("7", SLURM_JOB), ("8", SLURM_JOB),
+                       ("9", {**SLURM_JOB, RUNNER_MARKER: ended_runner}),
+                       ("12.pbs", {BACKEND_MARKER: "pbs"}), ("77", {BACKEND_MARKER: "gridengine"}),
+                       ("x.1", {BACKEND_MARKER: "standalone", RUNNER_MARKER: ended_runner})):
+        store.create_job(job, {"job_id": job, "jobstart_secs": str(int(time.time()) - 60)},
+                         state=state)
+    trash = base / f"jobs/.old-5.{DEAD_PID}.0123abcd"
+    (trash / "jobfeatures").mkdir(parents=True)
+    now = int(time.time())
+    fake.answer(reservations=reservation(now + 7200), pbs_rstat=pbs_reservation(now + 3600),
+                squeue="7\n", qstat=(FIXTURES / "gridengine-8.1.9/qstat-xml.txt").read_text(),
+                pbs_vnodes=json.dumps({"nodes": {NODE: {"state": "free", "jobs": []}}}),
+                slurm_node=f"NodeName={NODE} Arch=x86_64 Extra=(null) State=IDLE\n",
+                slurm_node_after=f'NodeName={NODE} Arch=x86_64 Extra={{"hs06":40}} State=IDLE\n',
+                pbs_node=json.dumps({"nodes": {NODE: {"resources_available": {}}}}),
+                pbs_node_after=json.dumps({"nodes": {NODE: {"resources_available": {"hs06": 40}}}}),
+                ge_host=f"hostname {NODE}\ncomplex_values NONE\n",
+                ge_host_after=f"hostname {NODE}\ncomplex_values hs06=40\n")
+    incoming = records / "incoming"
+    incoming.mkdir(parents=True)
+    incoming.chmod(0o1733)
+    handed = incoming / f"{now - 60}-good.2.json"
+    handed.write_text(json.dumps({"job_id": "good",
+                                  "delivered": {"end_time": {"value": now - 60, "source": "x"}}}))
+    os.chown(handed, 54321, 54321)
+    (incoming / "junk").write_text("")
+    old = now - 400 * 86400
+    (records / record_store.day_name(old)).mkdir()
+    (records / record_store.day_name(old) / f"{old}-1.json").write_text("{}")
+    metrics.mkdir()
+    (metrics / "mjf.prom").write_text("# the last pass's\n")
+    before = tree_state(base, records, metrics)
+
+    result = mjf("sync", "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert tree_state(base, records, metrics) == before
+    calls = fake.logged()
+    assert [call for call in calls if call.startswith(MUTATING)] == []
+    assert "squeue -h -w" in " ".join(calls) and "pbsnodes -v" in " ".join(calls)
+    said = result.stdout
+    for line in (f"would write {base}/machinefeatures/total_cpu = ",
+                 f"would follow the batch system's drain: shutdowntime = {now + 3600}",
+                 "PBS maintenance reservation M1",
+                 "would remove job 8: Slurm no longer runs it on this node",
+                 "would end job 9: the process it lived in has ended",
+                 "would remove job 12.pbs: PBS no longer runs it on this node",
+                 "would remove job 77: Grid Engine no longer runs it on this node",
+                 "would end job x.1: its process has ended",
+                 "Slurm: would run ", "PBS: would run ", "Grid Engine: would run ",
+                 "would file the 1 job record(s) handed in",
+                 f"would remove 1 file(s) of {incoming} that are not records handed in",
+                 f"would remove 1 job record(s) older than 30 days from {records}",
+                 f"would remove what job ends left in {base}/jobs: {trash.name}",
+                 f"would write this node's metrics to {metrics}/mjf.prom"):
+        assert line in said, (line, said)
+
+    result = mjf("sync")  # not vacuous: the same pass does all of it
+    assert result.returncode == 0, result.stderr
+    calls = fake.logged()
+    for command in ("scontrol update", "qmgr -c", "qconf -aattr"):
+        assert any(call.startswith(command) for call in calls), (command, calls)
+    assert (base / "machinefeatures/total_cpu").exists()
+    assert (base / "machinefeatures/shutdowntime").read_text() == str(now + 3600)
+    assert (base / "jobs/7/jobfeatures/shutdowntime_job").read_text() == str(now + 3600)
+    assert os.listdir(base / "jobs") == ["7"]
+    filed = sorted(path.name.split("-", 1)[1] for path in records.glob("*/*.json"))
+    assert filed == ["9.json", "good~54321.json", "x.1.json"]  # the ended jobs' records too
+    assert os.listdir(incoming) == [] and not list(records.glob(f"*/{old}-*"))
+    assert "mjf_sync_failed_phases 0" in (metrics / "mjf.prom").read_text()
+    fake.answer(reservations="", pbs_rstat="")
+    assert mjf("sync").returncode == 0  # the drain withdrawn (other stores on this host)
+
+
+# --- a failing phase is seen -----------------------------------------------------------------
+
+def test_an_scontrol_that_cannot_reach_its_controller_fails_the_pass_and_its_metric(node):
+    """The drains and the stale jobs could not be asked of Slurm: two failed phases, each
+    one error line naming it; exit 1; mjf_sync_failed_phases says 2 (what the shipped
+    MJFSyncFailing alert fires on)."""
+    from tests.cli.test_mjf_metrics import parse_exposition, value
+
+    metrics = node.base.parent / "mjf.prom"
+    node.conf.write_text(node.conf.read_text() + f"[metrics]\noutput = {metrics}\n")
+    node.store.create_job("8", {"job_id": "8"}, state=SLURM_JOB)
+    for command in ("scontrol", "squeue"):
+        write_script(node.bindir / command, "echo 'slurm_load_reservations error: Unable to "
+                     "contact slurm controller (connect failure)' >&2\nexit 1")
+    result = node.sync()
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if ": error: " in line]
+    assert [line.split(": error: ", 1)[1].split(":")[0] for line in errors] == [
+        "sync", "sync"], result.stderr
+    assert "sync: drains failed: Slurm could not be asked" in errors[0]
+    assert "sync: stale jobs failed: Slurm could not be asked" in errors[1]
+    assert value(parse_exposition(metrics.read_text()), "mjf_sync_failed_phases") == 2
+    assert os.listdir(node.base / "jobs") == ["8"]
+    node.reservations("")
+    node.squeue("8\n")
+    assert node.sync().returncode == 0
+    assert value(parse_exposition(metrics.read_text()), "mjf_sync_failed_phases") == 0
+
+
+# --- what proves a job's end ---------------------------------------------------------------
+
+@pytest.mark.parametrize("claimed", [None, "standalone"])
+@pytest.mark.parametrize(("backend", "job_id"), [("slurm", "31"), ("gridengine", "14.2"),
+                                                 ("lsf", "33")])
+def test_a_runner_the_jobs_user_wrote_proves_nothing(tmp_path, write_config, ended_runner,
+                                                     backend, job_id, claimed):
+    """The user of a running job writes the pid of an ended process as its runner (and
+    says it is a standalone job): sync removes nothing; the batch system that runs it
+    still lists it (LSF is never asked: its jobs are left to their ends)."""
+    require(os.geteuid() == 0, "needs root to give the job's state/ to its user")
+    fake = FakeBatchSystems(tmp_path, NODE)
+    conf, base = write_config(
+        f"batch_systems = slurm, gridengine, lsf\n[slurm]\nscontrol = {fake.bindir}/scontrol\n"
+        f"[gridengine]\nqstat = {fake.bindir}/qstat\n")
+    fake.answer(reservations="", squeue="31\n",
+                qstat=(FIXTURES / "gridengine-8.1.9/qstat-xml.txt").read_text())
+    users_job(Store(str(base)), base, job_id, backend, ended_runner, claimed)
+    result = subprocess.run([installed_command("mjf"), "sync"], capture_output=True,
+                            text=True, timeout=60, env={"MJF_CONFIG": str(conf)})
+    assert result.returncode == 0, result.stderr
+    assert os.listdir(base / "jobs") == [job_id], result.stdout
+
+
+def test_a_job_whose_user_owns_its_state_is_removed_when_no_batch_system_here_runs_it(
+        node, ended_runner):
+    """Its state/ proves nothing, not even which batch system made it: every one this node
+    runs is asked, and the job goes when none lists it."""
+    require(os.geteuid() == 0, "needs root to give the job's state/ to its user")
+    node.conf.write_text(node.conf.read_text().replace("[mjf]\n",
+                                                       "[mjf]\nbatch_systems = slurm\n"))
+    users_job(node.store, node.base, "41", "slurm", ended_runner)
+    users_job(node.store, node.base, "42", "slurm", ended_runner)
+    node.squeue("41\n")
+    result = node.sync()
+    assert result.returncode == 0, result.stderr
+    assert os.listdir(node.base / "jobs") == ["41"]
+    assert "removed job 42: no batch system here runs it (Slurm asked; its state/ is its " \
+        "user's)" in result.stdout
+
+
+def test_a_runinjob_job_left_behind_is_ended_by_sync_with_the_record_its_epilog_writes(
+        tmp_path, ended_runner):
+    """Its extern slurmstepd has ended and its directory is in sight: sync ends it as
+    root's Slurm hooks end such a job (lifecycle.end_jobs_left_behind, with the Epilog's
+    ending), its record - the TaskEpilog's usage report included - the same."""
+    from mjf_hooks import config as config_module
+    from mjf_hooks import lifecycle
+    from mjf_hooks.batch import slurm
+    from mjf_hooks.hooks.slurm import _job_end
+    from mjf_hooks.job_record import usage_report
+    from tests.conftest import LeveledLog, config_writer
+
+    records = {}
+    for how in ("sync", "epilog"):
+        (tmp_path / how).mkdir()
+        conf, base = config_writer(tmp_path / how)(
+            f"batch_systems = slurm\n[slurm]\nscontrol = /bin/true\n"
+            f"[records]\ndir = {tmp_path / how}/records\n")
+        store = Store(str(base))
+        store.create_job("9", {"job_id": "9", "allocated_cpu": "2",
+                               "jobstart_secs": "1795400000"},
+                         state={**SLURM_JOB, RUNNER_MARKER: ended_runner}, usage=True)
+        store.write_usage_report("9", usage_report({"cpu_secs": (12.5, "cgroup")}))
+        if how == "sync":
+            result = subprocess.run([installed_command("mjf"), "sync"], capture_output=True,
+                                    text=True, timeout=60, env={"MJF_CONFIG": str(conf)})
+            assert result.returncode == 0, result.stderr
+            assert "removed job 9: the process it lived in has ended" in result.stdout
+        else:
+            ending = _job_end({}, None, None)  # what the Prolog and Epilog pass
+            assert lifecycle.end_jobs_left_behind(config_module.load(str(conf)), store,
+                                                  LeveledLog(), ending) == ["9"]
+        assert os.listdir(base / "jobs") == []
+        (record,) = (tmp_path / how / "records").glob("*/*-9.json")
+        records[how] = json.loads(record.read_text())
+        for clock in ("end_time", "wall_secs", "consumption_rate"):  # each end's own
+            del records[how]["delivered"][clock]
+    assert records["sync"] == records["epilog"]
+    assert records["sync"]["delivered"]["cpu_secs"] == {"value": 12.5,
+                                                        "source": slurm.USAGE_SOURCE}
+    assert records["sync"]["backend"] == "slurm"
+
+
+def test_a_dry_run_follows_no_htcondor_drain_into_the_jobs_scratch(tmp_path, write_config,
+                                                                    monkeypatch):
+    """An HTCondor graceful drain (condor_status faked; its path is HTCondor's own), its
+    job's directory in the job's scratch: a dry run says what it would set and leaves the
+    machine and the scratch as they were; the pass without it sets both."""
+    require(os.geteuid() == 0, "needs root to give the scratch directory to the job's user")
+    from mjf_hooks import config as config_module
+    from mjf_hooks import store_locations, sync
+    from mjf_hooks.batch import htcondor
+    from tests.conftest import JOB_USER, LeveledLog
+
+    calls, answer = tmp_path / "calls", tmp_path / "condor_status.out"
+    completion = int(time.time()) + 7200
+    answer.write_text(f"{NODE}.example.org, false, 0\n")
+    condor_status = write_script(tmp_path / "bin/condor_status",
+                                 f'echo "$*" >> {calls}\ncat {answer}')
+    monkeypatch.setattr(htcondor, "CONDOR_STATUS", str(condor_status))
+    monkeypatch.setattr(store_locations, "PRIVATE_PARENTS",  # this host's users' are not ours
+                        (str(tmp_path / "tmp"), str(tmp_path / "run-user")))
+    execute = tmp_path / "execute"
+    conf, base = write_config(f"batch_systems = htcondor\n[machinefeatures]\ngrace_secs = 60\n"
+                              f"[htcondor]\nexecute_dir = {execute}\n")
+    scratch = execute / "dir_1234"
+    scratch.mkdir(parents=True)
+    job = Path(Store(str(scratch / ".mjf")).create_job("vm#1.0#17", {"job_id": "vm#1.0#17"}))
+    for path in [scratch, *scratch.rglob("*")]:
+        os.chown(path, JOB_USER, JOB_USER)
+    config = config_module.load(str(conf))
+    assert sync.sync(config, LeveledLog(), {}).failed == []  # all but the drain done
+    answer.write_text(f"{NODE}.example.org, true, {completion}\n")
+    before = tree_state(base, execute)
+    done = sync.sync(config, LeveledLog(), {}, dry_run=True)
+    assert done.failed == [] and tree_state(base, execute) == before
+    assert done.done == [f"would follow the batch system's drain: shutdowntime = {completion} "
+                         "from HTCondor graceful drain"]
+    assert "-constraint" in calls.read_text()  # the query ran
+    assert sync.sync(config, LeveledLog(), {}).failed == []
+    assert (job / "shutdowntime_job").read_text() == str(completion)
+    assert (base / "machinefeatures/shutdowntime").read_text() == str(completion)

@@ -238,7 +238,7 @@ def mjf_cell():
     require((HOOKS_BIN / "mjf-gridengine-starter").exists(),
             f"needs the hooks installed in {HOOKS_BIN} (tests/run does it)")
     make_boot_dirs(Path("/"), ("gridengine-master", "gridengine-exec"))
-    with mjf_site("mjf-gridengine-", DUMP) as site:
+    with mjf_site("mjf-gridengine-", DUMP, "gridengine") as site:
         (site.root / "conf").mkdir()
         cell = GridEngineCell(site.root / "conf", HOOKS_BIN)
         cell.mjf_base, cell.job_root, cell.good_config = site.base, site.root, site.good_config

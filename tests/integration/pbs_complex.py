@@ -201,7 +201,7 @@ def mjf_complex():
             "tests/vendor/openpbs)")
     require((HOOKS_BIN / "mjf-pbs").exists(),
             f"needs the hooks installed in {HOOKS_BIN} (tests/run does it)")
-    with mjf_site("mjf-pbs-", DUMP) as site:
+    with mjf_site("mjf-pbs-", DUMP, "pbs") as site:
         complex_ = PBSComplex()
         complex_.mjf_base, complex_.job_root = site.base, site.root
         complex_.good_config = site.good_config
@@ -285,8 +285,9 @@ class Mom:
     pid: int = 0
 
     def config(self, base_dir: Path, extra: str = "") -> str:
-        """Its /etc/mjf/mjf.conf's text (``extra``: further sections)."""
-        return (f"[mjf]\nbase_dir = {base_dir}\n[machinefeatures]\n"
+        """Its /etc/mjf/mjf.conf's text (``extra``: further sections); it names PBS, as
+        site.GOOD_CONFIG names the batch system under test."""
+        return (f"[mjf]\nbase_dir = {base_dir}\nbatch_systems = pbs\n[machinefeatures]\n"
                 f"hs06_per_cpu = {self.spec.hs06_per_cpu}\ntotal_cpu = {self.spec.ncpus}\n"
                 f"grace_secs = 600\n{extra}")
 

@@ -23,7 +23,11 @@ USERS = ("mjfuser1", "mjfuser2")
 # Rewritten by tests while jobs may still be ending: replaced atomically (ConfigPath).
 SITE_CONFIG = ConfigPath("/etc/mjf/mjf.conf")
 HOOKS_BIN = Path(os.environ.get("MJF_HOOKS_BIN", "/opt/mjf-hooks-ci/venv/bin"))
-GOOD_CONFIG = "[mjf]\nbase_dir = {base}\n[machinefeatures]\nhs06_per_cpu = 10\ngrace_secs = 600\n"
+# This host has every batch system's commands (and a Grid Engine cell): as a site names
+# what its nodes run, the config names the one under test, so `mjf sync` asks no other
+# (whose query, with no daemon of it running, fails the pass).
+GOOD_CONFIG = ("[mjf]\nbase_dir = {base}\nbatch_systems = {batch_system}\n"
+               "[machinefeatures]\nhs06_per_cpu = 10\ngrace_secs = 600\n")
 
 
 def ensure_user(name: str) -> tuple[int, int]:
@@ -44,18 +48,20 @@ def ensure_user(name: str) -> tuple[int, int]:
 
 class Site:
     """``root`` (holds ``dump.py`` and ``out/``), ``base`` (the base_dir) and
-    ``good_config`` (the site config's text, to restore after breaking it)."""
+    ``good_config`` (the site config's text, to restore after breaking it), for nodes
+    that run ``batch_system``."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, batch_system: str) -> None:
         self.root = root
         self.base = root / "mjf"
-        self.good_config = GOOD_CONFIG.format(base=self.base)
+        self.good_config = GOOD_CONFIG.format(base=self.base, batch_system=batch_system)
 
 
 @contextlib.contextmanager
-def mjf_site(prefix: str, dump: str):
-    """A job root with ``dump`` as ``dump.py``, the users, and the site config; the
-    config (and its directory, if made here) and the job root are removed afterwards."""
+def mjf_site(prefix: str, dump: str, batch_system: str):
+    """A job root with ``dump`` as ``dump.py``, the users, and the site config of nodes
+    that run ``batch_system``; the config (and its directory, if made here) and the job
+    root are removed afterwards."""
     root = Path(tempfile.mkdtemp(prefix=prefix))
     root.chmod(0o755)
     (root / "out").mkdir(mode=0o1777)
@@ -66,7 +72,7 @@ def mjf_site(prefix: str, dump: str):
     saved = SITE_CONFIG.read_bytes() if SITE_CONFIG.exists() else None
     made_parent = not SITE_CONFIG.parent.exists()
     SITE_CONFIG.parent.mkdir(parents=True, exist_ok=True)
-    site = Site(root)
+    site = Site(root, batch_system)
     SITE_CONFIG.write_text(site.good_config)
     try:
         yield site

@@ -411,7 +411,7 @@ def mjf_cluster(cgroups: bool, version: str = "22.05", run_in_job: bool = False,
     and ``out/``, where jobs write what they saw) and ``good_config``.
     """
     require_slurm(version)
-    with mjf_site("mjf-slurm-", DUMP) as site:
+    with mjf_site("mjf-slurm-", DUMP, "slurm") as site:
         chroot = None
         if version == "24.11":
             chroot = slurm24_root()

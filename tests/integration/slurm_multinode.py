@@ -234,7 +234,7 @@ def multinode_cluster():
     """A started :class:`MultiNodeCluster` with ``job_root`` (holds ``dump.py`` and
     ``out/``); everything is removed afterwards."""
     require_slurm("24.11")
-    with mjf_site("mjf-slurm-multi-", DUMP) as site:
+    with mjf_site("mjf-slurm-multi-", DUMP, "slurm") as site:
         chroot = slurm24_root()
         chroot.mount()
         slurm = MultiNodeCluster(site.root / "slurm", chroot)

@@ -341,20 +341,19 @@ def test_a_maintenance_reservation_becomes_the_shutdown_time(complex_):
             while "RESV_CONFIRMED" not in pbs_command("pbs_rstat", "-f", reservation).stdout:
                 assert time.monotonic() < deadline
                 time.sleep(0.2)
-            # Only PBS is asked (this host has the other batch systems' commands too).
-            with site_config(complex_, complex_.good_config.replace(
-                    "[mjf]\n", "[mjf]\nbatch_systems = pbs\n")):
-                synced = mjf("sync")
-                assert synced.returncode == 0, synced.stderr
-                shutdown = complex_.mjf_base / "machinefeatures" / "shutdowntime"
-                assert shutdown.read_text() == str(start), synced.stdout + synced.stderr
-                pbs_command("pbs_rdel", reservation)
-                deadline = time.monotonic() + 30
-                while reservation in pbs_command("pbs_rstat", check=False).stdout:
-                    assert time.monotonic() < deadline
-                    time.sleep(0.2)
-                assert mjf("sync").returncode == 0
-                assert not shutdown.exists()  # withdrawn with the reservation
+            # Only PBS is asked: the site config names it (this host has the other
+            # batch systems' commands too).
+            synced = mjf("sync")
+            assert synced.returncode == 0, synced.stderr
+            shutdown = complex_.mjf_base / "machinefeatures" / "shutdowntime"
+            assert shutdown.read_text() == str(start), synced.stdout + synced.stderr
+            pbs_command("pbs_rdel", reservation)
+            deadline = time.monotonic() + 30
+            while reservation in pbs_command("pbs_rstat", check=False).stdout:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+            assert mjf("sync").returncode == 0
+            assert not shutdown.exists()  # withdrawn with the reservation
         finally:
             pbs_command("pbs_rdel", reservation, check=False)
     finally:

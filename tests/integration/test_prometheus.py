@@ -3,7 +3,8 @@ textfile collector pointed at the file `mjf sync` writes ([metrics] output), Pro
 scraping it on loopback (own ports, own data directory, contrib/prometheus/mjf-rules.yml
 loaded), and PromQL through Prometheus's HTTP API giving the right values while a real
 Slurm 22.05 job runs and reports its $JOBSTATUS, after a hook failed, and after a
-maintenance reservation drains the node (the drain alert then fires).
+maintenance reservation drains the node (the drain alert then fires); and a sync whose
+scontrol cannot reach its controller makes the sync alert fire.
 
 Runs as root (CI); each daemon is started by the test, as a process of its own, and
 stopped by its pid.
@@ -33,6 +34,10 @@ pytestmark = pytest.mark.integration
 EXPORTER = "/usr/bin/prometheus-node-exporter"
 PROMETHEUS = "/usr/bin/prometheus"
 RULES = CHECKOUT_ROOT / "contrib/prometheus/mjf-rules.yml"
+# The shipped MJFSyncFailing waits 10 minutes before it fires: loaded with a few seconds
+# instead, its expression as shipped.
+SYNC_ALERT_WAIT = ("      - alert: MJFSyncFailing\n        expr: mjf_sync_failed_phases > 0\n"
+                   "        for: {}\n")
 
 
 class Stack:
@@ -51,7 +56,10 @@ class Stack:
             "--collector.disable-defaults", "--collector.textfile",
             f"--collector.textfile.directory={self.textfiles}"])
         config = self.root / "prometheus.yml"
-        shutil.copy(RULES, self.root / "mjf-rules.yml")
+        rules = RULES.read_text()
+        assert rules.count(SYNC_ALERT_WAIT.format("10m")) == 1
+        (self.root / "mjf-rules.yml").write_text(
+            rules.replace(SYNC_ALERT_WAIT.format("10m"), SYNC_ALERT_WAIT.format("2s")))
         config.write_text(
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
             "rule_files:\n  - mjf-rules.yml\n"
@@ -208,3 +216,29 @@ def test_prometheus_sees_a_running_job_a_hook_failure_and_a_drain(stack, slurm):
     stack.wait_for('mjf_jobs{batch_system="slurm"}', lambda result: value_of(result) == 0,
                    "the job gone")
     assert stack.query("mjf_job_used_cpu") == []
+
+
+def test_a_sync_whose_scontrol_cannot_reach_its_controller_fires_the_sync_alert(stack, slurm):
+    """Slurm's controller is unreachable for `mjf sync` (its slurm.conf names a port nobody
+    listens on): the drains cannot be asked, the pass fails - exit 1, one error line naming
+    the phase, mjf_sync_failed_phases 1 - and MJFSyncFailing fires; the next pass that
+    reaches it clears the metric."""
+    unreachable = slurm.conf.with_name("slurm-unreachable.conf")
+    unreachable.write_text("".join(
+        line for line in slurm.conf.read_text().splitlines(keepends=True)
+        if not line.startswith("SlurmctldPort=")) + f"SlurmctldPort={free_port()}\n")
+    synced = slurm.command([str(slurm.bindir / "mjf"), "sync"], check=False, timeout=120,
+                           env={"MJF_CONFIG": str(SITE_CONFIG), "SLURM_CONF": str(unreachable)})
+    assert synced.returncode == 1, synced.stdout + synced.stderr
+    errors = [line for line in synced.stderr.splitlines() if ": error: " in line]
+    assert len(errors) == 1 and "sync: drains failed: Slurm could not be asked" in errors[0], \
+        synced.stderr
+    stack.wait_for("mjf_sync_failed_phases", lambda result: value_of(result) == 1,
+                   "the failed phase")
+    alert = stack.wait_for('ALERTS{alertname="MJFSyncFailing",alertstate="firing"}',
+                           lambda result: True, "the sync alert")
+    assert alert[0]["metric"]["instance"] == f"127.0.0.1:{stack.exporter_port}"
+    synced = slurm.mjf("sync")
+    assert synced.returncode == 0, synced.stdout + synced.stderr
+    stack.wait_for("mjf_sync_failed_phases", lambda result: value_of(result) == 0,
+                   "the failed phase cleared")

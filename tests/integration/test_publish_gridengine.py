@@ -41,8 +41,7 @@ def cell():
         wrapper = recording(started.job_root / "qconf", "/usr/bin/qconf", log)
         started.qconf_log = log
         SITE_CONFIG.write_text(
-            started.good_config.replace("[mjf]\n", "[mjf]\nbatch_systems = gridengine\n")
-            + f"[gridengine]\nqconf = {wrapper}\n[publish]\nfacts = hs06\n"
+            started.good_config + f"[gridengine]\nqconf = {wrapper}\n[publish]\nfacts = hs06\n"
             "[submit]\ngridengine_pe = mjf_smp\n")
         try:
             yield started

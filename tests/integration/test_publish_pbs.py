@@ -93,8 +93,7 @@ def complex_():
         for command in ("pbsnodes", "qmgr", "qstat", "pbs_rstat"):
             recording(wrappers / command, str(PBS_EXEC / "bin" / command), started.pbs_log)
         SITE_CONFIG.write_text(
-            started.good_config.replace("[mjf]\n", "[mjf]\nbatch_systems = pbs\n")
-            + f"[pbs]\npbs_exec = {wrappers.parent}\n[publish]\nfacts = hs06\n")
+            started.good_config + f"[pbs]\npbs_exec = {wrappers.parent}\n[publish]\nfacts = hs06\n")
         try:
             yield started
         finally:

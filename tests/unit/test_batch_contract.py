@@ -35,6 +35,9 @@ def test_each_batch_module_provides_the_declared_names_and_signatures(name):
         if hasattr(module, member):
             assert _parameters(getattr(module, member)) == _declared(protocol, member), \
                 f"batch/{name}.py: {member}"
+    for member, protocol in contract.OPTIONAL_TEXTS.items():
+        assert member in protocol.__annotations__
+        assert isinstance(getattr(module, member, ""), str), f"batch/{name}.py: {member}"
 
 
 @pytest.mark.parametrize("name", publish.PUBLISHERS)

@@ -1,7 +1,6 @@
 """lifecycle: the steps every backend shares, at the seam (real directories, no daemons)."""
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ from mjf_hooks.errors import StoreError
 from mjf_hooks.log import Log
 from mjf_hooks.store import Store
 from mjf_hooks.store_locations import store_for
-from tests.conftest import LeveledLog
+from tests.conftest import LeveledLog, require, users_job
 
 
 class Recorded(Log):
@@ -141,18 +140,6 @@ def test_a_jobs_end_that_finds_nothing_says_where_it_looked_and_which_config(tmp
     assert [level for level, _ in log.lines].count("warning") == 1
 
 
-@pytest.fixture
-def ended_runner():
-    """The identity of a process that has ended (its pid free, or another's now)."""
-    from mjf_hooks.probe import process
-
-    child = subprocess.Popen(["sleep", "60"])
-    identity = process.identity(child.pid)
-    child.kill()
-    child.wait()
-    return identity
-
-
 def test_a_job_whose_runner_ended_is_ended_by_the_next_hook_with_its_record(
         tmp_path, ended_runner):
     """A job whose end could not remove its directory (Slurm started its Epilog wholly as
@@ -178,3 +165,16 @@ def test_a_job_whose_runner_ended_is_ended_by_the_next_hook_with_its_record(
     assert ("info", "removed job 7: the process it lived in has ended, and its end left "
             "its directory") in log.lines
     assert len(list((tmp_path / "records").glob("*/*-7.json"))) == 1
+
+
+def test_a_runner_the_jobs_user_wrote_makes_no_hook_end_its_job(tmp_path, ended_runner):
+    """A pending job's user owns its state/ and writes there a runner that has ended: the
+    next Prolog or Epilog (RunInJob) does not take it for proof and leaves the job."""
+    require(os.geteuid() == 0, "needs root to give the job's state/ to its user")
+    config = parse(f"[mjf]\nbase_dir = {tmp_path}/base\n", str(tmp_path / "mjf.conf"))
+    store = store_for(config)
+    users_job(store, tmp_path / "base", "11", "slurm", ended_runner)
+    assert not lifecycle.records_runner(store, "11")
+    assert lifecycle.end_jobs_left_behind(config, store, LeveledLog(),
+                                          lifecycle.JobEnd("slurm")) == []
+    assert store.job_dir_names() == ["11"]
