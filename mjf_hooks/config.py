@@ -91,7 +91,7 @@ DEFAULT_RECORDS_KEEP_DAYS = 90
 # hours of ended jobs whose records its figures sum.
 METRICS_OPTIONS = ("output", "records_hours")
 DEFAULT_METRICS_RECORDS_HOURS = 24
-_SECTIONS = ("mjf", "machinefeatures", "jobfeatures", *BACKEND_OPTIONS, "describe", "records",
+SECTIONS = ("mjf", "machinefeatures", "jobfeatures", *BACKEND_OPTIONS, "describe", "records",
              "submit", "publish", "metrics")
 
 
@@ -342,9 +342,9 @@ def _section(line: str, path: str, number: int, problems: list[str] | None) -> s
         _refuse(problems, f"{path}, line {number}: {line!r} is not a [section] header")
         return _REFUSED_SECTION
     section = line[1:-1].strip().lower()
-    if section not in _SECTIONS:
+    if section not in SECTIONS:
         _refuse(problems, f"{path}, line {number}: unknown section [{section}]; "
-                f"known: {', '.join(f'[{name}]' for name in _SECTIONS)}")
+                f"known: {', '.join(f'[{name}]' for name in SECTIONS)}")
         return _REFUSED_SECTION
     return section
 
