@@ -252,7 +252,7 @@ def parse(text: str, path: str = DEFAULT_PATH, problems: list[str] | None = None
     that were valid are applied (`mjf config check`).
 
     ``origins``, where given, gets where each option applied was set: (section, key) ->
-    (file, line, the section as the file names it). Only `mjf config show` asks: a hook's
+    (file, line, the section whose line set it). Only `mjf config show` asks: a hook's
     parse records nothing. A file read later (a drop-in) overwrites what an earlier one
     set, its origin with it."""
     config = Config(path)
