@@ -145,13 +145,13 @@ def _text(value: object) -> str | None:
     return str(value)
 
 
-def lines(settings: list[Setting]) -> list[str]:
-    """`mjf config show`'s text: a ``[section]`` line, then ``key = value`` and its
-    origin, aligned; an unset option says so."""
+def lines(path: str, settings: list[Setting]) -> list[str]:
+    """`mjf config show`'s text: the file in force, then per section a ``[section]``
+    line and ``key = value`` lines with their origins, aligned; an unset option says so."""
     shown = [f"{setting.key} = {setting.text}" if setting.text is not None else
              f"{setting.key} (unset)" for setting in settings]
     width = max(map(len, shown), default=0)
-    out: list[str] = []
+    out = [f"# the config in force: {path}"]
     current = None
     for setting, text in zip(settings, shown):
         if setting.section != current:

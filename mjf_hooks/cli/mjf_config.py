@@ -63,4 +63,4 @@ def show_command(as_json: bool, config_path: str | None) -> None:
     if as_json:
         click.echo(json.dumps(json_of(path, settings), indent=2))
     else:
-        click.echo("\n".join(lines(settings)))
+        click.echo("\n".join(lines(path, settings)))

@@ -112,6 +112,7 @@ def test_config_show_says_where_each_value_came_from(tmp_path):
                     "total_cpu = 4\n[slurm]\nnodename = n1\n")
     shown = mjf("config", "show", "--config", str(conf))
     assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith(f"# the config in force: {conf}\n[mjf]\n")
     lines = [line.split("  # ") for line in shown.stdout.splitlines()]
     origin = {text.strip(): where for text, *where in lines if where}
     assert origin["log = stderr"] == [f"{conf}, line 2, [mjf]"]
