@@ -277,3 +277,17 @@ def test_the_documents_are_what_json_dumps_wrote(format_):
               "json": lambda: json.dumps(describing.everything(slot, options, arch),
                                          indent=2) + "\n"}[format_]()
     assert mjf_describe.text(format_, options, slot) == before
+
+
+@pytest.mark.parametrize("joined", [False, True], ids=["--config FILE", "--config=FILE"])
+def test_the_fast_path_serves_a_config_given_by_option(joined, tmp_path, capsys, monkeypatch):
+    from mjf_hooks.cli.mjf_describe import fast
+
+    conf = tmp_path / "mjf.conf"
+    conf.write_text("[describe]\nsite = LCG.Example.org\n")
+    given = [f"--config={conf}"] if joined else ["--config", str(conf)]
+    args = [*given, "--format", "json", str(LSF_JOB)]
+    monkeypatch.setenv("MJF_CONFIG", DEFAULTS_CONFIG)
+    assert fast(args) == 0 and "LCG.Example.org" in capsys.readouterr().out
+    served, clicked = _both(args, None)
+    assert served == clicked and b"LCG.Example.org" in served[1]
