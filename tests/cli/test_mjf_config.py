@@ -36,11 +36,11 @@ def mjf(*args: str, config: str | None = None, cwd=None):
     return run([installed_command("mjf"), *args], check=False, env=env, cwd=cwd, input="")
 
 
-def names_the_unreadable(result, path: str) -> bool:
+def names_the_unreadable(result, path: str, why: str = "No such file or directory") -> bool:
     """Exit 2, nothing on stdout, and one line on stderr naming the path and why."""
     [line] = result.stderr.splitlines()
     return result.returncode == 2 and result.stdout == "" \
-        and f"{path}: cannot read the config: No such file or directory" in line
+        and f"{path}: cannot read the config: {why}" in line
 
 
 @pytest.mark.parametrize("args", SUBCOMMANDS, ids=" ".join)
@@ -48,6 +48,12 @@ def test_a_config_named_by_the_option_that_is_not_there_exits_2_naming_it(args, 
     typo = str(tmp_path / "x.cnof")
     result = mjf(*args, "--config", typo, cwd=tmp_path)
     assert names_the_unreadable(result, typo), result
+
+
+@pytest.mark.parametrize("args", SUBCOMMANDS, ids=" ".join)
+def test_a_config_named_that_cannot_be_read_exits_2_naming_it(args, tmp_path):
+    result = mjf(*args, "--config", str(tmp_path), cwd=tmp_path)  # a directory
+    assert names_the_unreadable(result, str(tmp_path), "Is a directory"), result
 
 
 @pytest.mark.parametrize("args", SUBCOMMANDS, ids=" ".join)
