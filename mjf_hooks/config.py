@@ -1,8 +1,9 @@
 """Site configuration: ``/etc/mjf/mjf.conf`` (or ``$MJF_CONFIG``), INI syntax.
 
-A missing file means all defaults. Everything else that is wrong in the file
-is a SiteInputError naming the file, line, section, key and reason: a hook
-never guesses what an admin meant.
+A missing file means all defaults - the default file, and any file a hook is given -
+except where an admin named it (``load(missing_ok=False)``: a typo is not a config of
+defaults). Everything else that is wrong in the file is a SiteInputError naming the
+file, line, section, key and reason: a hook never guesses what an admin meant.
 
 The parser is our own, and deliberately small: configparser would pull ``re``
 into every job start and cannot say which line was wrong; the format here is
@@ -90,7 +91,7 @@ DEFAULT_RECORDS_KEEP_DAYS = 90
 # hours of ended jobs whose records its figures sum.
 METRICS_OPTIONS = ("output", "records_hours")
 DEFAULT_METRICS_RECORDS_HOURS = 24
-_SECTIONS = ("mjf", "machinefeatures", "jobfeatures", *BACKEND_OPTIONS, "describe", "records",
+SECTIONS = ("mjf", "machinefeatures", "jobfeatures", *BACKEND_OPTIONS, "describe", "records",
              "submit", "publish", "metrics")
 
 
@@ -183,55 +184,115 @@ def config_path(environ: dict[str, str] | None = None) -> str:
     return environ.get("MJF_CONFIG") or DEFAULT_PATH
 
 
-def load(path: str | None = None) -> Config:
-    """Read and validate the config file; a missing file gives the defaults."""
+def named_path(option: str | None = None, environ: dict[str, str] | None = None) -> str | None:
+    """The config file an admin named: ``--config``'s ``option``, else ``$MJF_CONFIG``;
+    None where neither names one (the default file is then in force)."""
+    environ = os.environ if environ is None else environ
+    return option or environ.get("MJF_CONFIG") or None
+
+
+def load_named(named: str | None) -> Config:
+    """The config of an admin command: the file named (:func:`named_path`), which must be
+    there, or the default file (missing: all defaults)."""
+    return load(named or DEFAULT_PATH, missing_ok=named is None)
+
+
+def require_readable(named: str | None) -> None:
+    """For a command that reads no config: a file named that cannot be read is an error
+    all the same (SiteInputError), so that a typo never passes unnoticed."""
+    if named:
+        read_bytes(named, missing_ok=False)
+
+
+def load(path: str | None = None, missing_ok: bool = True,
+         origins: dict[tuple[str, str], tuple[str, int, str]] | None = None) -> Config:
+    """Read and validate the config file. A missing file gives the defaults where
+    ``missing_ok`` (the default path; a hook's), and is an error where not (a file an admin
+    named). ``origins``, where given, is filled as :func:`parse` fills it."""
     path = path or config_path()
+    return parse(decoded(read_bytes(path, missing_ok), path), path, origins=origins)
+
+
+def read_bytes(path: str, missing_ok: bool = True) -> bytes:
+    """The config file's content; empty (all defaults) for a missing file where
+    ``missing_ok``. SiteInputError naming the path where it cannot be read."""
     try:
         with open(path, "rb") as handle:
-            raw = handle.read()
-    except FileNotFoundError:
-        return Config(path)
+            return handle.read()
+    except FileNotFoundError as error:
+        if missing_ok:
+            return b""
+        strerror = error.strerror
     except OSError as error:
-        shown = path if len(path) <= 200 else f"{path[:200]}..."  # $MJF_CONFIG may be garbage
-        raise SiteInputError(f"{shown}: cannot read the config: {error.strerror}") from None
+        strerror = error.strerror
+    raise SiteInputError(f"{shown_path(path)}: cannot read the config: {strerror}")
+
+
+def decoded(raw: bytes, path: str) -> str:
+    """The config file's text. SiteInputError where it is not UTF-8."""
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as error:
         raise SiteInputError(
             f"{path}: not UTF-8 text (byte {error.start}); save the config as UTF-8"
         ) from None
-    return parse(text, path)
 
 
-def parse(text: str, path: str = DEFAULT_PATH) -> Config:
-    """Validate config text; ``path`` is only used in messages."""
+def shown_path(path: str) -> str:
+    """A config path as a message shows it: ``$MJF_CONFIG`` may hold anything."""
+    return path if len(path) <= 200 else f"{path[:200]}..."
+
+
+def parse(text: str, path: str = DEFAULT_PATH, problems: list[str] | None = None,
+          origins: dict[tuple[str, str], tuple[str, int, str]] | None = None) -> Config:
+    """Validate config text; ``path`` is only used in messages.
+
+    Without ``problems`` the first problem is a SiteInputError (a hook's parse stops
+    there); with it, every problem is appended to it, one message each, and the options
+    that were valid are applied (`mjf config check`).
+
+    ``origins``, where given, gets where each option applied was set: (section, key) ->
+    (file, line, the section whose line set it). Only `mjf config show` asks: a hook's
+    parse records nothing. A file read later (a drop-in) overwrites what an earlier one
+    set, its origin with it."""
     config = Config(path)
     lines: dict[str, tuple[str, int]] = {}  # [machinefeatures] key -> (where, line)
-    for section, key, value, line in _entries(text, path):
+    for section, key, value, line in _entries(text, path, problems):
         where = f"{path}, line {line}: [{section}] {key} = {value!r}"
         if section == "machinefeatures":
             lines[key] = (where, line)
         try:
             _apply(config, section, key, value)
         except ValueError as error:
-            raise SiteInputError(f"{where}: {error}") from None
+            _refuse(problems, f"{where}: {error}")
+            continue
+        if origins is not None:
+            origins[(section, key)] = (path, line, section)
     problem = _derived_hs06_problem(config)
     if problem:
         where, _ = lines["hs06_per_cpu"]
-        raise SiteInputError(f"{where}: {problem} (total_cpu on line {lines['total_cpu'][1]})")
+        _refuse(problems, f"{where}: {problem} (total_cpu on line {lines['total_cpu'][1]})")
     if "apel" in config.record_formats and config.records_dir \
             and not (config.records_site or config.describe.get("site")):
-        raise SiteInputError(f"{path}: [records] format apel needs the site's name: set "
-                             "[records] site (or [describe] site) to its GOCDB name")
+        _refuse(problems, f"{path}: [records] format apel needs the site's name: set "
+                "[records] site (or [describe] site) to its GOCDB name")
     if config.export == "url" and not config.url_base:
-        raise SiteInputError(f"{path}: [mjf] export = url needs [mjf] url_base, the URL that "
-                             "serves base_dir")
+        _refuse(problems, f"{path}: [mjf] export = url needs [mjf] url_base, the URL that "
+                "serves base_dir")
     return config
 
 
-def _entries(text: str, path: str):
-    """Yield (section, key, value, line number) from INI text, strictly."""
-    section = None
+def _refuse(problems: list[str] | None, message: str) -> None:
+    """A problem of the file: raised at once, or listed where all are asked for."""
+    if problems is None:
+        raise SiteInputError(message)
+    problems.append(message)
+
+
+def _entries(text: str, path: str, problems: list[str] | None = None):
+    """Yield (section, key, value, line number) from INI text, strictly: a line that is
+    wrong is refused (:func:`_refuse`), and so are the lines of a section that is."""
+    section: str | None = None
     seen: set[tuple[str, str]] = set()
     # Not splitlines(): it also ends lines at \r, \v, \f, \x1c-\x1e, \x85, \u2028 and
     # \u2029, where the sh TaskProlog's `read` does not.
@@ -240,36 +301,52 @@ def _entries(text: str, path: str):
         if not line or line[0] in "#;":
             continue
         if "\0" in line:
-            raise SiteInputError(f"{path}, line {number}: contains a NUL byte")
+            _refuse(problems, f"{path}, line {number}: contains a NUL byte")
+            continue
         content = _strip_inline_comment(line)  # a comment may hold anything
         if not content.replace("\t", " ").isprintable():
             char = next(c for c in content if c != "\t" and not c.isprintable())
-            raise SiteInputError(
-                f"{path}, line {number}: contains {char!r}, a control character or a space "
-                "other than ASCII space and tab (the sh TaskProlog would read the line "
-                "differently)"
-            )
+            _refuse(problems,
+                    f"{path}, line {number}: contains {char!r}, a control character or a "
+                    "space other than ASCII space and tab (the sh TaskProlog would read the "
+                    "line differently)")
+            continue
         if line.startswith("["):
-            if not line.endswith("]"):
-                raise SiteInputError(f"{path}, line {number}: {line!r} is not a [section] header")
-            section = line[1:-1].strip().lower()
-            if section not in _SECTIONS:
-                raise SiteInputError(
-                    f"{path}, line {number}: unknown section [{section}]; "
-                    f"known: {', '.join(f'[{name}]' for name in _SECTIONS)}"
-                )
+            section = _section(line, path, number, problems)
             continue
         key, equals, value = line.partition("=")
         key = key.strip().lower()
         if not equals or not key:
-            raise SiteInputError(f"{path}, line {number}: {line!r} is not `key = value`")
+            _refuse(problems, f"{path}, line {number}: {line!r} is not `key = value`")
+            continue
         if section is None:
-            raise SiteInputError(f"{path}, line {number}: `{key}` comes before any [section]")
+            _refuse(problems, f"{path}, line {number}: `{key}` comes before any [section]")
+            continue
+        if section == _REFUSED_SECTION:  # already said: its lines are not read
+            continue
         value = _strip_inline_comment(value).strip()
         if (section, key) in seen:
-            raise SiteInputError(f"{path}, line {number}: [{section}] {key} is set twice")
+            _refuse(problems, f"{path}, line {number}: [{section}] {key} is set twice")
+            continue
         seen.add((section, key))
         yield section, key, value, number
+
+
+# What a section header that was refused leaves its lines under: none of them is read.
+_REFUSED_SECTION = ""
+
+
+def _section(line: str, path: str, number: int, problems: list[str] | None) -> str:
+    """The section a ``[section]`` header line opens (_REFUSED_SECTION where refused)."""
+    if not line.endswith("]"):
+        _refuse(problems, f"{path}, line {number}: {line!r} is not a [section] header")
+        return _REFUSED_SECTION
+    section = line[1:-1].strip().lower()
+    if section not in SECTIONS:
+        _refuse(problems, f"{path}, line {number}: unknown section [{section}]; "
+                f"known: {', '.join(f'[{name}]' for name in SECTIONS)}")
+        return _REFUSED_SECTION
+    return section
 
 
 def _strip_inline_comment(value: str) -> str:

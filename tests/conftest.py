@@ -21,6 +21,9 @@ from mjf_hooks.log import Log
 FIXTURES = Path(__file__).parent / "fixtures"
 CHECKOUT_ROOT = Path(__file__).parent.parent
 REQUIRE_INTEGRATION = os.environ.get("MJF_REQUIRE_INTEGRATION") == "1"
+# A config of all defaults for $MJF_CONFIG or --config: an empty file (an admin command
+# refuses a named config that is not there).
+DEFAULTS_CONFIG = "/dev/null"
 
 
 def fixture_text(relative: str) -> str:

@@ -14,7 +14,8 @@ RUN_USAGE = """\
 usage: mjf run [options] [--] CMD [ARGS...]
 
 Run CMD as a job of this machine with MACHINEFEATURES and JOBFEATURES set,
-then remove its job features. Exits with CMD's status.
+then remove its job features. Exits with CMD's status. A config that cannot
+be used is one error line, and CMD runs without MJF.
 
   --cpus N          allocated_cpu (default: the CPUs this process may run on)
   --wall-limit S    wall_limit_secs
@@ -26,7 +27,8 @@ MACHINE_USAGE = """\
 usage: mjf machine [options]
 
 Write <base_dir>/machinefeatures/ from the config and this host's probes.
-Idempotent: unchanged values are not rewritten.
+Idempotent: unchanged values are not rewritten. Exit status 2: a wrong command
+line, or a config that cannot be used (nothing written).
 
 """ + COMMON_HELP
 
@@ -36,7 +38,7 @@ def run_command(argv: list[str]) -> int:
 
     return run_hook("mjf run", argv, run, RUN_USAGE, arguments=None,
                     valued=("--cpus", "--wall-limit", "--memory", "--job-id"),
-                    positional_stop=True, usage_exit=2, runs_job=True)
+                    positional_stop=True, usage_exit=2, runs_job=True, admin=True)
 
 
 def machine_command(argv: list[str]) -> int:
@@ -48,7 +50,7 @@ def machine_command(argv: list[str]) -> int:
         lifecycle.machine_features(context.config, store, context.log, context.dry_run)
         return 0
 
-    return run_hook("mjf machine", argv, body, MACHINE_USAGE, usage_exit=2)
+    return run_hook("mjf machine", argv, body, MACHINE_USAGE, usage_exit=2, admin=True)
 
 
 SYNC_USAGE = """\
@@ -62,7 +64,8 @@ removed; job records handed in by jobs' users are filed, and old ones removed;
 with [publish] sync = yes, this node's facts are published (as mjf publish);
 with [metrics] output, this node's metrics are written there (as mjf metrics).
 Each of these runs whatever another did; the exit status is 1 if one failed,
-a batch system's query or write it needed included (each says why in one line).
+a batch system's query or write it needed included (each says why in one line),
+2 for a wrong command line or a config that cannot be used (nothing done).
 With --dry-run it changes nothing anywhere (files, batch systems, the metrics
 file): it runs the batch systems' queries and prints what each would do.
 
@@ -79,7 +82,7 @@ def sync_command(argv: list[str]) -> int:
             sys.stdout.write(line + "\n")
         return 1 if done.failed else 0  # each failed phase logged its line
 
-    return run_hook("mjf sync", argv, body, SYNC_USAGE, usage_exit=2)
+    return run_hook("mjf sync", argv, body, SYNC_USAGE, usage_exit=2, admin=True)
 
 
 PUBLISH_USAGE = """\
@@ -90,9 +93,8 @@ batch system matches jobs on them, under the names [submit] gives them: Slurm no
 Extra (JSON), Grid Engine host complex_values, PBS resources_available. Only what
 changed is written (a pass that changes nothing only reads). Exit status 0: published
 or already so; 1: a read or a write failed (one warning line each; nothing else
-changed, the next run tries again); 2: a wrong command line. A broken config is one
-error line and exit 0, as for
-mjf sync. With [publish] sync = yes, mjf sync does the same.
+changed, the next run tries again); 2: a wrong command line, or a config that cannot
+be used (one line). With [publish] sync = yes, mjf sync does the same.
 
 """ + COMMON_HELP
 
@@ -107,7 +109,7 @@ def publish_command(argv: list[str]) -> int:
             sys.stdout.write(line + "\n")
         return 1 if outcome.failed else 0
 
-    return run_hook("mjf publish", argv, body, PUBLISH_USAGE, usage_exit=2)
+    return run_hook("mjf publish", argv, body, PUBLISH_USAGE, usage_exit=2, admin=True)
 
 
 def htcondor_wrapper_command(argv: list[str]) -> int:

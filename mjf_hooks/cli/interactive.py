@@ -1,7 +1,8 @@
 """The interactive ``mjf`` subcommands (click): the group, the hooks it replays (``mjf
-run``, ``machine``, ``sync``, ``publish``, ``htcondor-wrapper``), and the commands of each subject,
-one module each (``mjf_show``, ``mjf_drain``, ``mjf_records``, ``mjf_metrics``, ``mjf_match``,
-``mjf_container_args``), all imported here. Hooks never import this module."""
+run``, ``machine``, ``sync``, ``publish``, ``htcondor-wrapper``), and the commands of each
+subject, one module each (``mjf_show``, ``mjf_drain``, ``mjf_config``, ``mjf_records``,
+``mjf_metrics``, ``mjf_match``, ``mjf_container_args``), all imported here. Hooks never
+import this module."""
 
 from __future__ import annotations
 
@@ -10,13 +11,23 @@ import sys
 import click
 
 from . import hook_commands as hooks
-from . import mjf_container_args, mjf_drain, mjf_match, mjf_metrics, mjf_records, mjf_show
+from . import (
+    mjf_config,
+    mjf_container_args,
+    mjf_drain,
+    mjf_match,
+    mjf_metrics,
+    mjf_records,
+    mjf_show,
+)
 
 _PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True,
                  "help_option_names": []}
 
 
-@click.group(help="Machine/Job Features (HSF-TN-2016-02) for this node and its jobs.")
+# -h as well as --help, in every subcommand (click passes the names on to them).
+@click.group(help="Machine/Job Features (HSF-TN-2016-02) for this node and its jobs.",
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="mjf-hooks")
 def cli() -> None:
     pass
@@ -62,5 +73,5 @@ for command in (mjf_show.show, mjf_show.get, mjf_show.remaining, mjf_show.check_
                 mjf_metrics.metrics_command,
                 mjf_match.describe_command, mjf_match.match_command,
                 mjf_match.submit_args_command,
-                mjf_container_args.container_args_command):
+                mjf_container_args.container_args_command, mjf_config.config_group):
     cli.add_command(command)

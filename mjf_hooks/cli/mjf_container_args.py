@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..errors import MJFError
+from .config_option import config_option
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -26,8 +27,9 @@ if TYPE_CHECKING:
                    "the same paths.")
 @click.option("--format", "format_", type=click.Choice(["shell", "lines", "json", "names"]),
               default="shell", show_default=True, help="How to print them (see above).")
+@config_option(gives="path")
 def container_args_command(runtime: str, urls: bool, inside: str | None,
-                           format_: str) -> None:
+                           format_: str, config_path: str | None) -> None:
     """Print what a pilot adds to its container command line so that the payload sees
     this job's MJF: binds of $MACHINEFEATURES and $JOBFEATURES (read-only) and
     $JOBSTATUS (read-write, the pilot writes there) at the same paths, and the
@@ -56,7 +58,7 @@ def container_args_command(runtime: str, urls: bool, inside: str | None,
         sys.exit(1)
 
     try:
-        served = _served_urls() if urls else None
+        served = _served_urls(config_path) if urls else None
         plan = containers.plan(os.environ, urls=urls, served=served, inside=inside)
         words, warnings = containers.runtime_args(runtime, plan)
         text = containers.render(format_, runtime, plan, words)
@@ -74,13 +76,14 @@ def container_args_command(runtime: str, urls: bool, inside: str | None,
     click.echo(text, nl=False)
 
 
-def _served_urls() -> Callable[[str], str | None]:
-    """The URL at which [mjf] url_base serves a path of base_dir (None: not served)."""
+def _served_urls(named: str | None) -> Callable[[str], str | None]:
+    """The URL at which [mjf] url_base serves a path of base_dir (None: not served), by
+    the config file named (None: the default)."""
     from .. import config as config_module
     from ..errors import SiteInputError
     from ..exports import served_url
 
-    config = config_module.load()
+    config = config_module.load_named(named)
     if not config.url_base:
         raise SiteInputError(f"{config.path}: --url needs [mjf] url_base, the URL that "
                              "serves base_dir (see contrib/nginx)")

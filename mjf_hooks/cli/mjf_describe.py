@@ -17,32 +17,35 @@ import os
 import sys
 import time
 
+from .. import config as config_module
 from .. import describe
 from ..json_text import json_text
 from ..options import UsageError
 from ..reader import Features, is_url
 from .locations import UNREADABLE, classify
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..config import Config
+
 COMMAND = "mjf describe"
 # Set, click completes the command line instead of running it (the variable of prog "mjf").
 _COMPLETION = "_MJF_COMPLETE"
 
 
-def slot_of(locations: tuple[str, ...]) -> tuple[describe.Options, describe.Slot, list[str]]:
+def slot_of(locations: tuple[str, ...], config: Config,
+            ) -> tuple[describe.Options, describe.Slot, list[str]]:
     """(describe options, the slot, a line per value left out) of the locations, for `mjf
     describe` and `mjf match`. UsageError or one of UNREADABLE where they cannot be read."""
-    options, machine_raw, job_raw = _describe_inputs(locations)
+    options, machine_raw, job_raw = _describe_inputs(locations, config)
     slot, problems = describe.slot(machine_raw, job_raw, _text("/proc/cpuinfo"),
                                    _text("/etc/os-release") or _text("/usr/lib/os-release"),
                                    time.time())
     return options, slot, problems
 
 
-def _describe_inputs(locations: tuple[str, ...]):
+def _describe_inputs(locations: tuple[str, ...], config: Config):
     """(options, machine features, job features or None) for `mjf describe`, as raw texts."""
-    from .. import config as config_module
-
-    config = config_module.load()
     options = describe.Options(**config.describe, benchmark=config.benchmark)
     machine, jobs, _ = classify(locations)  # a base_dir: its node, not its jobs
     if len(jobs) > 1:
@@ -94,7 +97,7 @@ def fast(argv: list[str]) -> int | None:
     module says which), having written nothing."""
     if _COMPLETION in os.environ:
         return None  # a shell asks click to complete the command line
-    format_, locations, options_end = "classad", [], False
+    format_, locations, options_end, named = "classad", [], False, None
     arguments = iter(argv)
     for arg in arguments:
         if options_end or arg == "-" or not arg.startswith("-"):
@@ -107,12 +110,19 @@ def fast(argv: list[str]) -> int | None:
             format_ = next(arguments, "-")  # none: click's message
             if format_.startswith("-"):
                 return None  # click decides whether that is a value or an option
+        elif arg.startswith("--config="):
+            named = arg[len("--config="):]
+        elif arg == "--config":
+            named = next(arguments, "-")
+            if named.startswith("-"):
+                return None
         else:
             return None
     if format_ not in describe.FORMATS:
         return None
     try:
-        options, slot, problems = slot_of(tuple(locations))
+        config = config_module.load_named(config_module.named_path(named))
+        options, slot, problems = slot_of(tuple(locations), config)
         out = text(format_, options, slot)
     except (UsageError, *UNREADABLE):
         return None

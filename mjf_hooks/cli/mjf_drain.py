@@ -9,6 +9,7 @@ import time
 import click
 
 from ..errors import MJFError
+from .config_option import config_option
 
 
 @click.command("drain")
@@ -21,10 +22,11 @@ from ..errors import MJFError
 @click.option("--apply", "apply_", is_flag=True, help="With --plan: announce the best time.")
 @click.option("--json", "as_json", is_flag=True, help="With --plan: print the plan as JSON.")
 @click.option("--force", is_flag=True, help="Allow a shutdown sooner than grace_secs (loudly).")
+@config_option()
 def drain_command(in_: str | None, at: str | None, cancel: bool, plan: bool,
-                  within: str | None, apply_: bool, as_json: bool, force: bool) -> None:
+                  within: str | None, apply_: bool, as_json: bool, force: bool,
+                  config) -> None:
     """Announce this machine's shutdown to it and its jobs (shutdowntime, shutdowntime_job)."""
-    from .. import config as config_module
     from .. import drain, store_locations, timeparse
     from ..log import Log
 
@@ -35,7 +37,6 @@ def drain_command(in_: str | None, at: str | None, cancel: bool, plan: bool,
     if plan and not within:
         raise click.UsageError("--plan needs --within DURATION (the window, from now)")
     try:
-        config = config_module.load()
         store = store_locations.store_for(config)
         log = Log("mjf drain", config.log)
         if plan:
@@ -85,7 +86,8 @@ def _drain_plan(config, store, log, within: int, apply_: bool, as_json: bool,
 @click.option("--timeout", type=click.FloatRange(0, 60), default=2.0, show_default=True,
               help="Seconds to wait, in all, for locks the pilots hold.")
 @click.argument("jobs", nargs=-1)
-def status_command(as_json: bool, timeout: float, jobs: tuple[str, ...]) -> None:
+@config_option()
+def status_command(as_json: bool, timeout: float, jobs: tuple[str, ...], config) -> None:
     """What the pilots of this node's jobs report in $JOBSTATUS (draft 0.99).
 
     Per job: the values and the draft's figures (remaining_time, draining_waste,
@@ -93,12 +95,10 @@ def status_command(as_json: bool, timeout: float, jobs: tuple[str, ...]) -> None
     first. A pilot updates its own with `mjf status set KEY=VALUE...`.
     Exit 1 if a named job is not found.
     """
-    from .. import config as config_module
     from .. import node_status, status_format
     from ..log import Log
 
     try:
-        config = config_module.load()
         reports = node_status.collect(config, jobs, timeout, Log("mjf status", config.log))
     except MJFError as error:
         raise click.ClickException(str(error)) from None

@@ -14,6 +14,7 @@ from ..errors import MJFError
 from ..options import UsageError
 from ..terminal import printable
 from . import mjf_describe
+from .config_option import config_option
 from .locations import UNREADABLE
 
 
@@ -21,7 +22,8 @@ from .locations import UNREADABLE
 @click.option("--format", "format_", default="classad", metavar="FORMAT",
               help="classad (default), dirac, glue2 or json.")
 @click.argument("locations", nargs=-1)
-def describe_command(format_: str, locations: tuple[str, ...]) -> None:
+@config_option()
+def describe_command(format_: str, locations: tuple[str, ...], config) -> None:
     """Describe this job slot for matchmaking: ClassAd (glideinWMS MJF_* and GLUE 1.3),
     DIRAC's resource description, GLUE 2, or all of them as JSON.
 
@@ -37,15 +39,15 @@ def describe_command(format_: str, locations: tuple[str, ...]) -> None:
 
     if format_ not in describe.FORMATS:
         fail(f"unknown format {format_!r}: give one of {', '.join(describe.FORMATS)}")
-    options, slot = _slot_of("mjf describe", locations, fail)
+    options, slot = _slot_of("mjf describe", locations, config, fail)
     click.echo(mjf_describe.text(format_, options, slot), nl=False)
 
 
-def _slot_of(command: str, locations: tuple[str, ...], fail):
+def _slot_of(command: str, locations: tuple[str, ...], config, fail):
     """(describe options, the slot) of the locations, for `mjf describe` and `mjf match`;
     a value that cannot be read is a warning, a location that cannot be read ``fail``s."""
     try:
-        options, slot, problems = mjf_describe.slot_of(locations)
+        options, slot, problems = mjf_describe.slot_of(locations, config)
     except (UsageError, *UNREADABLE) as error:
         fail(str(error))
     for problem in problems:
@@ -60,8 +62,9 @@ def _slot_of(command: str, locations: tuple[str, ...], fail):
 @click.option("--location", "locations", multiple=True, metavar="LOCATION",
               help="The slot to match (as for mjf describe); default: this job, else the node.")
 @click.argument("expression", required=False)
+@config_option()
 def match_command(explain: bool, jdls: tuple[str, ...], locations: tuple[str, ...],
-                  expression: str | None) -> None:
+                  expression: str | None, config) -> None:
     """Does this job slot satisfy a job's requirements? Exit 0 yes, 1 no, 2 unreadable.
 
     EXPRESSION: ClassAd Requirements, gLite style (other.X) or HTCondor style (TARGET.X),
@@ -81,7 +84,7 @@ def match_command(explain: bool, jdls: tuple[str, ...], locations: tuple[str, ..
 
     if (expression is None) == (not jdls):
         fail("give a requirement EXPRESSION or --jdl PATH, not both and not neither")
-    options, slot = _slot_of("mjf match", locations, fail)
+    options, slot = _slot_of("mjf match", locations, config, fail)
     try:
         classad_slot = ClassAdSlot(describe.classad(slot))
         if expression is not None:
@@ -158,8 +161,9 @@ def _jdl_text(path: str) -> tuple[str, str | None, str | None]:
               help="The HS06 per CPU a DIRAC CPUTime is divided by (default: [submit] "
                    "hs06_per_cpu, else this node's from [machinefeatures]).")
 @click.argument("expression", required=False)
+@config_option()
 def submit_args_command(batch: str, format_: str, jdl: str | None, hs06_per_cpu: str | None,
-                        expression: str | None) -> None:
+                        expression: str | None, config) -> None:
     """Print the submit options that place a job only on nodes satisfying its requirements.
 
     EXPRESSION: ClassAd Requirements over GLUE 1.3 and MJF_* attributes (as mjf match
@@ -169,7 +173,6 @@ def submit_args_command(batch: str, format_: str, jdl: str | None, hs06_per_cpu:
     express is an error naming the clause: one line, exit status 2. Needs HTCondor's
     ClassAd library: pip install 'mjf-hooks[match]'.
     """
-    from .. import config as config_module
     from ..match import submit_options
     from ..match.reduce import expression_needs, jdl_needs
 
@@ -185,7 +188,6 @@ def submit_args_command(batch: str, format_: str, jdl: str | None, hs06_per_cpu:
     if (expression is None) == (jdl is None):
         fail("give a requirement EXPRESSION or --jdl PATH, not both and not neither")
     try:
-        config = config_module.load()
         per_cpu = _hs06_per_cpu(hs06_per_cpu, config)
         if jdl is not None:
             path, text, why = _jdl_text(jdl)

@@ -5,24 +5,24 @@ from __future__ import annotations
 import click
 
 from ..errors import MJFError
+from .config_option import config_option
 
 
 @click.command("metrics")
 @click.option("--output", metavar="FILE",
               help="Write FILE atomically (a temporary file renamed over it), for "
                    "node_exporter's textfile collector; default: print to stdout.")
-def metrics_command(output: str | None) -> None:
+@config_option()
+def metrics_command(output: str | None, config) -> None:
     """This node's MJF state in Prometheus's text exposition format: shutdowntime and
     grace, jobs by batch system, each job's figures and $JOBSTATUS, hook failures, and
     the job records of the last [metrics] records_hours. [metrics] output makes mjf
     sync write it every pass.
     """
-    from .. import config as config_module
     from .. import metrics
     from ..log import Log
 
     try:
-        config = config_module.load()
         text = metrics.exposition(metrics.gather(config, log=Log("mjf metrics", config.log)))
         if output:
             metrics.write_file(output, text)

@@ -9,6 +9,7 @@ import click
 
 from ..errors import MJFError
 from ..terminal import printable
+from .config_option import config_option
 
 
 @click.command("records")
@@ -17,16 +18,15 @@ from ..terminal import printable
                    "ago such as 7d).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--summary", is_flag=True, help="Print the totals only.")
-def records_command(since: str | None, as_json: bool, summary: bool) -> None:
+@config_option()
+def records_command(since: str | None, as_json: bool, summary: bool, config) -> None:
     """This node's job records ([records] dir): what MJF promised each job against what
     it used - CPU efficiency, peak memory against max_rss_bytes, wall time against
     wall_limit_secs - and the jobs that went past a promise; --summary totals them.
     """
-    from .. import config as config_module
     from .. import job_record, record_reading, records_format, timeparse
 
     try:
-        config = config_module.load()
         if not config.records_dir:
             raise MJFError(f"{config.path}: no records are kept here: set [records] dir")
         start = None if since is None else timeparse.parse_since(since, int(time.time()))

@@ -11,6 +11,7 @@ from .. import check, spec
 from ..options import UsageError
 from ..reader import JobView
 from . import locations as locations_module
+from .config_option import config_option
 from .locations import UNREADABLE
 
 
@@ -26,6 +27,7 @@ def classify(locations: tuple[str, ...]):
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON with typed values.")
 @click.argument("locations", nargs=-1)
+@config_option(gives=None)
 def show(as_json: bool, locations: tuple[str, ...]) -> None:
     """Show the current job's features, or those of directories, URLs or a base_dir.
 
@@ -71,6 +73,7 @@ def show(as_json: bool, locations: tuple[str, ...]) -> None:
 
 @click.command()
 @click.argument("key")
+@config_option(gives=None)
 def get(key: str) -> None:
     """Print one key's value from $JOBFEATURES or $MACHINEFEATURES.
 
@@ -99,6 +102,7 @@ def get(key: str) -> None:
 
 
 @click.command()
+@config_option(gives=None)
 def remaining() -> None:
     """Print the seconds the job may still run (0 once past); exit 1 if nothing bounds it.
 
@@ -141,6 +145,7 @@ class _PluginCommand(click.Command):
 @click.command("check", cls=_PluginCommand)
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
 @click.argument("locations", nargs=-1)
+@config_option(gives=None)
 def check_command(as_json: bool, locations: tuple[str, ...]) -> None:
     """Check machine and job features against the spec, as a Nagios plugin: the summary on
     the first line, exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import sys
 
+from .. import config as config_module
 from .. import jobstatus
+from ..errors import SiteInputError
 from ..options import UsageError, parse
 
 USAGE = """\
-usage: mjf status set [--dir DIR] [--timeout SECS] KEY=VALUE...
+usage: mjf status set [--dir DIR] [--timeout SECS] [--config FILE] KEY=VALUE...
 
 Set keys of this job's $JOBSTATUS as one consistent set, under the lock on
 used_CPU (draft 0.99); an empty VALUE removes a key. The first update must set
@@ -22,18 +24,23 @@ seconds), can_postpone_last_job (True or False), priority_factor (an integer).
 
   --dir DIR        the directory (default: $JOBSTATUS)
   --timeout SECS   how long to wait for the lock (default: 10)
+  --config FILE    taken as every mjf subcommand takes it (this one reads no
+                   config; a FILE, or $MJF_CONFIG, that cannot be read is an
+                   error all the same)
 
 Exit status: 0 set; 1 not set (no $JOBSTATUS, the lock not had in time, a
-write that failed); 2 a usage error or a value that is not one (nothing set).
+write that failed); 2 a usage error, a value that is not one, or a config
+named that cannot be read (nothing set).
 """
 
 
 def main(argv: list[str]) -> int:
     try:
-        options, args = parse(argv, (), ("--dir", "--timeout"))
+        options, args = parse(argv, (), ("--dir", "--timeout", "--config"))
         if options.get("help"):
             sys.stdout.write(USAGE)
             return 0
+        config_module.require_readable(config_module.named_path(options.get("config")))
         if not args:
             raise UsageError("give at least one KEY=VALUE")
         values: dict[str, object] = {}
@@ -48,7 +55,7 @@ def main(argv: list[str]) -> int:
                 raise jobstatus.InvalidValue(f"{key!r} is not a $JOBSTATUS key "
                                              f"({', '.join(jobstatus.KEYS)})")
         timeout = _seconds(str(options.get("timeout", jobstatus.DEFAULT_WRITE_TIMEOUT_SECS)))
-    except (UsageError, jobstatus.StatusError) as error:
+    except (UsageError, jobstatus.StatusError, SiteInputError) as error:
         sys.stderr.write(f"mjf status set: {error}\n")
         if isinstance(error, UsageError):
             sys.stderr.write(USAGE)

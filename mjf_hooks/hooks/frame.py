@@ -107,6 +107,7 @@ def run_hook(
     runs_job: bool = False,
     failure_exit: int = 1,
     job_environment: bool = False,
+    admin: bool = False,
 ) -> int:
     """Run ``body`` under the fail-safe rule and return the hook's exit status.
 
@@ -121,7 +122,11 @@ def run_hook(
     runs with its job's environment, which the job's user can set (``qsub -v``, ``bsub``):
     run as root it then takes its config from ``--config`` or the default path alone,
     never from ``$MJF_CONFIG`` - which would have root read a file the user names, and
-    write where that file says.
+    write where that file says. ``admin``: a command an admin runs (``mjf machine``,
+    ``sync``, ``publish``, ``run``), not a batch system: a config file named by
+    ``--config`` or ``$MJF_CONFIG`` must be there (a typo is not a config of defaults),
+    and a config that cannot be used exits 2 - unless the command ``runs_job``, whose job
+    still runs (the log says why without MJF) and whose status is the job's.
     """
     log = Log(context_name)
     argv = sys.argv[1:] if argv is None else argv
@@ -150,9 +155,9 @@ def run_hook(
         named = os.environ.get("MJF_CONFIG") or environ.get("MJF_CONFIG")
         ignored = job_environment and os.geteuid() == 0 and not options.get("config") \
             and named
-        path = str(options.get("config") or (None if ignored else named)
-                   or config_module.DEFAULT_PATH)
-        config = config_module.load(path)
+        chosen = options.get("config") or (None if ignored else named)
+        path = str(chosen or config_module.DEFAULT_PATH)
+        config = config_module.load(path, missing_ok=not (admin and chosen))
         log.destinations = config.log
         if ignored:
             log.warning(f"$MJF_CONFIG {named[:200]!r} is not used: this hook runs as root "
@@ -164,7 +169,7 @@ def run_hook(
         _log_failure(log, error)
         _count_failure(config.base_dir, context_name, "config")
         if not runs_job:
-            return 0
+            return 2 if admin else 0
         context = HookContext(config, environ, options, args, log, config_failed=True,
                               failure_exit=failure_exit)
     try:

@@ -41,11 +41,11 @@ def test_mjf_machine_dry_run_and_legacy_keys(write_config):
     assert not base.exists()
 
 
-def test_mjf_machine_with_a_broken_config_fails_softly(tmp_path):
+def test_mjf_machine_with_a_broken_config_is_one_error_line_and_exit_2(tmp_path):
     conf = tmp_path / "mjf.conf"
     conf.write_text("[mjf]\non_error = sometimes\n")
     result = run("mjf", "machine", env={"MJF_CONFIG": str(conf)})
-    assert result.returncode == 0
+    assert result.returncode == 2 and result.stdout == ""  # an admin's command, not a hook
     assert "on_error = 'sometimes': must be `continue`" in result.stderr
 
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.conftest import FIXTURES, installed_command, require
+from tests.conftest import DEFAULTS_CONFIG, FIXTURES, installed_command, require
 
 DESCRIBED = FIXTURES / "describe"
 LSF_JOB = DESCRIBED / "lsf-10.1" / "jobs" / "1234"
@@ -17,7 +17,7 @@ def describe(*args, config=None, **variables):
     env = {name: value for name, value in os.environ.items()
            if name not in ("MACHINEFEATURES", "JOBFEATURES", "MJF_CONFIG")}
     env.update(variables)
-    env["MJF_CONFIG"] = str(config) if config else "/nonexistent/mjf.conf"
+    env["MJF_CONFIG"] = str(config) if config else DEFAULTS_CONFIG
     return subprocess.run([installed_command("mjf"), "describe", *args], capture_output=True,
                           text=True, env=env, timeout=60)
 
@@ -181,7 +181,7 @@ def _both(args, config, **variables):
     served = describe(*args, config=config, **variables)
     env = {name: value for name, value in os.environ.items()
            if name not in ("MACHINEFEATURES", "JOBFEATURES", "MJF_CONFIG")}
-    env.update(variables, MJF_CONFIG=str(config) if config else "/nonexistent/mjf.conf")
+    env.update(variables, MJF_CONFIG=str(config) if config else DEFAULTS_CONFIG)
     clicked = subprocess.run([sys.executable, "-c", _CLICK_PATH, *args], capture_output=True,
                              env=env, timeout=60)
     return ((served.returncode, served.stdout.encode(), served.stderr.encode()),
@@ -245,7 +245,7 @@ def test_values_of_any_text_are_what_click_writes(name, text, format_, tmp_path)
 ])
 def test_what_the_fast_path_does_not_serve_click_does(args):
     served, clicked = _both(args, None)
-    assert served == clicked and served[0] == (0 if args == ["--help"] else 2)
+    assert served == clicked and served[0] == (0 if args in (["--help"], ["-h"]) else 2)
 
 
 def test_a_broken_config_is_what_click_writes(tmp_path):
@@ -277,3 +277,17 @@ def test_the_documents_are_what_json_dumps_wrote(format_):
               "json": lambda: json.dumps(describing.everything(slot, options, arch),
                                          indent=2) + "\n"}[format_]()
     assert mjf_describe.text(format_, options, slot) == before
+
+
+@pytest.mark.parametrize("joined", [False, True], ids=["--config FILE", "--config=FILE"])
+def test_the_fast_path_serves_a_config_given_by_option(joined, tmp_path, capsys, monkeypatch):
+    from mjf_hooks.cli.mjf_describe import fast
+
+    conf = tmp_path / "mjf.conf"
+    conf.write_text("[describe]\nsite = LCG.Example.org\n")
+    given = [f"--config={conf}"] if joined else ["--config", str(conf)]
+    args = [*given, "--format", "json", str(LSF_JOB)]
+    monkeypatch.setenv("MJF_CONFIG", DEFAULTS_CONFIG)
+    assert fast(args) == 0 and "LCG.Example.org" in capsys.readouterr().out
+    served, clicked = _both(args, None)
+    assert served == clicked and b"LCG.Example.org" in served[1]

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.conftest import installed_command, require
+from tests.conftest import DEFAULTS_CONFIG, installed_command, require
 
 # The gLite text's example: a fast node may offer less CPU time than a slow one.
 GLITE = ("other.GlueHostBenchmarkSI00 > 500 ? other.GlueCEPolicyMaxCPUTime > 1000 "
@@ -40,7 +40,7 @@ def slot(root, hs06, cpu_limit_secs):
 def match(*args):
     env = {name: value for name, value in os.environ.items()
            if name not in ("MACHINEFEATURES", "JOBFEATURES")}
-    env["MJF_CONFIG"] = "/nonexistent/mjf.conf"
+    env["MJF_CONFIG"] = DEFAULTS_CONFIG
     return subprocess.run([installed_command("mjf"), "match", *args], capture_output=True,
                           text=True, env=env, timeout=60)
 

@@ -253,7 +253,7 @@ def test_without_a_records_dir_it_says_so(write_config):
 def test_a_broken_config_is_an_error(write_config):
     conf, _ = write_config("[records]\ndir = relative\n")
     result = mjf("records", config=conf)
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "[records] dir = 'relative': must be an absolute path" in result.stderr
 
 

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import installed_command, require
+from tests.conftest import DEFAULTS_CONFIG, installed_command, require
 
 GLITE = ("other.GlueHostBenchmarkSI00 > 500 ? other.GlueCEPolicyMaxCPUTime > 1000 "
          ": other.GlueCEPolicyMaxCPUTime > 2000")
@@ -24,7 +24,7 @@ def classad_library():
 def submit_args(*args, config=None):
     env = {key: value for key, value in os.environ.items()
            if key not in ("MACHINEFEATURES", "JOBFEATURES")}
-    env["MJF_CONFIG"] = str(config) if config else "/nonexistent/mjf.conf"
+    env["MJF_CONFIG"] = str(config) if config else DEFAULTS_CONFIG
     return subprocess.run([installed_command("mjf"), "submit-args", *args],
                           capture_output=True, text=True, env=env, timeout=60)
 

@@ -48,7 +48,8 @@ SETUP_FAILS = "setup-fails"
 # The hook's own inputs - the config, or the --env-file that may name it - cannot be used:
 # one error line; the config's on_error is unknown, so the default applies: exit 0, and a
 # job runner runs the job without MJF (docs/configuration.md: "A hook that meets a broken
-# config logs that line and exits 0 (a wrapper still runs the job)").
+# config logs that line and exits 0 (a wrapper still runs the job)"). An admin's command
+# that runs no job (`mjf machine`) exits EntryModel.unusable_exit (2) instead.
 UNREADABLE = "unreadable"
 # The command line is wrong: one error line, the entry point's usage status, no job.
 USAGE = "usage"
@@ -72,7 +73,9 @@ class EntryModel:
     directory), ``completes`` (the job directory what ran first made), ``reports`` (only
     the job's usage/), ``reads``. ``exec_fails_exit``: for an entry point that runs the
     job, its status where the job's command cannot be executed (None: it runs no job).
-    ``usage_exit``: its status for a wrong command line. ``failure_exit``: its status
+    ``usage_exit``: its status for a wrong command line; ``unusable_exit``: where it runs
+    no job, its status when its own inputs cannot be used (UNREADABLE: 0 for a hook, 2 for
+    an admin's command, docs/configuration.md). ``failure_exit``: its status
     for a failed set-up with ``on_error = fail``. ``always_zero``: it exits 0 whatever
     happens. ``writes_records``: an end of job, which writes the job's record.
 
@@ -90,7 +93,8 @@ class EntryModel:
     generic culprits."""
 
     def __init__(self, name: str, store_role: str, *, exec_fails_exit: int | None = None,
-                 usage_exit: int = 0, failure_exit: int = 1, always_zero: bool = False,
+                 usage_exit: int = 0, unusable_exit: int = 0, failure_exit: int = 1,
+                 always_zero: bool = False,
                  writes_records: bool = False, set_up=None, job_start=None, job_keys=None,
                  cgroup_keys=None, config_effect=None,
                  env_file_culprits: tuple[str, ...] = ()) -> None:
@@ -98,6 +102,7 @@ class EntryModel:
         self.store_role = store_role
         self.exec_fails_exit = exec_fails_exit
         self.usage_exit = usage_exit
+        self.unusable_exit = unusable_exit
         self.failure_exit = failure_exit
         self.always_zero = always_zero
         self.writes_records = writes_records
@@ -148,6 +153,8 @@ def expected_outcome(entry: str, effect: str, on_error_fail: bool) -> tuple[int,
         return declared.exec_fails_exit, False
     if effect == RECORD_FAILS:
         return 0, False
+    if effect == UNREADABLE and not runner:
+        return declared.unusable_exit, False
     if effect == SETUP_FAILS and on_error_fail:
         return declared.failure_exit, False
     return 0, runner

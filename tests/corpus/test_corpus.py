@@ -191,13 +191,14 @@ def _mjf(subcommand):
     return call
 
 
-# The standalone's entry points: commands a person types, so a wrong command line exits 2;
-# `mjf run` runs its command as a shell would (127 where it cannot be executed).
+# The standalone's entry points: commands a person types, so a wrong command line exits 2,
+# and so does a config `mjf machine` cannot use; `mjf run` runs its command as a shell would
+# (127 where it cannot be executed), without MJF where its config cannot be used.
 STANDALONE = [
     Entry("mjf-run", RUN_ENV, COMMON_CONFIG, _mjf("run"), job_argv=JOB_ARGV,
           command=("mjf", ["run"]), store_role="creates", exec_fails_exit=127, usage_exit=2),
     Entry("mjf-machine", RUN_ENV, COMMON_CONFIG, _mjf("machine"),
-          command=("mjf", ["machine"]), store_role="machine", usage_exit=2),
+          command=("mjf", ["machine"]), store_role="machine", usage_exit=2, unusable_exit=2),
 ]
 declare(STANDALONE)
 # The batch systems' entry points (tests/corpus/backends/<name>.py), and the standalone's.

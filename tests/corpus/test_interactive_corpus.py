@@ -36,7 +36,7 @@ from mjf_hooks.cli.interactive import cli
 from mjf_hooks.match import classad, dirac
 from mjf_hooks.probe import process
 from mjf_hooks.store import BACKEND_MARKER, Store
-from tests.conftest import installed_command, require
+from tests.conftest import DEFAULTS_CONFIG, installed_command, require
 
 SEED = 20261127
 SLOT = {"MJF_JOB_ALLOCATED_CPU": 8, "GlueHostMainMemoryRAMSize": 16000,
@@ -150,7 +150,7 @@ def test_installed_command(tmp_path, judges):
     (jdls / "zz-binary.jdl").write_bytes(bytes(range(256)) * 64)
     env = {key: value for key, value in os.environ.items()
            if key not in ("MACHINEFEATURES", "JOBFEATURES")}
-    env["MJF_CONFIG"] = "/nonexistent/mjf.conf"
+    env["MJF_CONFIG"] = DEFAULTS_CONFIG
     result = subprocess.run([installed_command("mjf"), "match", "--jdl", str(jdls)],
                             capture_output=True, text=True, env=env, timeout=300)
     assert "Traceback" not in result.stderr
@@ -190,7 +190,7 @@ def test_submit_args_installed_command(label, tmp_path, judges):
     case = next(case for case in MATCH_CASES if case.label == label)
     env = {key: value for key, value in os.environ.items()
            if key not in ("MACHINEFEATURES", "JOBFEATURES")}
-    env["MJF_CONFIG"] = "/nonexistent/mjf.conf"
+    env["MJF_CONFIG"] = DEFAULTS_CONFIG
     # An expression as a gLite JDL's Requirements: a megabyte is no command-line argument.
     text = case.text if label.startswith("jdl:") else f"[ Requirements = {case.text}; ]"
     (tmp_path / "job.jdl").write_text(text)

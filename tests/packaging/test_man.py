@@ -34,7 +34,7 @@ def test_mjf_conf_page_names_every_section_and_key():
     """mjf.conf(5)'s text lists under each section the keys the parser takes there: its
     option lists (config.*_OPTIONS), and the spec's keys a site may set."""
     text = (CHECKOUT_ROOT / "man/mjf.conf.5.txt").read_text()
-    keys: dict[str, set[str]] = {section: set() for section in config._SECTIONS}
+    keys: dict[str, set[str]] = {section: set() for section in config.SECTIONS}
     keys["mjf"] |= set(config.MJF_OPTIONS)
     keys["records"] |= set(config.RECORDS_OPTIONS)
     for section, options in config.BACKEND_OPTIONS.items():

@@ -410,3 +410,58 @@ def test_a_node_or_cell_name_is_a_plain_name(tmp_path, value, ok):
     else:
         with pytest.raises(SiteInputError, match="must be a name of letters"):
             config.load(str(path))
+
+
+def test_a_file_an_admin_named_must_be_there_and_the_default_need_not(tmp_path, monkeypatch):
+    typo = str(tmp_path / "x.cnof")
+    with pytest.raises(SiteInputError, match=f"^{typo}: cannot read the config: No such file"):
+        config.load_named(typo)
+    with pytest.raises(SiteInputError, match=f"^{typo}: cannot read the config"):
+        config.require_readable(typo)
+    config.require_readable(None)  # nothing named: nothing to read
+    assert config.load(typo).base_dir == "/run/mjf"  # a hook's load: all defaults
+    monkeypatch.setattr(config, "DEFAULT_PATH", typo)
+    assert config.load_named(None).base_dir == "/run/mjf"
+
+
+def test_the_file_named_is_the_option_else_mjf_config():
+    assert config.named_path("/a.conf", {"MJF_CONFIG": "/b.conf"}) == "/a.conf"
+    assert config.named_path(None, {"MJF_CONFIG": "/b.conf"}) == "/b.conf"
+    assert config.named_path(None, {"MJF_CONFIG": ""}) is None
+    assert config.named_path(None, {}) is None
+
+
+@given(st.text(max_size=200))
+@example("[mjf]\nbase_dir = x\n[nope]\nlog = y\n[mjf]\nbase_dir = /a\nbase_dir = /b\n")
+def test_listing_every_problem_starts_with_the_one_a_hook_stops_at(text):
+    found: list[str] = []
+    listed = config.parse(text, "/etc/mjf/mjf.conf", problems=found)
+    try:
+        config.parse(text, "/etc/mjf/mjf.conf")
+    except SiteInputError as error:
+        assert found[0] == str(error)
+    else:
+        assert found == []
+        assert vars_of(listed) == vars_of(config.parse(text, "/etc/mjf/mjf.conf"))
+
+
+def vars_of(loaded: config.Config) -> dict:
+    return {name: getattr(loaded, name) for name in config.Config.__slots__}
+
+
+def test_every_problem_is_listed_and_the_valid_options_applied():
+    found: list[str] = []
+    loaded = config.parse("[mjf]\nbase_dir = rel\nlog = stderr\n[nope]\nbase_dir = /x\n"
+                          "[machinefeatures]\nhs06 = 1.234\ngrace_secs = 60\n"
+                          "grace_secs = 70\n", "/c", problems=found)
+    assert [problem.split(":")[0] for problem in found] == [
+        "/c, line 2", "/c, line 4", "/c, line 7", "/c, line 9"]  # not line 5: in [nope]
+    assert loaded.log == ("stderr",) and loaded.machine == {"grace_secs": 60}
+
+
+def test_origins_are_recorded_only_where_asked():
+    origins: dict = {}
+    config.parse("[mjf]\n\nlog = stderr\n[MachineFeatures]\nhs06 = 10\n", "/c",
+                 origins=origins)
+    assert origins == {("mjf", "log"): ("/c", 3, "mjf"),
+                       ("machinefeatures", "hs06"): ("/c", 5, "machinefeatures")}

@@ -110,7 +110,7 @@ def options() -> list[tuple[str, str]]:
 
 
 def test_the_options_listed_here_are_the_ones_the_parser_takes():
-    assert sorted({name for name, _ in options()}) == sorted(config._SECTIONS)
+    assert sorted({name for name, _ in options()}) == sorted(config.SECTIONS)
     for name, key in options():  # each is a known option: any error is about its value
         try:
             config.parse(f"[{name}]\n{key} = ?\n")
