@@ -1,8 +1,11 @@
 """``--config FILE``, the one way every click subcommand of ``mjf`` takes it.
 
 A file named by ``--config`` or ``$MJF_CONFIG`` that cannot be read is one line and exit
-status 2 - also for a subcommand that reads no config, so a typo never passes unnoticed -
-and so is a config the subcommand cannot use. The hooks' frame
+status 2, and so is a config the subcommand cannot use. A subcommand that reads no config
+(the readers a job runs: ``show``, ``get``, ``remaining``, ``check``, ``status set``) checks
+only a ``--config`` typed on its own command line, so a typo there never passes unnoticed;
+a ``$MJF_CONFIG`` it inherits is not its to judge (a job's environment may carry the
+prolog's) and never fails a pilot's read. The hooks' frame
 (:func:`mjf_hooks.hooks.frame.run_hook`) and the click-free fast paths (``mjf describe``,
 ``mjf status set``) follow the same rule with the same functions of
 :mod:`mjf_hooks.config`.
@@ -40,7 +43,7 @@ def config_option(gives: str | None = "config"):
                 if gives == "config":
                     kwargs["config"] = config_module.load_named(named)
                 else:
-                    config_module.require_readable(named)
+                    config_module.require_readable(named if gives else config_option)
             except SiteInputError as error:
                 click.echo(f"{click.get_current_context().command_path}: {error}", err=True)
                 sys.exit(2)

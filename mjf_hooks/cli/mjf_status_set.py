@@ -25,8 +25,8 @@ seconds), can_postpone_last_job (True or False), priority_factor (an integer).
   --dir DIR        the directory (default: $JOBSTATUS)
   --timeout SECS   how long to wait for the lock (default: 10)
   --config FILE    taken as every mjf subcommand takes it (this one reads no
-                   config; a FILE, or $MJF_CONFIG, that cannot be read is an
-                   error all the same)
+                   config; a FILE given here that cannot be read is an error all
+                   the same; $MJF_CONFIG is not looked at)
 
 Exit status: 0 set; 1 not set (no $JOBSTATUS, the lock not had in time, a
 write that failed); 2 a usage error, a value that is not one, or a config
@@ -40,7 +40,8 @@ def main(argv: list[str]) -> int:
         if options.get("help"):
             sys.stdout.write(USAGE)
             return 0
-        config_module.require_readable(config_module.named_path(options.get("config")))
+        # Only what is typed here: a job's inherited $MJF_CONFIG never fails a pilot's update.
+        config_module.require_readable(options.get("config"))
         if not args:
             raise UsageError("give at least one KEY=VALUE")
         values: dict[str, object] = {}

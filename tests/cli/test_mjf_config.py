@@ -23,6 +23,10 @@ SUBCOMMANDS = [
 READING = [args for args in SUBCOMMANDS if args[0] not in (
     "check", "show", "get", "remaining", "container-args") and args[:2] != ["status", "set"]
     and args[:2] != ["config", "check"]]
+# The readers a job runs, which read no config: a $MJF_CONFIG they inherit is not theirs to
+# judge (only a --config typed on their own command line is).
+JOB_SIDE = [args for args in SUBCOMMANDS if args[0] in ("check", "show", "get", "remaining")
+            or args[:2] == ["status", "set"]]
 # A config every command reads the same way: broken on its last line.
 BROKEN = "[mjf]\nlog = stderr\non_error = sometimes\n"
 
@@ -56,10 +60,19 @@ def test_a_config_named_that_cannot_be_read_exits_2_naming_it(args, tmp_path):
     assert names_the_unreadable(result, str(tmp_path), "Is a directory"), result
 
 
-@pytest.mark.parametrize("args", SUBCOMMANDS, ids=" ".join)
+@pytest.mark.parametrize("args", [args for args in SUBCOMMANDS if args not in JOB_SIDE],
+                         ids=" ".join)
 def test_a_config_named_by_mjf_config_that_is_not_there_exits_2_naming_it(args, tmp_path):
     typo = str(tmp_path / "x.cnof")
     assert names_the_unreadable(mjf(*args, config=typo, cwd=tmp_path), typo)
+
+
+@pytest.mark.parametrize("args", JOB_SIDE, ids=" ".join)
+def test_a_jobs_reader_is_not_failed_by_the_mjf_config_it_inherits(args, tmp_path):
+    typo = str(tmp_path / "x.cnof")
+    result = mjf(*args, config=typo, cwd=tmp_path)
+    assert result.returncode != 2 or "cannot read the config" not in result.stderr, result
+    assert typo not in result.stderr
 
 
 def test_the_issues_dry_run_with_a_mistyped_config_plans_nothing(tmp_path):
