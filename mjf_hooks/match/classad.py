@@ -361,7 +361,7 @@ class ClassAdSlot:
             truth = self._verdict_of(value)
             if truth is None:
                 where = (self._first_error(text, tokens)
-                         or f"`{_excerpt(text)}` is {_show(value, self._library)}")
+                         or f"`{_excerpt(text)}` is {_excerpt(_show(value, self._library))}")
                 return _unreadable(f"the requirement cannot be evaluated: {where}")
             reasons = self._explain(text, tokens) if explain and not truth else []
         except _SyntaxProblem as problem:
@@ -372,25 +372,28 @@ class ClassAdSlot:
     def _describe_side(self, text: str, tokens: list[_Token]) -> str:
         value = _show(self._evaluate(text), self._library)
         if (len(tokens) == 1 and tokens[0].kind in ("number", "string")) or value == text:
-            return text
-        return f"{text} = {value}"
+            return _excerpt(text)
+        return f"{_excerpt(text)} = {_excerpt(value)}"
 
     def _leaf(self, text: str, tokens: list[_Token], value) -> list[str]:
         library = self._library
-        shown = _show(value, library)
+        # A clause and its value are quoted as every text is, cut to one short line: a
+        # requirement of 400 digits is one reason, not a screenful.
+        shown = _excerpt(_show(value, library))
         if isinstance(value, library.Value) and value == library.Value.Undefined:
             missing = [ref for ref in _references(tokens)
                        if self._evaluate(ref) == library.Value.Undefined]
             if missing:
                 names = ", ".join(_attribute_name(ref) for ref in missing)
-                return [f"`{text}` is undefined: the slot has no {names}"]
+                return [f"`{_excerpt(text)}` is undefined: the slot has no {names}"]
         split = split_clause(text, tokens)
         if split is not None and split[0] == "cmp":
             (left, left_tokens), operator, (right, right_tokens) = split[1]
-            return [f"`{text}` is {shown}: {self._describe_side(left, left_tokens)} "
+            return [f"`{_excerpt(text)}` is {shown}: {self._describe_side(left, left_tokens)} "
                     f"{operator} {self._describe_side(right, right_tokens)}"]
-        refs = [f"{ref} = {_show(self._evaluate(ref), library)}" for ref in _references(tokens)]
-        return [f"`{text}` is {shown}" + (f": {', '.join(refs)}" if refs else "")]
+        refs = [f"{ref} = {_excerpt(_show(self._evaluate(ref), library))}"
+                for ref in _references(tokens)]
+        return [f"`{_excerpt(text)}` is {shown}" + (f": {', '.join(refs)}" if refs else "")]
 
     def _explain(self, text: str, tokens: list[_Token]) -> list[str]:
         """Why ``text`` (which is not true) is not true."""

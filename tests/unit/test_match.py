@@ -409,6 +409,7 @@ def test_hostile_text_is_never_an_exception():
     # The match's own ads, each many lines as the library prints them (found by this test).
     @example("root", False)
     @example("root == 1 && my == 2", True)
+    @example('"' + "9" * 600 + '"', False)  # a long value, quoted whole before
     def check(expression, explain):
         verdict = slot.requirements(expression, explain)
         assert verdict.exit_code in (0, 1, 2)
