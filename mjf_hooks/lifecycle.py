@@ -435,7 +435,10 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
     against what ``ending`` says it used. Returns the record's path; None (with one
     log line) if it could not be written. A job without a directory (MJF set up
     nothing for it, or its end already ran) gets no record. ``taken``: where the job's
-    end moved its directory (:meth:`Store.take_job`), read there."""
+    end moved its directory (:meth:`Store.take_job`), read there. Its id is ``job_id``
+    (the batch system's, or its directory's name), never what its directory says; where
+    its user may have written its values, they are bounded by the machine
+    (:mod:`user_bounds`) and the record says so."""
     from . import record_store
     from .job_record import Record, out_of_bounds
 
@@ -444,14 +447,23 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
     except StoreError:
         log.debug(f"job {job_id} has no directory here: no record")
         return None
-    requested: dict[str, float] = {}
+    # By MJF key name until bounded; what no job reaches (a batch system's or a job's
+    # user's garbage) is left out, with one line naming where it came from.
+    promised: dict[str, float] = {}
     for field, key in _REQUESTED_KEYS:
-        if key in written:
-            try:
-                requested[field] = spec.parse_value(key, written[key])
-            except ValueError:
-                log.warning(f"job {job_id}: its {key} {written[key][:40]!r} is not a valid "
-                            "value: left out of its record")
+        if key not in written:
+            continue
+        try:
+            value = spec.parse_value(key, written[key])
+        except ValueError:
+            log.warning(f"job {job_id}: its {key} {written[key][:40]!r} is not a valid "
+                        "value: left out of its record")
+            continue
+        problem = out_of_bounds(field, value)
+        if problem:
+            log.warning(f"job {job_id}: its {key} {problem}: left out of its record")
+        else:
+            promised[key] = value
     delivered = {}
     if ending.usage_source:
         report = store.read_usage_report(job_id, taken)
@@ -461,14 +473,6 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
             delivered.update(parse_usage_report(report, ending.usage_source))
     delivered.update((name, fact) for name, fact in ending.delivered.items()
                      if fact[0] is not None)
-    # What no job reaches (a batch system's or a job's user's garbage) is left out, with
-    # one line naming where it came from: the rest of the record stands.
-    keys = dict(_REQUESTED_KEYS)
-    for name, value in list(requested.items()):
-        problem = out_of_bounds(name, value)
-        if problem:
-            del requested[name]
-            log.warning(f"job {job_id}: its {keys[name]} {problem}: left out of its record")
     for name, (value, source) in list(delivered.items()):
         problem = out_of_bounds(name, value)
         if problem:
@@ -478,10 +482,17 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
     if "end_time" not in delivered:
         delivered["end_time"] = (time.time() if now is None else now,
                                  "the clock as the job's end ran")
+    users_word = store.users_word(job_id, taken)
+    requested_source = None
+    if users_word is not None:
+        requested_source = _bound_users_word(config, promised, delivered["end_time"][0],
+                                              users_word)
+    requested = {field: promised[key] for field, key in _REQUESTED_KEYS if key in promised}
     start = requested.get("start_time")
     if "wall_secs" not in delivered and start is not None:
         delivered["wall_secs"] = (max(0.0, delivered["end_time"][0] - start),
-                                  "end_time - jobstart_secs")
+                                  "end_time - jobstart_secs" + (
+                                      "" if users_word is None else " (the job's user's word)"))
     node_index, node_count = ending.share or (None, None)
     record = Record(
         job_id, user=ending.user, queue=ending.queue,
@@ -489,6 +500,7 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
         backend=ending.backend, node_index=node_index, node_count=node_count, **requested,
         **{name: value for name, (value, _) in delivered.items()},
         sources={name: source for name, (_, source) in delivered.items()},
+        requested_source=requested_source,
         benchmark=config.benchmark if "hs06_job" in requested else None)
     try:
         if os.geteuid() == 0:
@@ -500,6 +512,20 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
         return None
     log.info(f"job {job_id} recorded in {path}")
     return path
+
+
+def _bound_users_word(config: Config, promised: dict[str, float], end: float,
+                      why: str) -> str:
+    """Bound, in place, Requested values a job's user may have written (``why``): by the
+    machine (as root wrote its features in base_dir, whichever store the job had), and
+    its start by its end. What the record says of where they came from."""
+    from .user_bounds import MachineLimits, bound_above
+
+    notes = MachineLimits.of(store_for(config)).bound(promised)
+    notes.append(bound_above(promised, "jobstart_secs", int(end), "the job's end"))
+    bounded = "; ".join(note for note in notes if note)
+    return (f"the job's jobfeatures/, its user's word ({why})"
+            + (f"; {bounded}" if bounded else ""))
 
 
 def report(log: Log, directory: str, features: Features, rendered: dict[str, str],
