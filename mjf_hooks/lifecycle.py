@@ -284,14 +284,19 @@ class JobEnd:
     list from 1, the number of nodes): the record is this node's share, and says so.
     ``node``: the batch system's name of this node where it knows one (several of its
     nodes may share a host); else the record names the host.
+    ``requested``: ``{MJF key: (value, source)}``, Requested values root's end of job
+    knows itself (its batch system's environment): where the job's values are its
+    user's word (a pending job's), these stand instead of what its user wrote.
     """
 
-    __slots__ = ("backend", "delivered", "node", "queue", "share", "usage_source", "user")
+    __slots__ = ("backend", "delivered", "node", "queue", "requested", "share",
+                 "usage_source", "user")
 
     def __init__(self, backend: str, delivered: Mapping[str, tuple] | None = None,
                  user: str | None = None, queue: str | None = None,
                  usage_source: str | None = None,
-                 share: tuple[int, int] | None = None, node: str | None = None) -> None:
+                 share: tuple[int, int] | None = None, node: str | None = None,
+                 requested: Mapping[str, tuple] | None = None) -> None:
         self.backend = backend
         self.delivered = dict(delivered or {})
         self.user = user
@@ -299,6 +304,7 @@ class JobEnd:
         self.usage_source = usage_source
         self.share = share
         self.node = node
+        self.requested = dict(requested or {})
 
 
 def report_usage(config: Config, log: Log, job_id: str, level, dry_run: bool = False) -> None:
@@ -485,8 +491,8 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
     users_word = store.users_word(job_id, taken)
     requested_source = None
     if users_word is not None:
-        requested_source = _bound_users_word(config, promised, delivered["end_time"][0],
-                                              users_word)
+        requested_source = _bound_users_word(config, promised, ending.requested,
+                                              delivered["end_time"][0], users_word)
     requested = {field: promised[key] for field, key in _REQUESTED_KEYS if key in promised}
     start = requested.get("start_time")
     if "wall_secs" not in delivered and start is not None:
@@ -514,14 +520,20 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
     return path
 
 
-def _bound_users_word(config: Config, promised: dict[str, float], end: float,
-                      why: str) -> str:
-    """Bound, in place, Requested values a job's user may have written (``why``): by the
-    machine (as root wrote its features in base_dir, whichever store the job had), and
-    its start by its end. What the record says of where they came from."""
+def _bound_users_word(config: Config, promised: dict[str, float],
+                      known: dict[str, tuple], end: float, why: str) -> str:
+    """Bound, in place, Requested values a job's user may have written (``why``): what
+    root ``known`` stands instead; the rest bounded by the machine (as root wrote its
+    features in base_dir, whichever store the job had), and its start by its end. What
+    the record says of where they came from."""
     from .user_bounds import MachineLimits, bound_above
 
-    notes = MachineLimits.of(store_for(config)).bound(promised)
+    notes = []
+    for key, (value, source) in known.items():
+        if key in promised and promised[key] != value:
+            notes.append(f"{key} {promised[key]} counted as {value}, {source}")
+        promised[key] = value
+    notes += MachineLimits.of(store_for(config)).bound(promised)
     notes.append(bound_above(promised, "jobstart_secs", int(end), "the job's end"))
     bounded = "; ".join(note for note in notes if note)
     return (f"the job's jobfeatures/, its user's word ({why})"
