@@ -499,6 +499,9 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
         delivered["wall_secs"] = (max(0.0, delivered["end_time"][0] - start),
                                   "end_time - jobstart_secs" + (
                                       "" if users_word is None else " (the job's user's word)"))
+    if ending.usage_source and "cpu_secs" in delivered and "wall_secs" in delivered \
+            and delivered["cpu_secs"][1] == ending.usage_source:
+        _bound_report(config, delivered)
     node_index, node_count = ending.share or (None, None)
     record = Record(
         job_id, user=ending.user, queue=ending.queue,
@@ -518,6 +521,16 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
         return None
     log.info(f"job {job_id} recorded in {path}")
     return path
+
+
+def _bound_report(config: Config, delivered: dict[str, tuple]) -> None:
+    """Bound, in place, the CPU time a job's user reported (its usage report) by the
+    machine; its source says so."""
+    from .user_bounds import MachineLimits
+
+    usage = {name: delivered[name][0] for name in ("cpu_secs", "wall_secs")}
+    for note in MachineLimits.of(store_for(config)).bound_usage(usage):
+        delivered["cpu_secs"] = (usage["cpu_secs"], f"{delivered['cpu_secs'][1]}; {note}")
 
 
 def _bound_users_word(config: Config, promised: dict[str, float],

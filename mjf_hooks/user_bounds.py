@@ -4,7 +4,8 @@ Where a job's directory or its ``jobfeatures/`` is not root's alone (a user's ow
 an HTCondor scratch, a pending job's values completed from inside it), every value in
 it is its user's word. No job of this machine has more CPUs than the machine's
 ``total_cpu`` (as root wrote it), started before the machine booted, or has a larger
-share of the machine's ``hs06`` than of its CPUs. `mjf status`, `mjf drain --plan`,
+share of the machine's ``hs06`` than of its CPUs, nor used more CPU time than all its
+CPUs give in the job's time. `mjf status`, `mjf drain --plan`,
 `mjf metrics` and the job records all bound such values here, each bound said in one
 note ("allocated_cpu 1000000 counted as 16, the machine's total_cpu").
 
@@ -63,6 +64,17 @@ class MachineLimits:
                                      round(self.hs06 * cpus / self.total_cpu, 2),
                                      "the machine's hs06 per CPU x allocated_cpu"))
         return [note for note in notes if note]
+
+    def bound_usage(self, values: dict) -> list[str]:
+        """Bound, in place, what a job's user reported it used (``{MJF or record name:
+        number}``): its ``cpu_secs`` by what all the machine's CPUs give in its
+        ``wall_secs`` (and a second: batch systems give whole seconds)."""
+        wall = values.get("wall_secs")
+        if self.total_cpu is None or wall is None:
+            return []
+        note = bound_above(values, "cpu_secs", self.total_cpu * (wall + 1),
+                           "the machine's total_cpu x (wall_secs + 1)")
+        return [note] if note else []
 
 
 def bound_above(values: dict, key: str, most: float | None, what: str) -> str | None:
