@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from .features import Features
+    from .user_bounds import MachineLimits
 
 # Static machine keys this suite writes; removed again when no longer configured.
 _MANAGED_MACHINE_KEYS = frozenset(
@@ -489,9 +490,18 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
         delivered["end_time"] = (time.time() if now is None else now,
                                  "the clock as the job's end ran")
     users_word = store.users_word(job_id, taken)
+    reported = bool(ending.usage_source) and "cpu_secs" in delivered \
+        and delivered["cpu_secs"][1] == ending.usage_source
+    # What no job of this machine exceeds, as root wrote it in base_dir (whichever store
+    # the job had): read only where a job's user may have written or reported figures.
+    machine = None
+    if users_word is not None or reported:
+        from .user_bounds import MachineLimits
+
+        machine = MachineLimits.of(store_for(config))
     requested_source = None
     if users_word is not None:
-        requested_source = _bound_users_word(config, promised, ending.requested,
+        requested_source = _bound_users_word(machine, promised, ending.requested,
                                               delivered["end_time"][0], users_word)
     requested = {field: promised[key] for field, key in _REQUESTED_KEYS if key in promised}
     start = requested.get("start_time")
@@ -499,9 +509,8 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
         delivered["wall_secs"] = (max(0.0, delivered["end_time"][0] - start),
                                   "end_time - jobstart_secs" + (
                                       "" if users_word is None else " (the job's user's word)"))
-    if ending.usage_source and "cpu_secs" in delivered and "wall_secs" in delivered \
-            and delivered["cpu_secs"][1] == ending.usage_source:
-        _bound_report(config, delivered)
+    if reported and "wall_secs" in delivered:
+        _bound_report(machine, delivered)
     node_index, node_count = ending.share or (None, None)
     record = Record(
         job_id, user=ending.user, queue=ending.queue,
@@ -523,30 +532,27 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
     return path
 
 
-def _bound_report(config: Config, delivered: dict[str, tuple]) -> None:
+def _bound_report(machine: MachineLimits, delivered: dict[str, tuple]) -> None:
     """Bound, in place, the CPU time a job's user reported (its usage report) by the
-    machine; its source says so."""
-    from .user_bounds import MachineLimits
-
+    ``machine``; its source says so."""
     usage = {name: delivered[name][0] for name in ("cpu_secs", "wall_secs")}
-    for note in MachineLimits.of(store_for(config)).bound_usage(usage):
+    for note in machine.bound_usage(usage):
         delivered["cpu_secs"] = (usage["cpu_secs"], f"{delivered['cpu_secs'][1]}; {note}")
 
 
-def _bound_users_word(config: Config, promised: dict[str, float],
+def _bound_users_word(machine: MachineLimits, promised: dict[str, float],
                       known: dict[str, tuple], end: float, why: str) -> str:
     """Bound, in place, Requested values a job's user may have written (``why``): what
-    root ``known`` stands instead; the rest bounded by the machine (as root wrote its
-    features in base_dir, whichever store the job had), and its start by its end. What
-    the record says of where they came from."""
-    from .user_bounds import MachineLimits, bound_above
+    root ``known`` stands instead; the rest bounded by the ``machine``, and its start by
+    its end. What the record says of where they came from."""
+    from .user_bounds import bound_above
 
     notes = []
     for key, (value, source) in known.items():
         if key in promised and promised[key] != value:
             notes.append(f"{key} {promised[key]} counted as {value}, {source}")
         promised[key] = value
-    notes += MachineLimits.of(store_for(config)).bound(promised)
+    notes += machine.bound(promised)
     notes.append(bound_above(promised, "jobstart_secs", int(end), "the job's end"))
     bounded = "; ".join(note for note in notes if note)
     return (f"the job's jobfeatures/, its user's word ({why})"

@@ -3,11 +3,11 @@
 Where a job's directory or its ``jobfeatures/`` is not root's alone (a user's own store,
 an HTCondor scratch, a pending job's values completed from inside it), every value in
 it is its user's word. No job of this machine has more CPUs than the machine's
-``total_cpu`` (as root wrote it), started before the machine booted, or has a larger
-share of the machine's ``hs06`` than of its CPUs, nor used more CPU time than all its
-CPUs give in the job's time. `mjf status`, `mjf drain --plan`,
-`mjf metrics` and the job records all bound such values here, each bound said in one
-note ("allocated_cpu 1000000 counted as 16, the machine's total_cpu").
+``total_cpu`` (as root wrote it), started before the machine booted, has a larger share
+of the machine's ``hs06`` than of its CPUs, or used more CPU time than all its CPUs give
+in the job's time. `mjf status`, `mjf drain --plan`, `mjf metrics` and the job records
+all bound such values here, each bound said in one note ("allocated_cpu 1000000 counted
+as 16, the machine's total_cpu").
 
 Cheap to import: it runs in end-of-job hooks.
 """
