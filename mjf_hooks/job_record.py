@@ -80,11 +80,13 @@ class Record:
     Numbers are seconds, bytes, UNIX seconds; ``sources`` maps each known
     Delivered value's name to where it came from (e.g. ``"cgroup cpu.stat"``,
     ``"wait4 rusage"``, ``"HTCondor job ad"``); a Delivered value without a
-    source is refused.
+    source is refused. ``requested_source``: where the Requested values came from, said
+    only where they are not root's alone (a pending job's, completed by its user), with
+    each value bounded (:mod:`user_bounds`).
     """
 
     __slots__ = ("job_id", *_IDENTITY, *_SHARE, *REQUESTED, *DELIVERED, "sources",
-                 "benchmark")
+                 "requested_source", "benchmark")
 
     def __init__(self, job_id: str, *, user: str | None = None, queue: str | None = None,
                  node: str | None = None, backend: str | None = None,
@@ -96,6 +98,7 @@ class Record:
                  wall_secs: float | None = None, cpu_secs: float | None = None,
                  peak_memory_bytes: int | None = None,
                  sources: dict[str, str] | None = None,
+                 requested_source: str | None = None,
                  benchmark: str | None = None) -> None:
         if not isinstance(job_id, str) or not job_id:
             raise ValueError("a record needs a non-empty job_id")
@@ -144,6 +147,10 @@ class Record:
             elif not sources.get(name):
                 raise ValueError(f"{name} is given without the source it came from")
         self.sources = sources
+        if requested_source is not None and not (isinstance(requested_source, str)
+                                                 and requested_source):
+            raise ValueError(f"requested_source must be text, not {_shown(requested_source)}")
+        self.requested_source = requested_source
         if benchmark is not None:
             key = _BENCHMARKS.get(benchmark.lower()) if isinstance(benchmark, str) else None
             if key is None:
@@ -364,6 +371,8 @@ def record_json(record: Record) -> dict:
         delivered["consumption_rate"] = {"value": rate, "source": _CONSUMPTION_SOURCE}
     if requested:
         out["requested"] = requested
+        if record.requested_source is not None:
+            out["requested_source"] = record.requested_source
     if delivered:
         out["delivered"] = delivered
     return out
@@ -389,7 +398,8 @@ def record_from_json(data: dict) -> Record:
         sources[name] = entry["source"]
     return Record(data.get("job_id"),
                   **{name: data.get(name) for name in (*_IDENTITY, *_SHARE)},
-                  **values, sources=sources, benchmark=data.get("benchmark"))
+                  **values, sources=sources, requested_source=data.get("requested_source"),
+                  benchmark=data.get("benchmark"))
 
 
 # --- what a record says about the promise ------------------------------------------

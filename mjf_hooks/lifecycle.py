@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from .features import Features
+    from .user_bounds import MachineLimits
 
 # Static machine keys this suite writes; removed again when no longer configured.
 _MANAGED_MACHINE_KEYS = frozenset(
@@ -284,14 +285,19 @@ class JobEnd:
     list from 1, the number of nodes): the record is this node's share, and says so.
     ``node``: the batch system's name of this node where it knows one (several of its
     nodes may share a host); else the record names the host.
+    ``requested``: ``{MJF key: (value, source)}``, Requested values root's end of job
+    knows itself (its batch system's environment): where the job's values are its
+    user's word (a pending job's), these stand instead of what its user wrote.
     """
 
-    __slots__ = ("backend", "delivered", "node", "queue", "share", "usage_source", "user")
+    __slots__ = ("backend", "delivered", "node", "queue", "requested", "share",
+                 "usage_source", "user")
 
     def __init__(self, backend: str, delivered: Mapping[str, tuple] | None = None,
                  user: str | None = None, queue: str | None = None,
                  usage_source: str | None = None,
-                 share: tuple[int, int] | None = None, node: str | None = None) -> None:
+                 share: tuple[int, int] | None = None, node: str | None = None,
+                 requested: Mapping[str, tuple] | None = None) -> None:
         self.backend = backend
         self.delivered = dict(delivered or {})
         self.user = user
@@ -299,6 +305,7 @@ class JobEnd:
         self.usage_source = usage_source
         self.share = share
         self.node = node
+        self.requested = dict(requested or {})
 
 
 def report_usage(config: Config, log: Log, job_id: str, level, dry_run: bool = False) -> None:
@@ -435,7 +442,10 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
     against what ``ending`` says it used. Returns the record's path; None (with one
     log line) if it could not be written. A job without a directory (MJF set up
     nothing for it, or its end already ran) gets no record. ``taken``: where the job's
-    end moved its directory (:meth:`Store.take_job`), read there."""
+    end moved its directory (:meth:`Store.take_job`), read there. Its id is ``job_id``
+    (the batch system's, or its directory's name), never what its directory says; where
+    its user may have written its values, they are bounded by the machine
+    (:mod:`user_bounds`) and the record says so."""
     from . import record_store
     from .job_record import Record, out_of_bounds
 
@@ -444,14 +454,23 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
     except StoreError:
         log.debug(f"job {job_id} has no directory here: no record")
         return None
-    requested: dict[str, float] = {}
+    # By MJF key name until bounded; what no job reaches (a batch system's or a job's
+    # user's garbage) is left out, with one line naming where it came from.
+    promised: dict[str, float] = {}
     for field, key in _REQUESTED_KEYS:
-        if key in written:
-            try:
-                requested[field] = spec.parse_value(key, written[key])
-            except ValueError:
-                log.warning(f"job {job_id}: its {key} {written[key][:40]!r} is not a valid "
-                            "value: left out of its record")
+        if key not in written:
+            continue
+        try:
+            value = spec.parse_value(key, written[key])
+        except ValueError:
+            log.warning(f"job {job_id}: its {key} {written[key][:40]!r} is not a valid "
+                        "value: left out of its record")
+            continue
+        problem = out_of_bounds(field, value)
+        if problem:
+            log.warning(f"job {job_id}: its {key} {problem}: left out of its record")
+        else:
+            promised[key] = value
     delivered = {}
     if ending.usage_source:
         report = store.read_usage_report(job_id, taken)
@@ -461,14 +480,6 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
             delivered.update(parse_usage_report(report, ending.usage_source))
     delivered.update((name, fact) for name, fact in ending.delivered.items()
                      if fact[0] is not None)
-    # What no job reaches (a batch system's or a job's user's garbage) is left out, with
-    # one line naming where it came from: the rest of the record stands.
-    keys = dict(_REQUESTED_KEYS)
-    for name, value in list(requested.items()):
-        problem = out_of_bounds(name, value)
-        if problem:
-            del requested[name]
-            log.warning(f"job {job_id}: its {keys[name]} {problem}: left out of its record")
     for name, (value, source) in list(delivered.items()):
         problem = out_of_bounds(name, value)
         if problem:
@@ -478,10 +489,28 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
     if "end_time" not in delivered:
         delivered["end_time"] = (time.time() if now is None else now,
                                  "the clock as the job's end ran")
+    users_word = store.users_word(job_id, taken)
+    reported = bool(ending.usage_source) and "cpu_secs" in delivered \
+        and delivered["cpu_secs"][1] == ending.usage_source
+    # What no job of this machine exceeds, as root wrote it in base_dir (whichever store
+    # the job had): read only where a job's user may have written or reported figures.
+    machine = None
+    if users_word is not None or reported:
+        from .user_bounds import MachineLimits
+
+        machine = MachineLimits.of(store_for(config))
+    requested_source = None
+    if users_word is not None:
+        requested_source = _bound_users_word(machine, promised, ending.requested,
+                                              delivered["end_time"][0], users_word)
+    requested = {field: promised[key] for field, key in _REQUESTED_KEYS if key in promised}
     start = requested.get("start_time")
     if "wall_secs" not in delivered and start is not None:
         delivered["wall_secs"] = (max(0.0, delivered["end_time"][0] - start),
-                                  "end_time - jobstart_secs")
+                                  "end_time - jobstart_secs" + (
+                                      "" if users_word is None else " (the job's user's word)"))
+    if reported and "wall_secs" in delivered:
+        _bound_report(machine, delivered)
     node_index, node_count = ending.share or (None, None)
     record = Record(
         job_id, user=ending.user, queue=ending.queue,
@@ -489,6 +518,7 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
         backend=ending.backend, node_index=node_index, node_count=node_count, **requested,
         **{name: value for name, (value, _) in delivered.items()},
         sources={name: source for name, (_, source) in delivered.items()},
+        requested_source=requested_source,
         benchmark=config.benchmark if "hs06_job" in requested else None)
     try:
         if os.geteuid() == 0:
@@ -500,6 +530,33 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
         return None
     log.info(f"job {job_id} recorded in {path}")
     return path
+
+
+def _bound_report(machine: MachineLimits, delivered: dict[str, tuple]) -> None:
+    """Bound, in place, the CPU time a job's user reported (its usage report) by the
+    ``machine``; its source says so."""
+    usage = {name: delivered[name][0] for name in ("cpu_secs", "wall_secs")}
+    for note in machine.bound_usage(usage):
+        delivered["cpu_secs"] = (usage["cpu_secs"], f"{delivered['cpu_secs'][1]}; {note}")
+
+
+def _bound_users_word(machine: MachineLimits, promised: dict[str, float],
+                      known: dict[str, tuple], end: float, why: str) -> str:
+    """Bound, in place, Requested values a job's user may have written (``why``): what
+    root ``known`` stands instead; the rest bounded by the ``machine``, and its start by
+    its end. What the record says of where they came from."""
+    from .user_bounds import bound_above
+
+    notes = []
+    for key, (value, source) in known.items():
+        if key in promised and promised[key] != value:
+            notes.append(f"{key} {promised[key]} counted as {value}, {source}")
+        promised[key] = value
+    notes += machine.bound(promised)
+    notes.append(bound_above(promised, "jobstart_secs", int(end), "the job's end"))
+    bounded = "; ".join(note for note in notes if note)
+    return (f"the job's jobfeatures/, its user's word ({why})"
+            + (f"; {bounded}" if bounded else ""))
 
 
 def report(log: Log, directory: str, features: Features, rendered: dict[str, str],

@@ -32,11 +32,11 @@ has: a job is known by its directory's name (the one root and the batch system c
 its ``jobfeatures/job_id`` is not read), and wherever its directory or its
 ``jobfeatures/`` is not root's (a user's store; a pending job's, completed from inside
 it), its ``allocated_cpu`` counts as at most the machine's ``total_cpu`` and its
-``jobstart_secs`` as no earlier than the machine's boot. A process vouches for one job
-only, and jobs that nothing but a user's process vouches for (a user's ``mjf run``)
-share, in the order found, the CPUs that the other counted jobs leave of ``total_cpu``,
-its ``allocated_cpu`` further bounded by the CPUs its runner may run on and its
-``jobstart_secs`` by when its runner started. Two directories that users named alike
+``jobstart_secs`` as no earlier than the machine's boot (:mod:`user_bounds`). A process
+vouches for one job only, and jobs that nothing but a user's process vouches for (a
+user's ``mjf run``) share, in the order found, the CPUs that the other counted jobs
+leave of ``total_cpu``, its ``allocated_cpu`` further bounded by the CPUs its runner may
+run on and its ``jobstart_secs`` by when its runner started. Two directories that users named alike
 outside ``base_dir`` both go unverified: neither can be told from the other. A pilot's
 report is refused where it says what its job cannot have done
 (:func:`jobstatus.bound_by_job`).
@@ -61,6 +61,7 @@ from .store import (
     job_id_of_dir_name,
     read_states,
 )
+from .user_bounds import MachineLimits, bound_above, bound_below
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -394,11 +395,8 @@ class _Verifier:
         self.counted: set[str] = set()  # the directory names counted so far
         self.runners: dict[int, str] = {}  # runner pid -> the directory it vouches for
         self.euid = os.geteuid()
-        machine = store_locations.store_for(config).read_machine_key("total_cpu")
-        # What no job of this machine can have more of: its CPUs (as root wrote them).
-        self.total_cpu = (spec.digits_value(machine) if machine else None) or os.cpu_count()
-        # What no running job can have started before.
-        self.booted = process.boot_time()
+        # What no job of this machine can have more of, nor have started before.
+        self.machine = MachineLimits.of(store_locations.store_for(config))
 
     def verify(self, report: JobReport, facts: tuple[int, int, str | None, str | None],
                name: str, maker: str, jobs_in_store: int, claims: int = 1) -> None:
@@ -440,8 +438,7 @@ class _Verifier:
             return
         self.counted.add(name)
         if writer != 0:  # its user may have written the figures: bounded by the machine
-            self._bound(report, "allocated_cpu", self.total_cpu, "the machine's total_cpu")
-            self._start_bound(report, self.booted, "when the machine booted")
+            self._note(report, self.machine.bound(report.features))
 
     def _standalone(self, report: JobReport, name: str, uid: int, runner: str | None) -> None:
         if runner is None:
@@ -462,39 +459,33 @@ class _Verifier:
         if uid == 0:
             return  # root's own `mjf run`: its figures are root's
         report.vouched_by_user = True
-        self._bound(report, "allocated_cpu", process.cpus_allowed(pid),
-                    f"the CPUs process {pid} may run on")
         started = process.started_at(pid)
-        self._start_bound(report, None if started is None else int(started),
-                          f"when process {pid} started")
+        self._note(report, [
+            bound_above(report.features, "allocated_cpu", process.cpus_allowed(pid),
+                        f"the CPUs process {pid} may run on"),
+            bound_below(report.features, "jobstart_secs",
+                        None if started is None else int(started),
+                        f"when process {pid} started")])
 
     def share_what_others_leave(self, reports: list[JobReport]) -> None:
         """Bound the jobs nothing but a user's process vouches for, in the order found, to
         the CPUs of ``total_cpu`` that all other counted jobs (and those before) leave:
         however many such jobs one user makes, they never outweigh the batch jobs."""
-        if self.total_cpu is None:
+        if self.machine.total_cpu is None:
             return
-        left = self.total_cpu - sum(report.allocated_cpu or 0 for report in reports
+        left = self.machine.total_cpu - sum(report.allocated_cpu or 0 for report in reports
                                     if report.counted is not None and not report.vouched_by_user)
         for report in reports:
             if report.counted is not None and report.vouched_by_user:
-                self._bound(report, "allocated_cpu", max(left, 0),
-                            "what the batch jobs leave of the machine's total_cpu")
+                self._note(report, [bound_above(
+                    report.features, "allocated_cpu", max(left, 0),
+                    "what the batch jobs leave of the machine's total_cpu")])
                 left -= report.allocated_cpu or 0
 
     @staticmethod
-    def _bound(report: JobReport, key: str, most: int | None, what: str) -> None:
-        value = report.features.get(key)
-        if value is not None and most is not None and value > most:
-            report.features[key] = most
-            report.counted += f"; {key} {value} counted as {most}, {what}"
-
-    @staticmethod
-    def _start_bound(report: JobReport, earliest: int | None, what: str) -> None:
-        start = report.features.get("jobstart_secs")
-        if start is not None and earliest is not None and start < earliest:
-            report.features["jobstart_secs"] = earliest
-            report.counted += f"; jobstart_secs {start} counted as {earliest}, {what}"
+    def _note(report: JobReport, notes: list[str | None]) -> None:
+        """Say, in why it counts, each of its values bounded."""
+        report.counted += "".join(f"; {note}" for note in notes if note)
 
 
 def _open_job(jobs: Dir, name: str) -> tuple[JobReport | None, tuple, int | None]:

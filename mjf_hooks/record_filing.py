@@ -291,6 +291,8 @@ class _Filing:
                            "file name with the uid")
         record.sources = {field: f"{source}; handed in by uid {uid}"
                           for field, source in record.sources.items()}
+        if record.requested_source is not None:
+            record.requested_source += f"; handed in by uid {uid}"
         files = contents(record, self.config.record_formats,
                          self.config.records_site or self.config.describe.get("site"),  # type: ignore[arg-type]
                          self.log)

@@ -445,6 +445,25 @@ class Store:
         except FileNotFoundError:
             raise StoreError(f"{self.job_features_dir(job_id)} does not exist") from None
 
+    def users_word(self, job_id: str, taken: str | None = None) -> str | None:
+        """Why a job's values may be its user's word, not root's: its directory or its
+        ``jobfeatures/`` is another uid's (a pending job's, completed from inside it; a
+        user's own store) or writable by others; None where both are root's alone (or
+        the job has no directory). ``taken``: as for :meth:`read_job`."""
+        try:
+            with self._open_top(JOBS_DIR) as jobs, \
+                    jobs.open_subdir(taken or job_dir_name(job_id)) as top, \
+                    top.open_subdir(JOB_FEATURES_DIR) as features:
+                for what, info in (("directory", os.fstat(top.fd)),
+                                   (JOB_FEATURES_DIR + "/", os.fstat(features.fd))):
+                    if info.st_uid != 0:
+                        return f"its {what} is uid {info.st_uid}'s"
+                    if not _ours_alone(info):
+                        return f"its {what} is writable by others"
+        except (FileNotFoundError, StoreError):
+            return None
+        return None
+
     def write_usage_report(self, job_id: str, content: str) -> bool:
         """Replace the job's usage report (as the job's user, from inside the job); False
         where the job has no ``usage/`` (no records are kept)."""

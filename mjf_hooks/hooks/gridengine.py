@@ -86,15 +86,18 @@ def epilog(context: HookContext, command: list[str]) -> int:
         environ = context.environ
         job = _Job(context)
         text = job.read(gridengine.USAGE)
+        problems = [*([job.problem] if job.problem else []), *job.warnings]
+        cpus = _cpus_known(job, environ)  # what keeps it from them, the prolog said
         job.close()
-        for warning in [*([job.problem] if job.problem else []), *job.warnings]:
+        for warning in problems:
             context.log.warning(f"{warning}: the job's record has no usage from its spool "
                                 "directory")
         ending = lifecycle.JobEnd(
             gridengine.NAME,
             gridengine.usage_facts(text, job.path(gridengine.USAGE)) if text is not None else {},
             user=(job.spool or {}).get("job_owner") or environ.get("USER") or None,
-            queue=(job.spool or {}).get("queue") or environ.get("QUEUE") or None)
+            queue=(job.spool or {}).get("queue") or environ.get("QUEUE") or None,
+            requested=cpus)
     starter.end(context, gridengine.job_id(context.environ), OWNER_VARIABLES, ending)
     return 0
 
@@ -260,17 +263,34 @@ def set_up(context: HookContext, job: _Job, in_job: bool) -> dict[str, str]:
 
     def gather() -> tuple[dict, list[str]]:
         pe_text, pe_path = job.pe_hostfile(environ)
-        names = [os.uname().nodename, (job.spool or {}).get("host", ""),
-                 environ.get("HOSTNAME", "")]
         requests, queue_limits = _run_limits(context, job)
         facts, warnings = gridengine.job_facts(
-            environ, [name for name in names if name], int(time.time()), job.spool, pe_text,
+            environ, _host_names(job, environ), int(time.time()), job.spool, pe_text,
             requests, queue_limits, pe_path, job.problem)
         return facts, [*job.warnings, *warnings]
 
     return starter.set_up(context, gridengine.NAME, job_id, in_job, gather,
                           job.scratch_dir(environ), OWNER_VARIABLES,
                           completion=lambda: gridengine.spool_limit_facts(job.spool))
+
+
+def _host_names(job: _Job, environ: dict[str, str]) -> list[str]:
+    """This host's names, as the job's pe_hostfile may spell them."""
+    names = [os.uname().nodename, (job.spool or {}).get("host", ""),
+             environ.get("HOSTNAME", "")]
+    return [name for name in names if name]
+
+
+def _cpus_known(job: _Job, environ: dict[str, str]) -> dict[str, tuple]:
+    """This host's slots of the job as root's epilog reads them (the pe_hostfile execd
+    wrote, else ``NSLOTS``): root's word, for a record whose jobfeatures/ the job's user
+    completed; none where they cannot be told (the prolog warned of it)."""
+    pe_text, pe_path = job.pe_hostfile(environ)
+    try:
+        return {"allocated_cpu": gridengine.cpus_on_host(environ, pe_text,
+                                                         _host_names(job, environ), pe_path)}
+    except SiteInputError:
+        return {}
 
 
 def _run_limits(context: HookContext, job: _Job) -> tuple[dict | None, dict | None]:

@@ -267,7 +267,7 @@ def epilog(context: HookContext, args: list[str]) -> int:
             context.log.warning(f"job {job_id}: its record does not say which of its nodes "
                                 f"this is: {error}")
             share = None
-        ending = _job_end(delivered, user, partition, share)
+        ending = _job_end(delivered, user, partition, share, _cpus_known(environ))
     # A job that recorded its runner (RunInJob) says the node's jobs do: what an earlier
     # end could not remove goes with this one.
     runs_in_job = lifecycle.records_runner(store, job_dir_name(job_id))
@@ -279,11 +279,20 @@ def epilog(context: HookContext, args: list[str]) -> int:
 
 
 def _job_end(delivered: dict, user: str | None, partition: str | None,
-             share=None) -> lifecycle.JobEnd:
+             share=None, requested: dict | None = None) -> lifecycle.JobEnd:
     # The job's cgroup is gone by now (Slurm removes it before the Epilog): what it used
     # is what the TaskEpilog last read there, as the job's user.
     return lifecycle.JobEnd(slurm.NAME, delivered, user=user, queue=partition, share=share,
-                            usage_source=slurm.USAGE_SOURCE)
+                            usage_source=slurm.USAGE_SOURCE, requested=requested)
+
+
+def _cpus_known(environ: dict[str, str]) -> dict[str, tuple]:
+    """This node's CPUs of the job as the Epilog's environment gives them (root's word,
+    for a record whose jobfeatures/ its user completed); none where it does not."""
+    try:
+        return {"allocated_cpu": slurm.cpus_on_node(environ)}
+    except SiteInputError:
+        return {}  # the share's warning says what is wrong with the node list
 
 
 def taskepilog(context: HookContext, args: list[str]) -> int:

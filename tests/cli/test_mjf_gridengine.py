@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from mjf_hooks.store import Store
 from tests.cli.job_view import show_script
 from tests.conftest import (
     FIXTURES,
@@ -630,6 +631,31 @@ def test_root_prolog_then_the_users_starter(public_tmp_path):
     assert not pending(site.base, "12")
     assert site.run("epilog", environ=site.environ("epilog", **nobody)).returncode == 0
     assert not (site.base / "jobs/12").exists()
+
+
+def test_a_root_epilogs_record_takes_the_slots_execd_gave_not_those_the_user_wrote(
+        public_tmp_path):
+    """After a root prolog the job's user owns its jobfeatures/ (its starter completes
+    them) and, as that user, writes a million slots there. Root's epilog records the
+    slots its pe_hostfile gives, and says whose word the rest is."""
+    require(os.geteuid() == 0, "needs root to make a job's jobfeatures/ another user's")
+    site = Site(public_tmp_path, config_writer(public_tmp_path))
+    site.configure(f"[records]\ndir = {public_tmp_path / 'records'}\n")
+    nobody = {"USER": "nobody", "LOGNAME": "nobody"}
+    assert site.run("prolog", environ=site.environ("prolog", **nobody)).returncode == 0
+    features = site.base / "jobs/13/jobfeatures"
+    assert features.stat().st_uid == 65534 and pending(site.base, "13")
+    subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh",
+                    "-c", f"printf 1000000 > {features}/.new && mv {features}/.new "
+                    f"{features}/allocated_cpu"], check=True)
+    Store(str(site.base)).set_machine_key("total_cpu", "16")  # more than the job's 2
+    ended = site.run("epilog", environ=site.environ("epilog", **nobody))
+    assert ended.returncode == 0 and not (site.base / "jobs/13").exists(), ended.stderr
+    [path] = (public_tmp_path / "records").glob("*/*.json")
+    record = json.loads(path.read_text())
+    assert record["job_id"] == "13" and record["requested"]["allocated_cpu"] == 2
+    assert (f"allocated_cpu 1000000 counted as 2, PE_HOSTFILE {site.spool}/pe_hostfile"
+            in record["requested_source"])
 
 
 def test_a_root_epilog_finds_what_a_starter_alone_put_in_its_users_private_directory(

@@ -419,3 +419,59 @@ def test_a_record_whose_node_is_not_in_the_jobs_node_list_says_so_in_one_line(sl
     assert "SLURMD_NODENAME='vm') is not in the job's node list" in warning
     [record] = (slurm_site.tmp_path / "records").glob("*/*.json")
     assert "node_index" not in json.loads(record.read_text())
+
+
+@pytest.mark.parametrize("start, cpus_per_node, cores, how", [
+    ("0", None, 16, "the machine's total_cpu"),
+    ("future", "2", 2, "SLURM_JOB_CPUS_PER_NODE=2"),
+])
+def test_the_epilogs_record_of_a_pending_job_bounds_what_its_user_wrote(
+        slurm_site, start, cpus_per_node, cores, how):
+    """A pending job's user owns its jobfeatures/ (the Prolog left its values to complete
+    from inside it) and writes a million cores, a start in 1970 or far ahead, another
+    job's id, a whole machine's benchmark to each core and a usage report of 10^12 CPU
+    seconds. Root's Epilog records the job
+    by its own id, its cores as its environment gives them (else bounded by the
+    machine's total_cpu), its start bounded by the boot and its end, its hs06_job by the
+    machine's hs06 per core, its CPU time by the machine's CPUs over its wall time; and
+    says whose word they are."""
+    from mjf_hooks.probe import process
+    from mjf_hooks.store import Store
+    from tests.cli.test_mjf_status import pending_job
+
+    require(os.geteuid() == 0, "needs root: the jobfeatures/ is another user's")
+    slurm_site.configure(f"[records]\ndir = {slurm_site.tmp_path / 'records'}\n")
+    store = Store(str(slurm_site.base))
+    store.set_machine_key("total_cpu", "16")
+    store.set_machine_key("hs06", "160")
+    began = int(time.time())
+    pending_job(store, "5", job_id="7", allocated_cpu="1000000", hs06_job="1000000",
+                jobstart_secs="0" if start == "0" else str(began + 10**6))
+    usage = slurm_site.base / "jobs/5/usage"  # its TaskEpilog's report, as the user
+    usage.mkdir()
+    (usage / "report").write_text(f"cpu_secs {10**12}\n")
+    for path in (usage, usage / "report"):
+        os.chown(path, 65534, 65534)
+    ended = slurm_site.run("epilog", env_file=slurm_site.env_file(
+        "epilog.env", SLURM_JOB_ID="5", SLURM_JOBID="5", SLURM_JOB_UID="65534",
+        SLURM_JOB_CPUS_PER_NODE=cpus_per_node))
+    assert ended.returncode == 0 and slurm_site.job("5") is None, ended.stderr
+    [path] = (slurm_site.tmp_path / "records").glob("*/*.json")
+    assert path.name.endswith("-5.json")
+    record = json.loads(path.read_text())
+    requested, delivered = record["requested"], record["delivered"]
+    assert record["job_id"] == "5"
+    assert requested["allocated_cpu"] == cores
+    assert requested["hs06_job"] == 10 * cores
+    end = delivered["end_time"]["value"]
+    assert process.boot_time() <= requested["start_time"] <= end
+    assert delivered["wall_secs"]["value"] <= end - process.boot_time()
+    assert "the job's user's word" in delivered["wall_secs"]["source"]
+    wall = delivered["wall_secs"]["value"]
+    assert delivered["cpu_secs"]["value"] == 16 * (wall + 1)
+    assert (f"cpu_secs {10**12} counted as {16 * (wall + 1)}, the machine's total_cpu x "
+            "(wall_secs + 1)") in delivered["cpu_secs"]["source"]
+    said = record["requested_source"]
+    assert "its user's word (its jobfeatures/ is uid 65534's)" in said
+    assert f"allocated_cpu 1000000 counted as {cores}, {how}" in said
+    assert ("when the machine booted" if start == "0" else "the job's end") in said

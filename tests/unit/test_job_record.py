@@ -407,3 +407,21 @@ def test_a_job_of_one_node_has_no_task_group():
 def test_a_share_that_is_no_place_among_the_jobs_nodes_is_refused(index, count):
     with pytest.raises(ValueError, match="node_index and node_count must be whole numbers"):
         full(node_index=index, node_count=count)
+
+
+# --- whose word the Requested values are ----------------------------------------------
+
+def test_where_the_requested_values_came_from_is_said_only_where_a_user_wrote_them():
+    said = ("the job's jobfeatures/, its user's word (its jobfeatures/ is uid 65534's); "
+            "allocated_cpu 1000000 counted as 16, the machine's total_cpu")
+    data = record_json(full(requested_source=said))
+    assert data["requested_source"] == said
+    assert record_json(job_record.record_from_json(json.loads(json_text(data)))) == data
+    assert "requested_source" not in record_json(full())
+    assert sss_xml(full(requested_source=said)) == FULL_XML
+
+
+@pytest.mark.parametrize("bad", ["", 7, ["a"], {"a": 1}])
+def test_a_requested_source_that_is_no_text_is_refused(bad):
+    with pytest.raises(ValueError, match="requested_source must be text"):
+        full(requested_source=bad)

@@ -785,7 +785,8 @@ def test_a_drop_box_that_is_not_roots_is_not_used(as_root, config, records_dir):
 
 def test_a_handed_in_record_is_filed_with_the_uid_that_handed_it_in(config, records_dir,
                                                                    drop_box):
-    path = handed_in_by(OTHER_UID, config, record())
+    said = "the job's jobfeatures/, its user's word (its directory is uid 1001's)"
+    path = handed_in_by(OTHER_UID, config, record(requested_source=said))
     assert path.parent == drop_box
     assert path.name.startswith(f"1700006399-1234.0.{os.getpid()}.")
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
@@ -800,6 +801,7 @@ def test_a_handed_in_record_is_filed_with_the_uid_that_handed_it_in(config, reco
     assert filed["delivered"]["cpu_secs"]["source"] == \
         f"wait4 rusage; handed in by uid {OTHER_UID}"
     assert filed["requested"] == record_json(record())["requested"]
+    assert filed["requested_source"] == f"{said}; handed in by uid {OTHER_UID}"
     assert log.at("warning") == [] and log.at("error") == []
 
 
