@@ -33,8 +33,8 @@ def documented_command() -> str:
 def venv(tmp_path_factory) -> Path:
     """A virtualenv with this checkout pip-installed, as a pip user has it."""
     base = tmp_path_factory.mktemp("pip")
-    run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(base / "wheel"), str(CHECKOUT_ROOT)],
-        timeout=180)
+    run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir",
+         str(base / "wheel"), str(CHECKOUT_ROOT)], timeout=180)
     (wheel,) = (base / "wheel").glob("mjf_hooks-*.whl")
     venv = base / "venv"
     run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
