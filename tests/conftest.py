@@ -8,6 +8,7 @@ there a skip is a failure, so they cannot silently stop running.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,12 @@ from mjf_hooks.log import Log
 FIXTURES = Path(__file__).parent / "fixtures"
 CHECKOUT_ROOT = Path(__file__).parent.parent
 REQUIRE_INTEGRATION = os.environ.get("MJF_REQUIRE_INTEGRATION") == "1"
+# What building and testing leave in a tree, never in a clean clone (.gitignore).
+TOP_LEVEL_ARTEFACTS = {"build", "dist", ".pytest_cache", ".hypothesis", ".ruff_cache"}
+ARTEFACTS = re.compile(r"^(\.git|__pycache__|.*\.egg-info|.*\.py[co])$")
+# Other projects' test-only sources (OpenPBS's, AGPL-3.0): a clone has them, a source
+# package leaves them out, and its unit tests run at build time all the same.
+VENDORED = CHECKOUT_ROOT / "tests" / "vendor"
 
 
 def fixture_text(relative: str) -> str:
@@ -72,6 +79,25 @@ def require(condition: bool, reason: str) -> None:
     if REQUIRE_INTEGRATION:
         pytest.fail(f"integration prerequisite missing in CI: {reason}")
     pytest.skip(reason)
+
+
+def vendored_sources_left_out() -> bool:
+    """Whether this tree is a source package's, without tests/vendor/. Never in CI, whose
+    tree is a clone: there its absence is a failure like any missing prerequisite."""
+    return not VENDORED.exists() and not REQUIRE_INTEGRATION
+
+
+def any_character():
+    """A hypothesis strategy for every code point, surrogates too (its default leaves them
+    out), in the words of the hypothesis the test runs with: ``blacklist_categories`` up
+    to 6.8x (Debian bookworm's, whose package build runs the unit tests), later
+    ``exclude_categories``."""
+    from hypothesis import strategies
+
+    try:
+        return strategies.characters(exclude_categories=())
+    except TypeError:
+        return strategies.characters(blacklist_categories=())
 
 
 def installed_command(name: str) -> str:

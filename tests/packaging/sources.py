@@ -10,7 +10,7 @@ import re
 import shutil
 from pathlib import Path, PurePosixPath
 
-from tests.conftest import CHECKOUT_ROOT
+from tests.conftest import ARTEFACTS, CHECKOUT_ROOT, TOP_LEVEL_ARTEFACTS
 
 
 def package_version() -> str:
@@ -46,9 +46,6 @@ def changelog_md_versions(root: Path = CHECKOUT_ROOT) -> list[str]:
                       re.MULTILINE)
 
 
-# Not tracked by git (.gitignore), never in a clean clone.
-TOP_LEVEL_ARTEFACTS = {"build", "dist", ".pytest_cache", ".hypothesis", ".ruff_cache"}
-ARTEFACTS = re.compile(r"^(\.git|__pycache__|.*\.egg-info|.*\.py[co])$")
 
 
 def clean_copy(destination: Path) -> Path:

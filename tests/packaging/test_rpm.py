@@ -5,7 +5,8 @@ EL9 would install - the file list, the config file, the declared dependencies, t
 version, the commands' interpreters, the payload itself - and that a source tree
 missing a file the spec installs fails cleanly, naming it, with nothing written.
 Needs rpmbuild (Debian: the `rpm` package) and the system python3's pip,
-setuptools and wheel, which the spec builds with.
+setuptools and wheel, which the spec builds with, and pytest, hypothesis and pyfakefs,
+with which its %check runs the unit tests.
 """
 
 from __future__ import annotations
@@ -48,11 +49,12 @@ def built(tmp_path_factory):
     require(shutil.which("rpm2archive") is not None, "needs rpm2archive (Debian: rpm2cpio)")
     tools = [
         subprocess.run(["/usr/bin/python3", "-c", f"import {module}"], capture_output=True)
-        for module in ("pip", "setuptools", "wheel")
+        for module in ("pip", "setuptools", "wheel", "pytest", "hypothesis", "pyfakefs")
     ]
     require(all(tool.returncode == 0 for tool in tools),
-            "needs the system python3's pip, setuptools and wheel (python3-pip, "
-            "python3-setuptools, python3-wheel)")
+            "needs the system python3's pip, setuptools and wheel, and for the unit tests "
+            "of %check pytest, hypothesis and pyfakefs (python3-pip, python3-setuptools, "
+            "python3-wheel, python3-pytest, python3-hypothesis, python3-pyfakefs)")
     base = tmp_path_factory.mktemp("rpm")
     source = clean_copy(base / "src")
     outdir = base / "out"

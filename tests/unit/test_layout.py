@@ -7,6 +7,14 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from tests.conftest import (
+    ARTEFACTS,
+    CHECKOUT_ROOT,
+    TOP_LEVEL_ARTEFACTS,
+    VENDORED,
+    vendored_sources_left_out,
+)
+
 CHECKOUT = Path(__file__).parent.parent.parent
 
 
@@ -30,14 +38,19 @@ def listed_paths() -> set[str]:
 def tracked() -> list[str]:
     listing = subprocess.run(["git", "ls-files"], cwd=CHECKOUT, capture_output=True,
                              text=True)
-    if listing.returncode != 0:  # not a git checkout (an unpacked sdist): the tree itself
-        return [str(path.relative_to(CHECKOUT)) for path in CHECKOUT.rglob("*")
-                if path.is_file()]
+    if listing.returncode != 0:  # not a git checkout (a source package): the tree itself,
+        # but for what building and testing left there (build/, .pybuild/, __pycache__/)
+        files = (path.relative_to(CHECKOUT) for path in CHECKOUT.rglob("*") if path.is_file())
+        return [str(path) for path in files
+                if path.parts[0] not in TOP_LEVEL_ARTEFACTS and not any(
+                    part.startswith(".") or ARTEFACTS.match(part) for part in path.parts)]
     return listing.stdout.splitlines()
 
 
 def test_every_listed_path_exists():
     missing = sorted(path for path in listed_paths() if not (CHECKOUT / path).exists())
+    if vendored_sources_left_out():
+        missing.remove(str(VENDORED.relative_to(CHECKOUT_ROOT)))
     assert missing == []
 
 
