@@ -81,6 +81,22 @@ def require(condition: bool, reason: str) -> None:
     pytest.skip(reason)
 
 
+def source_files() -> list[str]:
+    """The tree's files as a clone has them, relative to it: git's list in a clone, else
+    (a source package) every file but what building and testing left there (build/,
+    .pybuild/, __pycache__/, .hypothesis/)."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z"], cwd=CHECKOUT_ROOT,
+                                capture_output=True, check=True).stdout.split(b"\0")
+    except (OSError, subprocess.CalledProcessError):
+        files = (path.relative_to(CHECKOUT_ROOT) for path in CHECKOUT_ROOT.rglob("*")
+                 if path.is_file())
+        return [str(path) for path in files if path.parts[0] not in TOP_LEVEL_ARTEFACTS
+                and not any(ARTEFACTS.match(part) or part in (".pybuild", ".debhelper")
+                            for part in path.parts)]
+    return [name.decode() for name in listed if name]
+
+
 def vendored_sources_left_out() -> bool:
     """Whether this tree is a source package's, without tests/vendor/. Never in CI, whose
     tree is a clone: there its absence is a failure like any missing prerequisite."""

@@ -4,16 +4,9 @@ is listed."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
-from tests.conftest import (
-    ARTEFACTS,
-    CHECKOUT_ROOT,
-    TOP_LEVEL_ARTEFACTS,
-    VENDORED,
-    vendored_sources_left_out,
-)
+from tests.conftest import CHECKOUT_ROOT, VENDORED, source_files, vendored_sources_left_out
 
 CHECKOUT = Path(__file__).parent.parent.parent
 
@@ -35,18 +28,6 @@ def listed_paths() -> set[str]:
     return paths
 
 
-def tracked() -> list[str]:
-    listing = subprocess.run(["git", "ls-files"], cwd=CHECKOUT, capture_output=True,
-                             text=True)
-    if listing.returncode != 0:  # not a git checkout (a source package): the tree itself,
-        # but for what building and testing left there (build/, .pybuild/, __pycache__/)
-        files = (path.relative_to(CHECKOUT) for path in CHECKOUT.rglob("*") if path.is_file())
-        return [str(path) for path in files
-                if path.parts[0] not in TOP_LEVEL_ARTEFACTS and not any(
-                    part.startswith(".") or ARTEFACTS.match(part) for part in path.parts)]
-    return listing.stdout.splitlines()
-
-
 def test_every_listed_path_exists():
     missing = sorted(path for path in listed_paths() if not (CHECKOUT / path).exists())
     if vendored_sources_left_out():
@@ -65,7 +46,7 @@ def test_every_module_and_package_is_listed():
 
 def test_every_directory_of_the_checkout_is_listed():
     listed = listed_paths()
-    tops = {path.split("/")[0] for path in tracked() if "/" in path}
+    tops = {path.split("/")[0] for path in source_files() if "/" in path}
     unlisted = sorted(top for top in tops
                       if top != "mjf_hooks" and not any(path == top or path.startswith(top + "/")
                                                         for path in listed))

@@ -3,10 +3,9 @@ the code, the docs or the tests need (the OpenPBS the tests build lies in
 tests/vendor/openpbs, checked against its sha256)."""
 
 import hashlib
-import subprocess
 from pathlib import Path
 
-from tests.conftest import VENDORED, require
+from tests.conftest import VENDORED, require, source_files
 
 REPO = Path(__file__).resolve().parents[2]
 # The directory beside the checkout where it was first developed, as a relative path or
@@ -15,12 +14,7 @@ OUTSIDE = ("../" + "shared", "/work" + "/shared")
 
 
 def tracked_files() -> list[Path]:
-    try:
-        listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True,
-                                check=True).stdout.split(b"\0")
-    except (OSError, subprocess.CalledProcessError):  # an unpacked sdist: walk it
-        return [path for path in REPO.rglob("*") if path.is_file() and ".git" not in path.parts]
-    return [REPO / name.decode() for name in listed if name]
+    return [REPO / name for name in source_files()]
 
 
 def test_nothing_in_the_repository_refers_to_the_directory_beside_it():
