@@ -159,7 +159,7 @@ def test_the_package_holds_what_it_should(deb):
 def test_the_build_ran_the_unit_tests(deb):
     """dh_auto_test runs tests/unit (no root, no daemon); the build fails if one fails."""
     log = (deb.parent / "build.log").read_text()
-    assert "python3 -m pytest -p no:cacheprovider -q tests/unit" in log
+    assert "python3 -m pytest -p no:cacheprovider -q tests/unit\n" in log
     assert re.search(r"^\d+ passed, \d+ skipped in ", log, re.M), log[-3000:]
 
 
