@@ -8,6 +8,7 @@ there a skip is a failure, so they cannot silently stop running.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,6 +25,12 @@ REQUIRE_INTEGRATION = os.environ.get("MJF_REQUIRE_INTEGRATION") == "1"
 # A config of all defaults for $MJF_CONFIG or --config: an empty file (an admin command
 # refuses a named config that is not there).
 DEFAULTS_CONFIG = "/dev/null"
+# What building and testing leave in a tree, never in a clean clone (.gitignore).
+TOP_LEVEL_ARTEFACTS = {"build", "dist", ".pytest_cache", ".hypothesis", ".ruff_cache"}
+ARTEFACTS = re.compile(r"^(\.git|__pycache__|.*\.egg-info|.*\.py[co])$")
+# Other projects' test-only sources (OpenPBS's, AGPL-3.0): a clone has them, a source
+# package leaves them out, and its unit tests run at build time all the same.
+VENDORED = CHECKOUT_ROOT / "tests" / "vendor"
 
 
 def fixture_text(relative: str) -> str:
@@ -75,6 +82,41 @@ def require(condition: bool, reason: str) -> None:
     if REQUIRE_INTEGRATION:
         pytest.fail(f"integration prerequisite missing in CI: {reason}")
     pytest.skip(reason)
+
+
+def source_files() -> list[str]:
+    """The tree's files as a clone has them, relative to it: git's list in a clone, else
+    (a source package) every file but what building and testing left there (build/,
+    .pybuild/, __pycache__/, .hypothesis/)."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z"], cwd=CHECKOUT_ROOT,
+                                capture_output=True, check=True).stdout.split(b"\0")
+    except (OSError, subprocess.CalledProcessError):
+        files = (path.relative_to(CHECKOUT_ROOT) for path in CHECKOUT_ROOT.rglob("*")
+                 if path.is_file())
+        return [str(path) for path in files if path.parts[0] not in TOP_LEVEL_ARTEFACTS
+                and not any(ARTEFACTS.match(part) or part in (".pybuild", ".debhelper")
+                            for part in path.parts)]
+    return [name.decode() for name in listed if name]
+
+
+def vendored_sources_left_out() -> bool:
+    """Whether this tree is a source package's, without tests/vendor/. Never in CI, whose
+    tree is a clone: there its absence is a failure like any missing prerequisite."""
+    return not VENDORED.exists() and not REQUIRE_INTEGRATION
+
+
+def any_character():
+    """A hypothesis strategy for every code point, surrogates too (its default leaves them
+    out), in the words of the hypothesis the test runs with: ``blacklist_categories`` up
+    to 6.8x (Debian bookworm's, whose package build runs the unit tests), later
+    ``exclude_categories``."""
+    from hypothesis import strategies
+
+    try:
+        return strategies.characters(exclude_categories=())
+    except TypeError:
+        return strategies.characters(blacklist_categories=())
 
 
 def installed_command(name: str) -> str:

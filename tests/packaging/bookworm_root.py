@@ -50,6 +50,10 @@ def build_prerequisites() -> list[str]:
                if shutil.which(tool, path=SYSTEM_PATH) is None]
     if Path("/usr/share/perl5/Debian/Debhelper/Buildsystem/pybuild.pm").exists() is False:
         missing.append("dh-python")
+    for module in ("pytest", "hypothesis", "pyfakefs"):  # the unit tests the build runs
+        if subprocess.run(["/usr/bin/python3", "-c", f"import {module}"],
+                          capture_output=True).returncode != 0:
+            missing.append(f"python3-{module}")
     return missing
 
 

@@ -1,14 +1,16 @@
 """What the packages are built from, as the checkout says it: the version (its one
 place, mjf_hooks/__init__.py), the installed commands (setup.cfg's ``scripts``), the
-manual pages (man/pages) and the two changelogs' versions."""
+manual pages (man/pages) and the two changelogs' versions; the source tree as a clean
+clone has it, and what of it no package may hold."""
 
 from __future__ import annotations
 
 import configparser
 import re
-from pathlib import Path
+import shutil
+from pathlib import Path, PurePosixPath
 
-from tests.conftest import CHECKOUT_ROOT
+from tests.conftest import ARTEFACTS, CHECKOUT_ROOT, TOP_LEVEL_ARTEFACTS
 
 
 def package_version() -> str:
@@ -42,3 +44,36 @@ def debian_changelog_versions(root: Path = CHECKOUT_ROOT) -> list[str]:
 def changelog_md_versions(root: Path = CHECKOUT_ROOT) -> list[str]:
     return re.findall(r"^## (\S+) - \d{4}-\d\d-\d\d$", (root / "CHANGELOG.md").read_text(),
                       re.MULTILINE)
+
+
+
+
+def clean_copy(destination: Path) -> Path:
+    """The checkout as a clean clone has it (tests/vendor/ too): without build
+    artefacts, caches and venvs."""
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        top = Path(directory).resolve() == CHECKOUT_ROOT.resolve()
+        return {
+            name
+            for name in names
+            if ARTEFACTS.match(name)
+            or (top and (name in TOP_LEVEL_ARTEFACTS or name.startswith(".venv")))
+        }
+
+    shutil.copytree(CHECKOUT_ROOT, destination, ignore=ignore, symlinks=True)
+    return destination
+
+
+def not_ours(paths: list[str], licences: set[str]) -> list[str]:
+    """Of the ``paths`` a package or source tarball holds, those of other projects: under
+    a tests/vendor/, or a licence file that is not one of ``licences``, the package's
+    own (the Apache-2.0 that debian/copyright and the RPM's License name for all)."""
+    found = []
+    for path in paths:
+        parts = PurePosixPath(path).parts
+        vendored = any(parts[at:at + 2] == ("tests", "vendor") for at in range(len(parts)))
+        licence = parts and parts[-1].upper().startswith(("LICENSE", "COPYING", "COPYRIGHT"))
+        if vendored or (licence and path not in licences):
+            found.append(path)
+    return found

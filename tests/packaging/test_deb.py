@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -90,8 +91,8 @@ def deb(tmp_path_factory) -> Path:
     missing = bookworm_root.build_prerequisites()
     require(not missing, f"needs {', '.join(missing)} (apt-get install debhelper dh-python "
                          "pybuild-plugin-pyproject python3-all python3-setuptools "
-                         "python3-wheel python3-click help2man dpkg-dev fakeroot "
-                         "debootstrap)")
+                         "python3-wheel python3-click python3-pytest python3-hypothesis "
+                         "python3-pyfakefs help2man dpkg-dev fakeroot debootstrap)")
     return bookworm_root.build_deb(tmp_path_factory.mktemp("deb"))
 
 
@@ -152,6 +153,14 @@ def test_the_package_holds_what_it_should(deb):
                      for page, section, _ in sources.man_pages()}
     assert {"/usr/share/doc/mjf-hooks/changelog.gz", "/usr/share/doc/mjf-hooks/CHANGELOG.md",
             "/usr/share/doc/mjf-hooks/copyright"} <= paths
+
+
+@pytest.mark.integration
+def test_the_build_ran_the_unit_tests(deb):
+    """dh_auto_test runs tests/unit (no root, no daemon); the build fails if one fails."""
+    log = (deb.parent / "build.log").read_text()
+    assert "python3 -m pytest -p no:cacheprovider -q tests/unit\n" in log
+    assert re.search(r"^\d+ passed, \d+ skipped in ", log, re.M), log[-3000:]
 
 
 @pytest.mark.integration

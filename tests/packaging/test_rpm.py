@@ -5,7 +5,8 @@ EL9 would install - the file list, the config file, the declared dependencies, t
 version, the commands' interpreters, the payload itself - and that a source tree
 missing a file the spec installs fails cleanly, naming it, with nothing written.
 Needs rpmbuild (Debian: the `rpm` package) and the system python3's pip,
-setuptools and wheel, which the spec builds with.
+setuptools and wheel, which the spec builds with, and pytest, hypothesis and pyfakefs,
+with which its %check runs the unit tests.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CHECKOUT_ROOT, require
-from tests.packaging.sources import commands, man_pages, package_version
+from tests.packaging.sources import clean_copy, commands, man_pages, not_ours, package_version
 
 pytestmark = pytest.mark.integration
 
@@ -31,27 +32,6 @@ SITE = re.compile(r"^/usr/lib/python3\.\d+/site-packages/")
 UNITDIR = "/usr/lib/systemd/system"
 DOCDIR = "/usr/share/doc/mjf-hooks"
 UNITS = ("mjf-sync.service", "mjf-sync.timer", "run-mjf.mount")
-# Not tracked by git (.gitignore), never in a clean clone.
-TOP_LEVEL_ARTEFACTS = {"build", "dist", ".pytest_cache", ".hypothesis", ".ruff_cache"}
-ARTEFACTS = re.compile(r"^(\.git|__pycache__|.*\.egg-info|.*\.py[co])$")
-
-
-def clean_copy(destination: Path) -> Path:
-    """The checkout as a clean clone has it: without build artefacts, caches and venvs."""
-
-    def ignore(directory: str, names: list[str]) -> set[str]:
-        top = Path(directory).resolve() == CHECKOUT_ROOT.resolve()
-        return {
-            name
-            for name in names
-            if ARTEFACTS.match(name)
-            or (top and (name in TOP_LEVEL_ARTEFACTS or name.startswith(".venv")))
-        }
-
-    shutil.copytree(CHECKOUT_ROOT, destination, ignore=ignore, symlinks=True)
-    return destination
-
-
 def run_build(source: Path, outdir: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [str(source / BUILD), str(outdir)], capture_output=True, text=True, timeout=120
@@ -69,11 +49,12 @@ def built(tmp_path_factory):
     require(shutil.which("rpm2archive") is not None, "needs rpm2archive (Debian: rpm2cpio)")
     tools = [
         subprocess.run(["/usr/bin/python3", "-c", f"import {module}"], capture_output=True)
-        for module in ("pip", "setuptools", "wheel")
+        for module in ("pip", "setuptools", "wheel", "pytest", "hypothesis", "pyfakefs")
     ]
     require(all(tool.returncode == 0 for tool in tools),
-            "needs the system python3's pip, setuptools and wheel (python3-pip, "
-            "python3-setuptools, python3-wheel)")
+            "needs the system python3's pip, setuptools and wheel, and for the unit tests "
+            "of %check pytest, hypothesis and pyfakefs (python3-pip, python3-setuptools, "
+            "python3-wheel, python3-pytest, python3-hypothesis, python3-pyfakefs)")
     base = tmp_path_factory.mktemp("rpm")
     source = clean_copy(base / "src")
     outdir = base / "out"
@@ -127,6 +108,26 @@ def test_file_list_is_what_el9_installs(built):
         assert "dist-packages" not in path and "python3.11" not in path, path
         assert not path.startswith("/etc/systemd"), path
         assert "__pycache__" not in path or path.startswith(sitelib), path
+
+
+def test_neither_rpm_holds_a_vendored_source(built):
+    """The SRPM's source tarball holds the unit tests (its %check runs them) and none of
+    tests/vendor/, other projects' test-only sources; nor does the RPM."""
+    archive = subprocess.run(["rpm2archive", "-"], stdin=built["srpm"].open("rb"),
+                             capture_output=True, check=True).stdout
+    top = f"mjf-hooks-{package_version()}"
+    with tarfile.open(fileobj=io.BytesIO(archive)) as srpm:
+        tarball = srpm.extractfile(f"./{top}.tar.gz").read()
+    with tarfile.open(fileobj=io.BytesIO(tarball)) as source:
+        names = [member.name for member in source.getmembers() if not member.isdir()]
+    assert not_ours(names, {f"{top}/LICENSE", f"{top}/debian/copyright"}) == []
+    assert f"{top}/tests/unit/test_spec.py" in names
+    payload = list(built["payload"])
+    dist_info = next(path for path in payload if path.endswith(".dist-info/METADATA"))
+    ours = {"/usr/share/licenses/mjf-hooks/LICENSE",
+            dist_info.replace("/METADATA", "/LICENSE")}  # setuptools's copy
+    assert not_ours(payload, ours) == []
+    assert not [path for path in payload if "/tests/" in path]
 
 
 def test_config_file_is_noreplace_and_all_comments(built):

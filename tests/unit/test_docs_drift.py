@@ -91,6 +91,63 @@ def test_the_docs_command_table_lists_every_command():
     assert sorted(listed) == sorted(scripts())
 
 
+def test_the_manual_pages_named_in_install_are_one_per_command():
+    text = section((DOCS / "install.md").read_text(), "## Manual pages")
+    named = re.findall(r"`([\w.-]+)\((\d)\)`", text.split("\n\n")[0])
+    assert sorted(set(named)) == sorted([*((name, "1" if name == "mjf" else "8")
+                                      for name in scripts()), ("mjf.conf", "5")])
+
+
+def test_the_design_contract_names_every_command():
+    text = (DOCS / "design.md").read_text()
+    item = text[text.index("- **Installed commands**:"):]
+    item = item[:item.index("\n- ")]
+    assert sorted(code_spans(item)) == sorted(scripts())
+
+
+# The batch systems, as mjf_hooks.batch has them.
+
+def package_descriptions() -> dict[str, str]:
+    """What each package says it is: setup.cfg's description (PyPI, pip show), the
+    .deb's Description and the RPM's %description."""
+    setup = configparser.ConfigParser()
+    setup.read(ROOT / "setup.cfg")
+    control = (ROOT / "debian/control").read_text()
+    deb = control[control.index("\nDescription: "):]
+    spec_ = (ROOT / "packaging/rpm/mjf-hooks.spec.in").read_text()
+    rpm = spec_[spec_.index("\n%description\n"):spec_.index("\n%prep\n")]
+    return {"setup.cfg": setup["metadata"]["description"], "debian/control": deb,
+            "mjf-hooks.spec.in": rpm}
+
+
+@pytest.mark.parametrize("where", sorted(package_descriptions()))
+def test_every_package_description_names_every_batch_system(where):
+    text = " ".join(package_descriptions()[where].split())
+    assert [batch.backend(name).TITLE for name in batch.NAMES
+            if batch.backend(name).TITLE not in text] == []
+
+
+# The `mjf` subcommands, as its click group has them.
+
+def subcommands() -> list[str]:
+    from mjf_hooks.cli.interactive import cli
+
+    return sorted(cli.commands)
+
+
+def test_the_install_command_table_names_every_subcommand():
+    text = (DOCS / "install.md").read_text()
+    table = text.split("these commands:\n\n")[1].split("\n\n")[0]
+    (row,) = [line for line in table.splitlines() if line.startswith("| `mjf` |")]
+    assert sorted(code_spans(row.split("|")[2])) == subcommands()
+
+
+@pytest.mark.parametrize("name", subcommands())
+def test_every_subcommand_is_documented(name):
+    """Each has its place in the docs, named as it is typed."""
+    assert any(f"`mjf {name}" in page.read_text() for page in PAGES), name
+
+
 # The config options.
 
 def options() -> list[tuple[str, str]]:

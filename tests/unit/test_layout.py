@@ -4,8 +4,15 @@ is listed."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
+
+from tests.conftest import (
+    CHECKOUT_ROOT,
+    VENDORED,
+    require,
+    source_files,
+    vendored_sources_left_out,
+)
 
 CHECKOUT = Path(__file__).parent.parent.parent
 
@@ -27,17 +34,10 @@ def listed_paths() -> set[str]:
     return paths
 
 
-def tracked() -> list[str]:
-    listing = subprocess.run(["git", "ls-files"], cwd=CHECKOUT, capture_output=True,
-                             text=True)
-    if listing.returncode != 0:  # not a git checkout (an unpacked sdist): the tree itself
-        return [str(path.relative_to(CHECKOUT)) for path in CHECKOUT.rglob("*")
-                if path.is_file()]
-    return listing.stdout.splitlines()
-
-
 def test_every_listed_path_exists():
     missing = sorted(path for path in listed_paths() if not (CHECKOUT / path).exists())
+    if vendored_sources_left_out():
+        missing.remove(str(VENDORED.relative_to(CHECKOUT_ROOT)))
     assert missing == []
 
 
@@ -51,8 +51,10 @@ def test_every_module_and_package_is_listed():
 
 
 def test_every_directory_of_the_checkout_is_listed():
+    # A package build's tree has directories of its own (_wheel/, pyproject-wheeldir/).
+    require((CHECKOUT_ROOT / ".git").exists(), "the checkout's own directories: a clone's")
     listed = listed_paths()
-    tops = {path.split("/")[0] for path in tracked() if "/" in path}
+    tops = {path.split("/")[0] for path in source_files() if "/" in path}
     unlisted = sorted(top for top in tops
                       if top != "mjf_hooks" and not any(path == top or path.startswith(top + "/")
                                                         for path in listed))

@@ -11,6 +11,10 @@ import pytest
 
 from mjf_hooks import _OwnModules
 
+# What Python's import writes, and py_compile too unless SOURCE_DATE_EPOCH is set (as in
+# a package build, which runs these tests): a hash-based file instead.
+IMPORTS_OWN = py_compile.PycInvalidationMode.TIMESTAMP
+
 
 @pytest.fixture
 def tree(tmp_path):
@@ -19,7 +23,7 @@ def tree(tmp_path):
     for path, text in ((package / "__init__.py", ""), (package / "leaf.py", "X = 1\n"),
                        (package / "sub" / "__init__.py", "Y = 2\n")):
         path.write_text(text)
-        py_compile.compile(str(path), doraise=True)
+        py_compile.compile(str(path), doraise=True, invalidation_mode=IMPORTS_OWN)
     return tmp_path
 
 
@@ -65,7 +69,8 @@ def test_everything_else_is_left_to_python(tree, change):
 def test_an_optimized_interpreter_takes_the_compiled_file_it_reads(tree, level):
     """PBS starts its hooks -OO: Python reads .opt-N files there, and so does the finder."""
     for path in (tree / "mjf_hooks").rglob("*.py"):
-        py_compile.compile(str(path), doraise=True, optimize=level)
+        py_compile.compile(str(path), doraise=True, optimize=level,
+                           invalidation_mode=IMPORTS_OWN)
     code = ("import sys\nfrom mjf_hooks import _OwnModules\n"
             f"spec = _OwnModules({str(tree)!r}).find_spec('mjf_hooks.leaf')\n"
             "print(spec.cached)")

@@ -3,20 +3,18 @@ the code, the docs or the tests need (the OpenPBS the tests build lies in
 tests/vendor/openpbs, checked against its sha256)."""
 
 import hashlib
-import subprocess
 from pathlib import Path
 
+from tests.conftest import VENDORED, require, source_files
+
 REPO = Path(__file__).resolve().parents[2]
-OUTSIDE = "../" + "shared"  # spelled in pieces so that this file does not match itself
+# The directory beside the checkout where it was first developed, as a relative path or
+# by its absolute name: spelled in pieces so that this file does not match itself.
+OUTSIDE = ("../" + "shared", "/work" + "/shared")
 
 
 def tracked_files() -> list[Path]:
-    try:
-        listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True,
-                                check=True).stdout.split(b"\0")
-    except (OSError, subprocess.CalledProcessError):  # an unpacked sdist: walk it
-        return [path for path in REPO.rglob("*") if path.is_file() and ".git" not in path.parts]
-    return [REPO / name.decode() for name in listed if name]
+    return [REPO / name for name in source_files()]
 
 
 def test_nothing_in_the_repository_refers_to_the_directory_beside_it():
@@ -25,13 +23,14 @@ def test_nothing_in_the_repository_refers_to_the_directory_beside_it():
         if path.suffix in {".gz", ".png"} or not path.is_file():
             continue
         text = path.read_bytes()
-        if OUTSIDE.encode() in text or b"DESIGN" + b".md" in text:
+        if any(name.encode() in text for name in OUTSIDE) or b"DESIGN" + b".md" in text:
             offenders.append(str(path.relative_to(REPO)))
     assert offenders == []
 
 
 def test_the_vendored_openpbs_source_is_the_one_its_checksum_names():
-    vendor = REPO / "tests/vendor/openpbs"
+    require(VENDORED.exists(), "tests/vendor/ is in a clone, not in a source package")
+    vendor = VENDORED / "openpbs"
     expected, name = (vendor / "SHA256SUMS").read_text().split()
     assert hashlib.sha256((vendor / name).read_bytes()).hexdigest() == expected
     assert (vendor / "LICENSE").read_text().startswith("---")
