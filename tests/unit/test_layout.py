@@ -34,6 +34,25 @@ def listed_paths() -> set[str]:
     return paths
 
 
+def listed_entries() -> dict[str, str]:
+    """Each path the Layout block lists, with its description (continuation lines
+    included): a line of several paths gives each the same description."""
+    text = (CHECKOUT / "docs" / "design.md").read_text()
+    block = text[text.index("\n## Layout\n"):].split("```\n")[1]
+    entries: dict[str, str] = {}
+    current: list[str] = []
+    for line in block.splitlines():
+        if line.startswith(" "):
+            for path in current:
+                entries[path] += " " + line.strip()
+            continue
+        words = line.split(" ")
+        current = [word.rstrip("/") for word in words if "/" in word]
+        for path in current:
+            entries[path] = line
+    return entries
+
+
 def test_every_listed_path_exists():
     missing = sorted(path for path in listed_paths() if not (CHECKOUT / path).exists())
     if vendored_sources_left_out():
@@ -48,6 +67,18 @@ def test_every_module_and_package_is_listed():
                 if path.name != "__init__.py"}
     expected |= {f"mjf_hooks/{path.parent.name}" for path in package.glob("*/__init__.py")}
     assert sorted(expected - listed) == []
+
+
+def test_every_module_of_a_subpackage_is_named_in_its_entry():
+    """``mjf_hooks/<package>/`` is one entry; each of its modules is named there, as
+    ``<module>.py``, so a newcomer finds what each file is for."""
+    entries = listed_entries()
+    unnamed = sorted(
+        f"mjf_hooks/{path.parent.name}/{path.name}"
+        for path in (CHECKOUT / "mjf_hooks").glob("*/*.py")
+        if path.name != "__init__.py"
+        and path.name not in entries.get(f"mjf_hooks/{path.parent.name}", ""))
+    assert unnamed == []
 
 
 def test_every_directory_of_the_checkout_is_listed():
