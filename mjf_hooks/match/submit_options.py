@@ -26,6 +26,18 @@ HTCONDOR_FACTS = {"hs06": "TARGET.MJF_MACHINE_HS06",
                   "total_cpu": "TARGET.MJF_MACHINE_TOTAL_CPU",
                   "hs06_per_cpu": "TARGET.MJF_MACHINE_HS06 / TARGET.MJF_MACHINE_TOTAL_CPU"}
 _UNIT_SECS = {"seconds": 1, "minutes": 60, "hours": 3600}
+# LSF's resource names (IBM LSF 10.1, lsf.shared's Resource section): a letter first, then
+# letters, digits and _ (its operators : . ( ) [ + - * / ! & | < > @ = , are not allowed),
+# at most 39 characters, none beginning inf or nan in any case, and none of the names of
+# its load indices and built-in resources, which select[] would compare instead (a tag
+# `mem` asks for free memory). `int` is reserved on Solaris hosts.
+_LSF_NAME_CHARS = 39
+_LSF_RESERVED = frozenset((
+    "cpu", "cpuf", "io", "logins", "ls", "idle", "maxmem", "maxswp", "maxtmp", "type",
+    "model", "status", "it", "mem", "ncpus", "nprocs", "ncores", "nthreads",
+    "define_ncpus_cores", "define_ncpus_procs", "define_ncpus_threads", "ndisks", "pg",
+    "r15m", "r15s", "r1m", "swap", "swp", "tmp", "ut", "local", "dchost", "jobvm", "hname",
+    "server", "rexpri", "int"))
 
 
 class Settings:
@@ -174,11 +186,28 @@ def _gridengine(needs: Needs, settings: Settings) -> list[list[str]]:
     return out
 
 
+def _lsf_resource(name: str, clause: str) -> str:
+    """``name`` if LSF can have a resource of that name, else Unexpressible naming why."""
+    why = None
+    if not (name[:1].isascii() and name[:1].isalpha()
+            and name.replace("_", "a").isascii() and name.replace("_", "a").isalnum()):
+        why = "an LSF resource name has only letters, digits and _, a letter first"
+    elif len(name) > _LSF_NAME_CHARS:
+        why = f"an LSF resource name has at most {_LSF_NAME_CHARS} characters"
+    elif name in _LSF_RESERVED:
+        why = f"{name} is one of LSF's own resources (a load index or built-in)"
+    elif name[:3].lower() in ("inf", "nan"):
+        why = "an LSF resource name may not begin with inf or nan"
+    if why:
+        raise _cannot("lsf", clause, why)
+    return name
+
+
 def _lsf_select(clause) -> str:
     if isinstance(clause, Tag):
-        return clause.name
+        return _lsf_resource(clause.name, clause.clause)
     if isinstance(clause, NodeBound):
-        return f"{clause.fact}>={_number(clause.value)}"
+        return f"{_lsf_resource(clause.fact, clause.clause)}>={_number(clause.value)}"
     return "(" + "||".join(_lsf_select(choice) for choice in clause.choices) + ")"
 
 

@@ -2,6 +2,7 @@
 printed as each batch system's options (mjf_hooks.match.submit_options)."""
 
 import importlib.util
+import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -197,6 +198,34 @@ def test_what_one_batch_system_cannot_express_names_the_clause(batch, expression
     assert "`" in str(error.value)
 
 
+def member(tag: str) -> str:
+    return f'member("{tag}", other.GlueHostApplicationSoftwareRunTimeEnvironment)'
+
+
+@pytest.mark.parametrize("tag, why", [
+    ("el9-x86", "only letters, digits and _"), ("cvmfs.cern", "only letters, digits and _"),
+    ("mem", "LSF's own resources"), ("r15s", "LSF's own resources"),
+    ("server", "LSF's own resources"), ("maxmem", "LSF's own resources"),
+    ("infiniband", "inf or nan"), ("NaNo", "inf or nan"), ("a" * 40, "at most 39"),
+])
+def test_lsf_refuses_a_tag_that_is_no_lsf_resource_name(tag, why):
+    with pytest.raises(Unexpressible, match=f"for lsf: .*{why}") as error:
+        printed(member(tag), "lsf")
+    assert tag in str(error.value)
+    with pytest.raises(Unexpressible, match=why):  # as one of alternatives too
+        printed(f"{member('ok')} || {member(tag)}", "lsf")
+
+
+def test_lsf_takes_what_lsf_names_a_resource():
+    for tag in ("MEM", "cvmfs_cern", "a" * 39, "x86_64", "gpu_a100"):
+        assert printed(member(tag), "lsf")[1] == ["-R", f"select[{tag}] span[hosts=1]"]
+
+
+def test_lsf_refuses_a_site_name_for_a_node_fact_that_lsf_keeps():
+    with pytest.raises(Unexpressible, match="mem is one of LSF's own resources"):
+        printed("other.MJF_MACHINE_HS06 >= 100", "lsf", names={"hs06": "mem"})
+
+
 def test_whole_node_is_slurm_exclusive_and_an_error_elsewhere():
     needs = jdl_needs('[ WholeNode = "yes"; ]', None)
     assert ["--exclusive"] in options(needs, "slurm", Settings())
@@ -222,6 +251,40 @@ def test_words_and_directives():
     assert directives("htcondor", condor) == ["request_cpus = 2"]
     assert directives("gridengine", printed("other.GlueHostArchitectureSMPSize >= 2",
                                             "gridengine")) == ["#$ -pe smp 2"]
+
+
+# --- scaling ----------------------------------------------------------------------------
+
+def tags_jdl(count: int) -> str:
+    """A DIRAC JDL listing ``count`` tags (60,000 of them: 520 KB)."""
+    return "[ Tags = {" + ", ".join(f'"tag{number}"' for number in range(count)) + "}; ]"
+
+
+def python_calls(function) -> int:
+    """How many Python functions ``function()`` calls: a measure of its work that, unlike
+    a time, is the same on any machine (the suite asserts no times)."""
+    calls = 0
+
+    def count(frame, event, arg):
+        nonlocal calls
+        calls += event == "call"
+
+    sys.setprofile(count)
+    try:
+        function()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def test_reducing_and_printing_grow_linearly_with_the_tags():
+    """10,000 tags took 3.3 s and 60,000 minutes (each tag was compared with every
+    earlier one); now 60,000 take about a second (docs/performance.md)."""
+    def work(count: int) -> int:
+        text = tags_jdl(count)
+        return python_calls(lambda: options(jdl_needs(text, None), "lsf", Settings()))
+
+    assert work(60000) / work(10000) < 6.5  # linear: 6 at most; quadratic: about 36
 
 
 # --- robustness: the reducer's requests satisfy the requirement -----------------------
