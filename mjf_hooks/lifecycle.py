@@ -413,7 +413,7 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
     nothing for it, or its end already ran) gets no record. ``taken``: where the job's
     end moved its directory (:meth:`Store.take_job`), read there."""
     from . import record_store
-    from .job_record import Record, out_of_bounds
+    from .job_record import MAX_NODES, Record, out_of_bounds
 
     try:
         written, _ = store.read_job(job_id, taken)
@@ -459,6 +459,10 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
         delivered["wall_secs"] = (max(0.0, delivered["end_time"][0] - start),
                                   "end_time - jobstart_secs")
     node_index, node_count = ending.share or (None, None)
+    if node_count is not None and node_count > MAX_NODES:
+        log.warning(f"job {job_id}: its {node_count} nodes are more than a record counts "
+                    f"({MAX_NODES}): its record does not say which of them this is")
+        node_index = node_count = None
     record = Record(
         job_id, user=ending.user, queue=ending.queue,
         node=ending.node or os.uname().nodename,
