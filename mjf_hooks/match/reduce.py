@@ -168,6 +168,8 @@ class Needs:
                                 f"{kind.replace('_', ' ')}: no job runs with none")
         if kind not in self.high or value < self.high[kind]:
             self.high[kind] = value
+            if kind not in self.low:  # the bound is then the request (:meth:`request`)
+                self.why[kind] = clause
         self._check(kind, clause)
 
     def _check(self, kind: str, clause: str) -> None:

@@ -85,6 +85,8 @@ def test_a_dirac_jdl_with_the_sites_hs06_per_cpu(tmp_path):
     (["--batch", "slurm", "--jdl", "/nonexistent/x.jdl"], ["/nonexistent/x.jdl"]),
     (["--batch", "slurm", "--hs06-per-cpu", "fast", "x > 1"], ["--hs06-per-cpu"]),
     (["--batch", "slurm", "other.X > \x1b[2J 1"], ["does not parse"]),
+    (["--batch", "htcondor", "other.GlueCEPolicyMaxWallClockTime >= 1000000000000000000"],
+     ["AllowedJobDuration (seconds) 60000000000000000000", "at most 9223372036854775807"]),
     (["--batch", "lsf", 'member("el9-x86", other.GlueHostApplicationSoftwareRunTimeEnvironment)'],
      ["for lsf", "el9-x86", "letters, digits and _"]),
 ])
