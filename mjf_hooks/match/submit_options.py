@@ -130,8 +130,8 @@ def _whole_node_refused(needs: Needs, batch: str) -> None:
 
 
 def _slurm(needs: Needs, settings: Settings) -> list[list[str]]:
-    cores = needs.request("cores") or 1
-    cores = _held(cores, SLURM_MAX_CPUS_PER_TASK, "slurm", "--cpus-per-task", needs, "cores")
+    cores = _held(needs.request("cores") or 1, SLURM_MAX_CPUS_PER_TASK, "slurm",
+                  "--cpus-per-task", needs, "cores")
     out = [["--nodes=1"], ["--ntasks=1"], [f"--cpus-per-task={cores}"]]
     if needs.whole_node:
         out.append(["--exclusive"])
