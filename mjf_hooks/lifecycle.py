@@ -447,7 +447,7 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
     its user may have written its values, they are bounded by the machine
     (:mod:`user_bounds`) and the record says so."""
     from . import record_store
-    from .job_record import Record, out_of_bounds
+    from .job_record import MAX_NODES, Record, out_of_bounds
 
     try:
         written, _ = store.read_job(job_id, taken)
@@ -512,6 +512,10 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
     if reported and "wall_secs" in delivered:
         _bound_report(machine, delivered)
     node_index, node_count = ending.share or (None, None)
+    if node_count is not None and node_count > MAX_NODES:
+        log.warning(f"job {job_id}: its {node_count} nodes are more than a record counts "
+                    f"({MAX_NODES}): its record does not say which of them this is")
+        node_index = node_count = None
     record = Record(
         job_id, user=ending.user, queue=ending.queue,
         node=ending.node or os.uname().nodename,

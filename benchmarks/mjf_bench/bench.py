@@ -40,12 +40,14 @@ class Sizes(NamedTuple):
     summary: tuple[int, ...]  # records `mjf records --summary` reads
     records_per_day: int  # records per day directory of those stores
     jdl: int  # JDL files `mjf match --jdl DIR` judges in one call
+    tags: tuple[int, ...]  # tags of the JDLs `mjf submit-args --jdl` reduces, the first the base
 
 
 FULL = Sizes(drain=(1000, 10000), status=(100, 1000, 10000), summary=(10000, 100000),
-             records_per_day=1000, jdl=10000)
+             records_per_day=1000, jdl=10000, tags=(10000, 60000))
 # Every store still of more than one size, and the records over several days.
-SMOKE = Sizes(drain=(10, 20), status=(2, 3, 5), summary=(10, 25), records_per_day=10, jdl=10)
+SMOKE = Sizes(drain=(10, 20), status=(2, 3, 5), summary=(10, 25), records_per_day=10, jdl=10,
+              tags=(10, 60))
 
 
 class Bench:

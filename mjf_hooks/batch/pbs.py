@@ -302,16 +302,20 @@ def _split_chunks(text: str) -> list[str]:
     return chunks
 
 
+def _mom_of(vnode: str) -> str:
+    """The node a vnode is on, by PBS's naming: ``host[N]`` is on ``host``; a short name
+    and a full one are the same node."""
+    name = vnode.lower()
+    base = name.split("[", 1)[0] if name.endswith("]") else name
+    return base.split(".", 1)[0]
+
+
 def is_own_vnode(vnode: str, own: list[str]) -> bool:
     """Whether a vnode is this mom's: one of its vnodes by name, or named after its host
     (``host`` or ``host[0]``; a short name matches a full one)."""
     names = {name.lower() for name in own}
-    shorts = {name.split(".", 1)[0] for name in names}
-    name = vnode.lower()
-    if name in names:
-        return True
-    base = name.split("[", 1)[0] if name.endswith("]") else name
-    return base in names or base.split(".", 1)[0] in shorts
+    return vnode.lower() in names or _mom_of(vnode) in {name.split(".", 1)[0]
+                                                       for name in names}
 
 
 def mom_node(attributes: dict[str, str], node: str) -> str:
@@ -325,6 +329,21 @@ def mom_node(attributes: dict[str, str], node: str) -> str:
     job, on each of its moms (OpenPBS fills it from the whole exec_vnode); and not the
     host name: several moms may share a host, each its own node."""
     return attributes.get("node") or node
+
+
+def node_share(exec_vnode: str, own: list[str]) -> tuple[int, int]:
+    """Which of the job's nodes this mom is: (its place among the nodes of ``exec_vnode``
+    in their order there, from 1 - the first is the job's primary mom; the number of its
+    nodes). Raises ValueError for an exec_vnode that cannot be read or names none of
+    ``own``. A multi-vnode mom whose vnodes are not named ``host[N]`` counts as a node per
+    vnode: nothing in exec_vnode says they are one."""
+    vnodes = [vnode for vnode, _ in parse_exec_vnode(exec_vnode)]
+    nodes = list(dict.fromkeys(_mom_of(vnode) for vnode in vnodes))
+    mine = next((vnode for vnode in vnodes if is_own_vnode(vnode, own)), None)
+    if mine is None:
+        raise ValueError(f"exec_vnode {exec_vnode[:80]!r} names none of this host's vnodes "
+                         f"({', '.join(own)})")
+    return nodes.index(_mom_of(mine)) + 1, len(nodes)
 
 
 def host_share(exec_vnode: str, own: list[str]) -> dict[str, int]:

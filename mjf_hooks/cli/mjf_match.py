@@ -170,8 +170,9 @@ def submit_args_command(batch: str, format_: str, jdl: str | None, hs06_per_cpu:
     reads them); --jdl: a gLite JDL's Requirements, or a DIRAC JDL's keys. Cores, memory,
     wall and CPU time become the batch system's requests; hs06, hs06 per CPU, total_cpu
     and tags the node facts the site publishes. A requirement the batch system cannot
-    express is an error naming the clause: one line, exit status 2. Needs HTCondor's
-    ClassAd library: pip install 'mjf-hooks[match]'.
+    express (a tag that is no LSF resource name, a value beyond what its option holds)
+    is an error naming the clause: one line, exit status 2. Needs HTCondor's ClassAd
+    library: pip install 'mjf-hooks[match]'.
     """
     from ..match import submit_options
     from ..match.reduce import expression_needs, jdl_needs

@@ -214,12 +214,28 @@ def finish(context: HookContext, attributes: dict[str, str]) -> None:
         delivered, warnings = pbs.ending_facts(attributes, int(time.time()))
         for warning in warnings:
             context.log.warning(warning)
+        node = pbs.mom_node(attributes, pbs.node_name(config.backend[pbs.NAME]))
         ending = lifecycle.JobEnd(pbs.NAME, delivered, user=attributes.get("euser") or None,
-                                  queue=attributes.get("queue") or None,
-                                  node=pbs.mom_node(attributes, pbs.node_name(
-                                      config.backend[pbs.NAME])))
+                                  queue=attributes.get("queue") or None, node=node,
+                                  share=_node_share(context, attributes, node))
     lifecycle.end_job(store_for(config), context.log, attributes["id"],
                       context.dry_run, config, ending)
+
+
+def _node_share(context: HookContext, attributes: dict[str, str],
+                node: str) -> tuple[int, int] | None:
+    """Which of the job's nodes this mom is, for its record (each mom of a job writes
+    the record of its own share); None, with one warning line, where ``exec_vnode`` does
+    not say, and None without one where there is none (a classic epilogue's argv)."""
+    exec_vnode = attributes.get("exec_vnode", "")
+    if not exec_vnode:
+        return None
+    try:
+        return pbs.node_share(exec_vnode, [node])
+    except ValueError as error:
+        context.log.warning(f"its record does not say which of the job's nodes this is: "
+                            f"{error}")
+        return None
 
 
 def _cgroup_memory(options: dict[str, str], job: str) -> tuple | None:

@@ -81,8 +81,14 @@ class NodeBound:
         self.fact, self.value, self.clause = fact, value, clause
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, NodeBound) and (self.fact, self.value) == (other.fact,
-                                                                            other.value)
+        return isinstance(other, NodeBound) and self.key == other.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    @property
+    def key(self) -> tuple:
+        return ("at least", self.fact, self.value)
 
     def __repr__(self) -> str:
         return f"NodeBound({self.fact} >= {self.value})"
@@ -99,6 +105,13 @@ class Tag:
     def __eq__(self, other) -> bool:
         return isinstance(other, Tag) and self.name == other.name
 
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    @property
+    def key(self) -> tuple:
+        return ("tag", self.name)
+
     def __repr__(self) -> str:
         return f"Tag({self.name})"
 
@@ -110,6 +123,16 @@ class AnyOf:
 
     def __init__(self, choices: list, clause: str):
         self.choices, self.clause = choices, clause
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, AnyOf) and self.key == other.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    @property
+    def key(self) -> tuple:
+        return ("any of", *(choice.key for choice in self.choices))
 
     def __repr__(self) -> str:
         return f"AnyOf({self.choices!r})"
@@ -123,6 +146,9 @@ class Needs:
         self.high: dict[str, int] = {}
         self.whole_node = False
         self.node: list = []
+        # The node clauses already held: a JDL may list tens of thousands of tags, and a
+        # scan of the list per tag made reducing it quadratic (60,000 tags: minutes).
+        self._node_held: set = set()
         # DIRAC keys its Matcher decides before a job reaches a batch system (Site, ...).
         self.elsewhere: dict[str, list[str]] = {}
         self.warnings: list[str] = []
@@ -142,6 +168,8 @@ class Needs:
                                 f"{kind.replace('_', ' ')}: no job runs with none")
         if kind not in self.high or value < self.high[kind]:
             self.high[kind] = value
+            if kind not in self.low:  # the bound is then the request (:meth:`request`)
+                self.why[kind] = clause
         self._check(kind, clause)
 
     def _check(self, kind: str, clause: str) -> None:
@@ -150,7 +178,8 @@ class Needs:
                                 f"{kind.replace('_', ' ')} satisfies both")
 
     def add_node(self, clause) -> None:
-        if clause not in self.node:
+        if clause not in self._node_held:
+            self._node_held.add(clause)
             self.node.append(clause)
 
     def request(self, kind: str) -> int | None:

@@ -326,17 +326,62 @@ def test_end_records_what_pbs_measured(site):
     assert len(list(records.glob("*/*.json"))) == 1
 
 
-def test_a_sister_moms_record_names_its_node_and_its_share(site):
-    """Several moms on one host: each record says which node's share it is."""
+@pytest.mark.parametrize(("mom", "index", "cpus", "memory"), [
+    ("vm", 1, 1, 100 * MIB), ("vm-m1", 2, 1, 100 * MIB), ("vm-m2", 3, 2, 200 * MIB)])
+def test_each_moms_record_names_its_node_and_its_share(site, mom, index, cpus, memory):
+    """A job on three moms of one host (recorded): each mom's record says which node's
+    share it is - its place in exec_vnode, of 3 - and its SSS record has the TaskGroup."""
     records = _keeping_records(site)
-    assert site.role("begin", "begin-scatter-vm-m2").returncode == 0
-    result = site.role("end", "end-scatter-vm-m2")
+    name = "scatter-vm" if mom == "vm" else f"scatter-{mom}"
+    assert site.role("begin", f"begin-{name}").returncode == 0
+    result = site.role("end", f"end-{name}")
     assert (result.returncode, result.stderr) == (0, "")
     record = _record(records)
-    assert (record["job_id"], record["node"], record["requested"]["allocated_cpu"],
-            record["requested"]["max_rss_bytes"]) == ("270.vm", "vm-m2", 2, 200 * MIB)
-    # Its mom keeps no wall time (it handed over 00:00:00): the job's own clock counts.
-    assert record["delivered"]["wall_secs"]["source"] == "end_time - jobstart_secs"
+    assert (record["job_id"], record["node"], record["node_index"], record["node_count"],
+            record["requested"]["allocated_cpu"], record["requested"]["max_rss_bytes"]) == \
+        ("270.vm", mom, index, 3, cpus, memory)
+    [xml] = records.glob("*/*.xml")
+    assert f"<TaskGroup>\n    <NodeCount>3</NodeCount>\n    <Task>\n      <Node>{mom}</Node>" \
+        in xml.read_text()
+    if mom != "vm":  # a sister mom keeps no wall time (it handed over 00:00:00)
+        assert record["delivered"]["wall_secs"]["source"] == "end_time - jobstart_secs"
+
+
+def test_a_job_on_one_mom_is_its_only_node(site):
+    records = _keeping_records(site)
+    assert site.role("begin", "begin-a").returncode == 0
+    assert site.role("end", "end-a").returncode == 0
+    record = _record(records)
+    assert (record["node_index"], record["node_count"]) == (1, 1)
+    assert "TaskGroup" not in next(records.glob("*/*.xml")).read_text()
+
+
+@pytest.mark.parametrize(("exec_vnode", "why"), [
+    ("(vm-m1:ncpus=1)+(vm-m9:ncpus=1)", "names none of this host's vnodes (vm-m2)"),
+    ("vm-m2:ncpus=1", "is not (vnode:resource=value)"),
+])
+def test_a_record_whose_mom_exec_vnode_does_not_place_says_so_in_one_line(site, exec_vnode,
+                                                                           why):
+    records = _keeping_records(site)
+    assert site.role("begin", "begin-scatter-vm-m2").returncode == 0
+    result = site.role("end", "end-scatter-vm-m2", exec_vnode=exec_vnode)
+    assert result.returncode == 0 and site.jobs() == []
+    [warning] = result.stderr.splitlines()
+    assert "its record does not say which of the job's nodes this is" in warning
+    assert why in warning
+    record = _record(records)
+    assert "node_index" not in record and record["node"] == "vm-m2"
+
+
+def test_a_record_of_more_nodes_than_records_count_says_so_and_is_written(site):
+    records = _keeping_records(site)
+    assert site.role("begin", "begin-scatter-vm-m2").returncode == 0
+    many = "(vm-m2:ncpus=2+" + "+".join(f"n{number}" for number in range(100000)) + ")"
+    result = site.role("end", "end-scatter-vm-m2", exec_vnode=many)
+    assert result.returncode == 0
+    [warning] = result.stderr.splitlines()
+    assert "its 100001 nodes are more than a record counts (100000)" in warning
+    assert "node_index" not in _record(records)
 
 
 def test_end_without_a_memory_sample_records_no_peak(site):

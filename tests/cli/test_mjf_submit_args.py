@@ -85,9 +85,22 @@ def test_a_dirac_jdl_with_the_sites_hs06_per_cpu(tmp_path):
     (["--batch", "slurm", "--jdl", "/nonexistent/x.jdl"], ["/nonexistent/x.jdl"]),
     (["--batch", "slurm", "--hs06-per-cpu", "fast", "x > 1"], ["--hs06-per-cpu"]),
     (["--batch", "slurm", "other.X > \x1b[2J 1"], ["does not parse"]),
+    (["--batch", "htcondor", "other.GlueCEPolicyMaxWallClockTime >= 1000000000000000000"],
+     ["AllowedJobDuration (seconds) 60000000000000000000", "at most 9223372036854775807"]),
+    (["--batch", "lsf", 'member("el9-x86", other.GlueHostApplicationSoftwareRunTimeEnvironment)'],
+     ["for lsf", "el9-x86", "letters, digits and _"]),
 ])
 def test_errors_are_one_line_and_exit_2(args, named):
     one_error_line(submit_args(*args), *named)
+
+
+def test_a_dirac_tag_lsf_keeps_for_itself_is_an_error_for_lsf_only(tmp_path):
+    jdl = tmp_path / "job.jdl"
+    jdl.write_text('[ Tags = {"cvmfs", "mem"}; ]')
+    one_error_line(submit_args("--batch", "lsf", "--jdl", str(jdl)), "`Tags mem`",
+                   "mem is one of LSF's own resources")
+    assert submit_args("--batch", "slurm", "--jdl", str(jdl)).stdout.split()[-1] == \
+        "'--constraint=cvmfs&mem'"
 
 
 def test_a_dirac_cputime_without_an_hs06_per_cpu_is_an_error(tmp_path):

@@ -118,22 +118,27 @@ def assert_every_node_saw_its_share(complex_, name: str, job_id: str, job: dict)
 
 
 def assert_every_node_recorded_its_share(complex_, job_id: str, job: dict) -> None:
-    """One record per node of the job, in that node's records, naming the node and
+    """One record per node of the job, in that node's records, naming the node, which of
+    the job's nodes it is (its place in exec_vnode; its SSS record's TaskGroup) and
     holding its share."""
-    for node, share in chunks(job).items():
+    shares = chunks(job)
+    for index, (node, share) in enumerate(shares.items(), 1):
         deadline = time.monotonic() + 30
         while True:
-            found = [json.loads(path.read_text())
+            found = [(path, json.loads(path.read_text()))
                      for path in complex_.records[node].glob("*/*.json")]
-            found = [record for record in found if record["job_id"] == job_id]
+            found = [(path, record) for path, record in found if record["job_id"] == job_id]
             if found or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
         assert len(found) == 1, (node, found)
-        record = found[0]
-        assert (record["node"], record["requested"]["allocated_cpu"],
-                record["requested"]["max_rss_bytes"], record["requested"]["hs06_job"]) == \
-            (node, share["ncpus"], share["mem"], hs06_per_cpu(complex_, node) * share["ncpus"])
+        path, record = found[0]
+        assert (record["node"], record["node_index"], record["node_count"],
+                record["requested"]["allocated_cpu"], record["requested"]["max_rss_bytes"],
+                record["requested"]["hs06_job"]) == \
+            (node, index, len(shares), share["ncpus"], share["mem"],
+             hs06_per_cpu(complex_, node) * share["ncpus"]), job["exec_vnode"]
+        assert f"<NodeCount>{len(shares)}</NodeCount>" in path.with_suffix(".xml").read_text()
         # A sister mom hands over walltime=00:00:00 (it keeps none): no measurement.
         assert not record["delivered"]["wall_secs"]["source"].endswith("=00:00:00"), record
 

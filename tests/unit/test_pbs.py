@@ -108,6 +108,23 @@ def test_each_mom_of_a_multi_node_job_takes_its_own_chunks(node, share):
         (share["ncpus"], share["mem"], [])
 
 
+@pytest.mark.parametrize(("exec_vnode", "own", "share"), [
+    (SCATTER, "vm", (1, 3)), (SCATTER, "vm-m1", (2, 3)), (SCATTER, "vm-m2", (3, 3)),
+    ("(vm:ncpus=2)+(vm:ncpus=1)", "vm", (1, 1)),  # chunks of one mom: one node
+    # a multi-vnode mom's vnodes are host[N]: one node, wherever its chunks are
+    ("(a[0]:ncpus=2+a[1]:ncpus=2)+(b:ncpus=1)+(a[2]:ncpus=1)", "b.example.org", (2, 2)),
+    ("(A.example.org:ncpus=1)+(b:ncpus=1)+(a[1]:ncpus=1)", "b", (2, 2)),
+])
+def test_a_moms_place_among_the_jobs_nodes_is_their_order_in_exec_vnode(exec_vnode, own,
+                                                                         share):
+    assert pbs.node_share(exec_vnode, [own]) == share
+
+
+def test_a_mom_exec_vnode_does_not_name_has_no_place():
+    with pytest.raises(ValueError, match="none of this host's vnodes"):
+        pbs.node_share(SCATTER, ["vm-m9"])
+
+
 def test_without_the_adapters_node_the_hosts_node_name_is_its_own():
     assert pbs.mom_node({"vnodes": "vm-m1,vm"}, "vm-m1") == "vm-m1"
     assert pbs.host_share(SCATTER, [pbs.mom_node({}, "vm.example.org")]) == \

@@ -2,6 +2,8 @@
 printed as each batch system's options (mjf_hooks.match.submit_options)."""
 
 import importlib.util
+import re
+import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -197,6 +199,77 @@ def test_what_one_batch_system_cannot_express_names_the_clause(batch, expression
     assert "`" in str(error.value)
 
 
+def member(tag: str) -> str:
+    return f'member("{tag}", other.GlueHostApplicationSoftwareRunTimeEnvironment)'
+
+
+@pytest.mark.parametrize("tag, why", [
+    ("el9-x86", "only letters, digits and _"), ("cvmfs.cern", "only letters, digits and _"),
+    ("mem", "LSF's own resources"), ("r15s", "LSF's own resources"),
+    ("server", "LSF's own resources"), ("maxmem", "LSF's own resources"),
+    ("infiniband", "inf or nan"), ("NaNo", "inf or nan"), ("a" * 40, "at most 39"),
+])
+def test_lsf_refuses_a_tag_that_is_no_lsf_resource_name(tag, why):
+    with pytest.raises(Unexpressible, match=f"for lsf: .*{why}") as error:
+        printed(member(tag), "lsf")
+    assert tag in str(error.value)
+    with pytest.raises(Unexpressible, match=why):  # as one of alternatives too
+        printed(f"{member('ok')} || {member(tag)}", "lsf")
+
+
+def test_lsf_takes_what_lsf_names_a_resource():
+    for tag in ("MEM", "cvmfs_cern", "a" * 39, "x86_64", "gpu_a100"):
+        assert printed(member(tag), "lsf")[1] == ["-R", f"select[{tag}] span[hosts=1]"]
+
+
+def test_lsf_refuses_a_site_name_for_a_node_fact_that_lsf_keeps():
+    with pytest.raises(Unexpressible, match="mem is one of LSF's own resources"):
+        printed("other.MJF_MACHINE_HS06 >= 100", "lsf", names={"hs06": "mem"})
+
+
+NOW = 1_800_000_000  # Grid Engine's h_rt is bounded by the time left on its 32-bit clock
+CORES, MEMORY_MIB = ("other.GlueHostArchitectureSMPSize >= {}",
+                     "other.GlueHostMainMemoryRAMSize >= {}")
+WALL_SECS, CPU_SECS = "other.MJF_JOB_WALL_LIMIT_SECS >= {}", "other.MJF_JOB_CPU_LIMIT_SECS >= {}"
+WALL_MINUTES, CPU_MINUTES = ("other.GlueCEPolicyMaxWallClockTime >= {}",
+                             "other.GlueCEPolicyMaxCPUTime >= {}")
+
+
+@pytest.mark.parametrize("batch, requirement, most, field, bound", [
+    ("slurm", CORES, 2**16 - 3, "--cpus-per-task", 2**16 - 3),
+    ("slurm", WALL_SECS, 35791393 * 60, "--time (minutes)", 35791393),
+    ("slurm", CPU_SECS, 35791393 * 60, "--time (minutes)", 35791393),
+    ("pbs", MEMORY_MIB, 2**44 - 1, "mem (mb)", 2**44 - 1),
+    ("pbs", WALL_MINUTES, (2**63 - 2) // 60, "walltime (seconds)", 2**63 - 2),
+    ("pbs", CPU_MINUTES, (2**63 - 2) // 60, "cput (seconds)", 2**63 - 2),
+    ("gridengine", CORES, 2**32 - 1, "slots", 2**32 - 1),
+    ("gridengine", WALL_SECS, 2**32 - 1 - NOW, "h_rt (seconds from now)", 2**32 - 1 - NOW),
+    ("gridengine", CPU_SECS, 2**32 - 1, "h_cpu (seconds)", 2**32 - 1),
+    ("gridengine", MEMORY_MIB, 2**44 - 1, "h_vmem (M)", 2**44 - 1),
+    ("lsf", CORES, 2**31 - 1, "-n", 2**31 - 1),
+    ("lsf", MEMORY_MIB, 2**31 - 1, "-M (MB)", 2**31 - 1),
+    ("lsf", WALL_SECS, 35791394 * 60, "-W (minutes)", 35791394),
+    ("lsf", CPU_SECS, 35791394 * 60, "-c (minutes)", 35791394),
+    ("htcondor", WALL_MINUTES, (2**63 - 1) // 60, "AllowedJobDuration (seconds)", 2**63 - 1),
+])
+def test_a_request_beyond_what_the_batch_systems_field_holds_is_refused(
+        batch, requirement, most, field, bound):
+    """Checked in the option's own unit, after conversion: 10**18 minutes of wall time
+    were 6 x 10**19 s, which HTCondor reads as 0."""
+    assert printed(requirement.format(most), batch, now=NOW)
+    with pytest.raises(Unexpressible, match=rf"`.*` becomes {re.escape(field)} \d+ for "
+                       rf"{batch}, which holds at most {bound}$"):
+        printed(requirement.format(most + 1), batch, now=NOW)
+
+
+def test_the_htcondor_wall_limit_is_bounded_in_the_sites_unit():
+    """10**18 minutes: too many seconds for an int64, as minutes they fit."""
+    with pytest.raises(Unexpressible, match="60000000000000000000 for htcondor"):
+        printed(WALL_MINUTES.format(10**18), "htcondor")
+    assert printed(WALL_MINUTES.format(10**18), "htcondor", htcondor_wall_unit="minutes") \
+        == [["request_cpus = 1"], [f"+AllowedJobDuration = {10**18}"]]
+
+
 def test_whole_node_is_slurm_exclusive_and_an_error_elsewhere():
     needs = jdl_needs('[ WholeNode = "yes"; ]', None)
     assert ["--exclusive"] in options(needs, "slurm", Settings())
@@ -222,6 +295,40 @@ def test_words_and_directives():
     assert directives("htcondor", condor) == ["request_cpus = 2"]
     assert directives("gridengine", printed("other.GlueHostArchitectureSMPSize >= 2",
                                             "gridengine")) == ["#$ -pe smp 2"]
+
+
+# --- scaling ----------------------------------------------------------------------------
+
+def tags_jdl(count: int) -> str:
+    """A DIRAC JDL listing ``count`` tags (60,000 of them: 520 KB)."""
+    return "[ Tags = {" + ", ".join(f'"tag{number}"' for number in range(count)) + "}; ]"
+
+
+def python_calls(function) -> int:
+    """How many Python functions ``function()`` calls: a measure of its work that, unlike
+    a time, is the same on any machine (the suite asserts no times)."""
+    calls = 0
+
+    def count(frame, event, arg):
+        nonlocal calls
+        calls += event == "call"
+
+    sys.setprofile(count)
+    try:
+        function()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def test_reducing_and_printing_grow_linearly_with_the_tags():
+    """10,000 tags took 3.3 s and 60,000 minutes (each tag was compared with every
+    earlier one); now 60,000 take about a second (docs/performance.md)."""
+    def work(count: int) -> int:
+        text = tags_jdl(count)
+        return python_calls(lambda: options(jdl_needs(text, None), "lsf", Settings()))
+
+    assert work(60000) / work(10000) < 6.5  # linear: 6 at most; quadratic: about 36
 
 
 # --- robustness: the reducer's requests satisfy the requirement -----------------------

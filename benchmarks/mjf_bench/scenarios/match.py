@@ -6,8 +6,11 @@ start), each started among the start-up commands; and ``mjf match --jdl DIR
 --location JOB`` over small JDL files (half gLite ``Requirements = other.GlueHostBenchmarkSI00
 > N ? ... : ...``, half DIRAC ``NumberOfProcessors``/``CPUTime``, varied; checked once:
 every file judged, none unreadable): its seconds, and µs per requirement once the same
-repeat's ``mjf match`` start is subtracted. The venv is not changed: without ``classad2``
-(the ``match`` extra) the rows needing it say "not installed"."""
+repeat's ``mjf match`` start is subtracted; and ``mjf submit-args --batch lsf --jdl`` of a
+DIRAC JDL listing 10,000 and 60,000 tags (checked once: every tag printed), its seconds
+against the smaller one's, which stays near 6 while the work grows as the tags do. The
+venv is not changed: without ``classad2`` (the ``match`` extra) the rows needing it say
+"not installed"."""
 
 from __future__ import annotations
 
@@ -52,6 +55,10 @@ class Match(Scenario):
         self.jdl = os.path.join(bench.work, "jdl")
         self.matched = 0  # JDL files the slot satisfies
         self.runs: list[float] = []  # per repeat: seconds of `mjf match --jdl DIR`
+        # per size of bench.sizes.tags: its JDL, and per repeat seconds of its submit-args
+        self.tag_jdls = {count: os.path.join(bench.work, f"tags-{count}.jdl")
+                         for count in bench.sizes.tags}
+        self.tag_runs: dict[int, list[float]] = {count: [] for count in bench.sizes.tags}
         mjf = bench.bin("mjf")
         missing = None if self.classad else NOT_INSTALLED
         submit_jdl = os.path.join(bench.work, "submit.jdl")
@@ -105,6 +112,7 @@ class Match(Scenario):
                   f"{NOT_INSTALLED!r} (pip install 'mjf-hooks[match]' into the venv)",
                   file=sys.stderr)
             return
+        self._prepare_tags()
         count = self.bench.sizes.jdl
         os.mkdir(self.jdl)
         for number in range(count):
@@ -130,11 +138,31 @@ class Match(Scenario):
     def _match_jdl(self) -> list[str]:
         return [self.bench.bin("mjf"), "match", "--jdl", self.jdl, "--location", self.slot]
 
+    def _prepare_tags(self) -> None:
+        """The JDLs of many tags, each reduced once and checked: LSF's select[] lists them
+        all."""
+        for count, path in self.tag_jdls.items():
+            with open(path, "w") as handle:
+                handle.write("[ Tags = {" + ", ".join(f'"tag{number}"' for number in
+                                                      range(count)) + "}; ]\n")
+            result = subprocess.run(self._submit_tags(count), capture_output=True,
+                                    text=True, env=self.bench.env)
+            if result.returncode or result.stderr or \
+                    result.stdout.count("&&") != count - 1:
+                sys.exit(f"mjf submit-args --jdl {path}: exit {result.returncode}, "
+                         f"{result.stderr[:500]}")
+
+    def _submit_tags(self, count: int) -> list[str]:
+        return [self.bench.bin("mjf"), "submit-args", "--batch", "lsf", "--jdl",
+                self.tag_jdls[count]]
+
     def repeat(self) -> None:
         """Seconds of one `mjf match --jdl DIR`, its verdicts to /dev/null (exit 1: some
         JDL does not match)."""
         if self.classad:
             self.runs.append(measure(self._match_jdl(), self.bench.env, accept=(0, 1)))
+            for count, runs in self.tag_runs.items():
+                runs.append(measure(self._submit_tags(count), self.bench.env))
 
     def tables(self, floors: dict[str, Command]) -> list[Table]:
         python_floor = floors[PYTHON_FLOOR].ms
@@ -146,12 +174,22 @@ class Match(Scenario):
         jdl = Table(["`mjf match --jdl DIR --location JOB` over", "÷ python floor", "s",
                      "µs per JDL", "µs per requirement, one `mjf match` start subtracted"])
         label = f"{count:,} JDL files, half gLite, half DIRAC"
+        tags = Table(["`mjf submit-args --batch lsf --jdl JOB.jdl` of a DIRAC JDL listing",
+                      "÷ python floor", "s", "÷ the first row's"])
         if not self.classad:
             jdl.add(label, NOT_INSTALLED, "", "", "")
-            return [table, jdl]
+            for count in self.tag_runs:
+                tags.add(f"{count:,} tags", NOT_INSTALLED, "", "")
+            return [table, jdl, tags]
         start = self.commands[-1].ms  # per repeat: one `mjf match` start, ms
         median = statistics.median(self.runs)
         each = [(seconds * 1000 - ms) / count * 1000 for seconds, ms in zip(self.runs, start)]
         jdl.add(f"{label} ({self.matched:,} match)", per_floor(self.runs, python_floor, 1, 1000),
                 f"{median:.2f}", f"{median / count * 1e6:.0f}", f"{statistics.median(each):.0f}")
-        return [table, jdl]
+        base = self.tag_runs[self.bench.sizes.tags[0]]
+        for count, runs in self.tag_runs.items():
+            size = os.path.getsize(self.tag_jdls[count])
+            tags.add(f"{count:,} tags ({size / 1000:,.0f} KB)",
+                     per_floor(runs, python_floor, 1, 1000),
+                     f"{statistics.median(runs):.2f}", per_floor(runs, base))
+        return [table, jdl, tags]
