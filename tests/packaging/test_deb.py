@@ -56,12 +56,28 @@ def test_changelog_repeats_the_one_version():
     assert sources.changelog_md_versions() == sources.debian_changelog_versions()
 
 
-def test_bump_version_changes_both(tmp_path):
+def unreleased_section(text: str) -> str:
+    """What CHANGELOG.md gathers under ``## Unreleased`` (empty where it has none)."""
+    start = text.find("\n## Unreleased\n")
+    if start < 0:
+        return ""
+    body = text[start + len("\n## Unreleased\n"):]
+    return body.split("\n## ", 1)[0]
+
+
+@pytest.mark.parametrize("unreleased", ["as it is", "none"])
+def test_bump_version_changes_both(tmp_path, unreleased):
     copy = tmp_path / "tree"
     for part in ("debian", "mjf_hooks"):
         shutil.copytree(CHECKOUT_ROOT / part, copy / part,
                         ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(CHECKOUT_ROOT / "CHANGELOG.md", copy)
+    if unreleased == "none":
+        text = (copy / "CHANGELOG.md").read_text()
+        section = unreleased_section(text)
+        if section:
+            (copy / "CHANGELOG.md").write_text(text.replace("\n## Unreleased\n" + section, "\n"))
+    before = (copy / "CHANGELOG.md").read_text()
     bump = [str(copy / "debian/bump-version"), "9.8.7", "A change.", "Another."]
     environment = {"PATH": "/usr/bin:/bin", "DEBEMAIL": "a@b.c", "DEBFULLNAME": "A B"}
     subprocess.run(bump, check=True, env=environment)
@@ -70,19 +86,23 @@ def test_bump_version_changes_both(tmp_path):
     assert changelog.startswith("mjf-hooks (9.8.7) unstable; urgency=medium\n\n  * A change.\n"
                                 "  * Another.\n\n -- A B <a@b.c>  ")
     assert f"mjf-hooks ({package_version()})" in changelog  # the history is kept
-    # CHANGELOG.md: the same changes under a heading of their own, above the others.
+    # CHANGELOG.md: the same changes under a heading of their own, above the others, and
+    # what "## Unreleased" gathered after them (that heading gone, its entries kept).
+    gathered = [line for line in unreleased_section(before).splitlines() if line]
     text = (copy / "CHANGELOG.md").read_text()
     new = text[text.index("## 9.8.7 - "):]
-    assert new.split("\n", 1)[1].startswith("\n- A change.\n- Another.\n\n## ")
-    assert text.startswith((CHECKOUT_ROOT / "CHANGELOG.md").read_text().split("\n## ")[0])
+    assert new.split("\n", 1)[1].startswith(
+        "\n" + "\n".join(["- A change.", "- Another.", *gathered]) + "\n\n## ")
+    assert "## Unreleased" not in text
+    assert text.startswith(before.split("\n## ")[0])
     assert sources.changelog_md_versions(copy) == sources.debian_changelog_versions(copy) \
         == ["9.8.7", *sources.debian_changelog_versions()]
     # A version that is there already changes nothing.
-    before = {path: (copy / path).read_text()
-              for path in ("CHANGELOG.md", "debian/changelog", "mjf_hooks/__init__.py")}
+    kept = {path: (copy / path).read_text()
+            for path in ("CHANGELOG.md", "debian/changelog", "mjf_hooks/__init__.py")}
     again = subprocess.run(bump, env=environment, capture_output=True, text=True)
     assert again.returncode == 2 and "CHANGELOG.md already has 9.8.7" in again.stderr
-    assert before == {path: (copy / path).read_text() for path in before}
+    assert kept == {path: (copy / path).read_text() for path in kept}
 
 
 @pytest.fixture(scope="module")
