@@ -61,7 +61,8 @@ def deb(tmp_path_factory) -> Path | None:
     if os.geteuid() != 0 or bookworm_root.build_prerequisites():
         return None
     bookworm_root.ensure_pristine()  # minutes, once per machine (tests/packaging's too)
-    return bookworm_root.build_deb(tmp_path_factory.mktemp("deb"))
+    # The package only: its build's unit tests are test_deb's to run, not the smoke's.
+    return bookworm_root.build_deb(tmp_path_factory.mktemp("deb"), unit_tests=False)
 
 
 @pytest.fixture(scope="module")
