@@ -320,7 +320,9 @@ def bound_by_job(status: Status, allocated_cpu: int | None, jobstart_secs: int |
         value = values.get(key)
         if value is None or since is None or until is None:
             continue
-        seconds = max(until - since, 0)
+        # Times are whole seconds: a second more, so that a report made in the job's
+        # first second (a pilot's first payload) is not refused for rounding.
+        seconds = max(until - since, 0) + 1
         if value > allocated_cpu * seconds:
             del values[key]
             status.problems[key] = (f"{key} {value} is more than the job's {allocated_cpu} "

@@ -182,21 +182,25 @@ try:
     directory, features = os.environ.get("JOBSTATUS"), os.environ.get("JOBFEATURES")
     info = os.stat(directory) if directory else None
     allocated = int(open(os.path.join(features, "allocated_cpu")).read())
-    base = int(time.time()) - 100000  # every job start is past, every job end to come
+    base = int(time.time()) - 100000  # every job end to come
+    # Every payload started in the job (what root's status takes of a pilot's word is
+    # bounded by its job: no start before jobstart_secs, no more uncommitted CPU time or
+    # end waste than its cores give).
+    start = int(open(os.path.join(features, "jobstart_secs")).read())
     publish("ready", {
         "JOBSTATUS": directory, "JOBFEATURES": features, "uid": os.getuid(),
         "is_dir": bool(info and stat.S_ISDIR(info.st_mode)),
         "owner": info and info.st_uid, "listing": os.listdir(directory) if info else None,
         "job_id": open(os.path.join(features, "job_id")).read(),
-        "allocated": allocated, "base": base})
+        "allocated": allocated, "base": base, "start": start})
     wait_for("watching")
 
     def values(n):
-        return {"used_CPU": n % allocated + 1, "last_job_start": base + n,
+        return {"used_CPU": n % allocated + 1, "last_job_start": start,
                 "first_exp_job_end": base + 200000 + n,
                 "last_exp_job_end": base + 300000 + n,
-                "last_max_job_end": base + 400000 + n, "add_uncom_time": n,
-                "add_final_exp_waste": 2 * n, "can_postpone_last_job": n % 2 == 1,
+                "last_max_job_end": base + 400000 + n, "add_uncom_time": n % 2,
+                "add_final_exp_waste": n % 50, "can_postpone_last_job": n % 2 == 1,
                 "priority_factor": n}
 
     mjf = os.path.join(os.path.dirname(sys.executable), "mjf")

@@ -98,7 +98,7 @@ PROBLEMS = {
 }
 # What is taken of those (the raw text of each key without a problem): the job's own.
 TAKEN = {"lock-huge": {}, "lock-binary": {}, "too-many-cores": {},
-         "unlocked": {"last_job_start": "1790000000"}}
+         "unlocked": {"last_job_start": "2000000000"}}
 # Made by root but left alone (or only attacked from outside) by the user.
 QUIET = ("good", "empty", "replaced", "root-link", "churned")
 JOBS = (*QUIET, *UNREADABLE, *PROBLEMS)
@@ -184,7 +184,7 @@ for key, text in {"last_job_start": "1e3", "first_exp_job_end": " 1800000000",
     put(at("key-garbage", key), text.encode())
 valid("too-many-cores", used_CPU=2)
 put(at("too-many-cores", "used_CPU"), b"9\n")  # beside the lock: more than allocated_cpu
-put(at("unlocked", "last_job_start"), b"1790000000")
+put(at("unlocked", "last_job_start"), b"2000000000")  # after its job started
 
 # Where the user may not write (base_dir's directories are root's), the kernel refuses.
 attempt("link a root file", os.link, secret, at("root-link", "used_CPU"))

@@ -37,25 +37,27 @@ BURST_SECS = 2.0
 CPUS = 2
 
 
-def step_values(n: int, base: int, allocated: int) -> dict[str, str]:
-    """The set the pilot reports at step ``n``, as its files hold it."""
-    return {"used_CPU": str(n % allocated + 1), "last_job_start": str(base + n),
+def step_values(n: int, ready: dict) -> dict[str, str]:
+    """The set the pilot reports at step ``n``, as its files hold it (job_side.PILOT)."""
+    base, allocated = ready["base"], ready["allocated"]
+    return {"used_CPU": str(n % allocated + 1), "last_job_start": str(ready["start"]),
             "first_exp_job_end": str(base + 200000 + n),
             "last_exp_job_end": str(base + 300000 + n),
-            "last_max_job_end": str(base + 400000 + n), "add_uncom_time": str(n),
-            "add_final_exp_waste": str(2 * n), "can_postpone_last_job": str(n % 2 == 1),
+            "last_max_job_end": str(base + 400000 + n), "add_uncom_time": str(n % 2),
+            "add_final_exp_waste": str(n % 50), "can_postpone_last_job": str(n % 2 == 1),
             "priority_factor": str(n)}
 
 
-def expected_figures(n: int, base: int, allocated: int, now: int) -> dict:
+def expected_figures(n: int, ready: dict, now: int) -> dict:
     """Draft 0.99's conversion formulas for step ``n`` at ``now``. The pilot's times keep
-    every difference positive, so no figure is one the suite clamps at 0."""
-    used, last_start = n % allocated + 1, base + n
+    every difference at least 0, so no figure is one the suite clamps at 0."""
+    base, allocated = ready["base"], ready["allocated"]
+    used, last_start = n % allocated + 1, ready["start"]
     first_end, last_end = base + 200000 + n, base + 300000 + n
-    assert last_start < now < first_end
+    assert last_start <= now < first_end
     return {"remaining_time": last_end - now,
-            "draining_waste": (allocated - used) * (first_end - now) + 2 * n,
-            "kill_waste": n + used * (now - last_start),
+            "draining_waste": (allocated - used) * (first_end - now) + n % 50,
+            "kill_waste": n % 2 + used * (now - last_start),
             "priority_factor": n, "can_postpone_last_job": n % 2 == 1, "assumed": False}
 
 
@@ -112,7 +114,7 @@ def assert_root_saw_whole_sets(ready: dict, done: dict, looks: list, uid: int,
     assert ready["JOBSTATUS"] == location
     assert ready["is_dir"] and ready["listing"] == []  # empty, as the job starts
     assert ready["owner"] == ready["uid"] == uid
-    base, allocated = ready["base"], ready["allocated"]
+    allocated = ready["allocated"]
     assert allocated == CPUS
     first_now, first = looks[0]
     assert first["jobstatus"] == location
@@ -120,6 +122,7 @@ def assert_root_saw_whole_sets(ready: dict, done: dict, looks: list, uid: int,
     assert first["features"]["allocated_cpu"] == allocated
     # A job that reports nothing is assumed to use every core since it started.
     start = first["features"]["jobstart_secs"]
+    assert ready["start"] == start  # what the pilot read as its job's start
     assert first["figures"]["assumed"] is True and first["figures"]["draining_waste"] == 0
     assert first["figures"]["kill_waste"] == allocated * (first_now - start)
     steps = []
@@ -132,8 +135,8 @@ def assert_root_saw_whole_sets(ready: dict, done: dict, looks: list, uid: int,
         assert report["state"] == "reports", report
         n = int(values["priority_factor"])
         # One writer's whole set: every key of the same step, never half an update.
-        assert values == step_values(n, base, allocated), f"a torn set at step {n}: {values}"
-        assert report["figures"] == expected_figures(n, base, allocated, now), (n, now, report)
+        assert values == step_values(n, ready), f"a torn set at step {n}: {values}"
+        assert report["figures"] == expected_figures(n, ready, now), (n, now, report)
         steps.append(n)
     assert steps == sorted(steps), f"the steps went back: {steps}"
     assert len(set(steps)) >= 5, f"root saw too few steps: {steps}"
@@ -142,7 +145,7 @@ def assert_root_saw_whole_sets(ready: dict, done: dict, looks: list, uid: int,
     last = done["last"]
     assert steps[-1] == last  # the last look came after the last report
     assert last in done["shell_steps"] and STEPS in done["shell_steps"]  # `mjf status set`'s
-    assert done["raw"] == step_values(last, base, allocated) and done["problems"] == {}
+    assert done["raw"] == step_values(last, ready) and done["problems"] == {}
 
 
 @pytest.fixture(scope="module", params=VERSIONS, ids=lambda version: f"slurm-{version}")

@@ -139,6 +139,9 @@ class Node:
         write_script(root / "pbs/bin/pbsnodes", printing(
             f'{{"nodes": {{"{short}": {{"state": "job-busy", '
             '"jobs": ["1.vm/0", "1.vm/1", "2.vm/0", "2.vm/1"]}}}\n'))
+        # and its pbs_rstat no reservation (`mjf sync` asks it for drains: a query that
+        # fails would fail the pass).
+        write_script(root / "pbs/bin/pbs_rstat", "exit 0")
         self.config.write_text(self.config.read_text()
                                + f"[pbs]\npbs_exec = {root / 'pbs'}\ntmpdir = {root / 'scratch'}\n"
                                "cgroup_prefix = /mjf-crash-no-such-cgroup\nquery_qstat = no\n")
@@ -214,6 +217,15 @@ class Node:
         that `mjf sync` can tell a job whose end never ran."""
         self.config.write_text(self.config.read_text() + f"[records]\ndir = {self.records}\n")
         write_script(self.root / "squeue", "echo 1")  # beside [slurm] scontrol, where sync looks
+        return self
+
+    def running_only(self, batch_system: str) -> Node:
+        """The node runs ``batch_system`` alone (``[mjf] batch_systems``), as a site's does:
+        `mjf sync` asks no other of the fakes here (Grid Engine's qstat lists jobs 1 and 2,
+        which keeps a job whose state/ is its user's while any batch system here lists it)."""
+        text = self.config.read_text()
+        mjf = f"[mjf]\nbatch_systems = {batch_system}\n"
+        self.config.write_text(text.replace("[mjf]\n", mjf, 1))
         return self
 
     @property
@@ -413,7 +425,7 @@ def test_an_epilog_keeping_records_hides_the_job_first_and_a_kill_leaves_what_sy
     hooks = slurm_hooks(reference)
 
     def prepare(node):
-        hooks.started("1", "2")(node.keep_records())
+        hooks.started("1", "2")(node.keep_records().running_only("slurm"))
 
     def check_crashed(node, kill_at):
         seen = stable(node.jobs())

@@ -186,23 +186,24 @@ def test_what_no_job_can_have_done_is_refused():
     """A pilot's word is bounded by its job's: no payload started before the job, no more
     uncommitted CPU time than its cores had since, no more waste at its end than its cores
     have until its wall limit (each a problem, its value not taken)."""
-    # 4 cores, started 1000 s ago, its wall limit 500 s ahead.
-    within = reported(used_CPU=4, last_job_start=T0 - 1000, add_uncom_time=4000,
-                      add_final_exp_waste=2000)
+    # 4 cores, started 1000 s ago, its wall limit 500 s ahead (a second more each: times
+    # are whole seconds).
+    within = reported(used_CPU=4, last_job_start=T0 - 1000, add_uncom_time=4004,
+                      add_final_exp_waste=2004)
     jobstatus.bound_by_job(within, 4, T0 - 1000, T0 + 500, T0)
     assert within.problems == {} and len(within.values) == 4
-    beyond = reported(used_CPU=5, last_job_start=T0 - 1001, add_uncom_time=4001,
-                      add_final_exp_waste=2001)
+    beyond = reported(used_CPU=5, last_job_start=T0 - 1001, add_uncom_time=4005,
+                      add_final_exp_waste=2005)
     jobstatus.bound_by_job(beyond, 4, T0 - 1000, T0 + 500, T0)
     assert beyond.values == {}
     assert beyond.problems == {
         "used_CPU": "used_CPU 5 is more than the job's allocated_cpu 4",
         "last_job_start": f"last_job_start {T0 - 1001} is before the job's jobstart_secs "
                           f"{T0 - 1000}",
-        "add_uncom_time": "add_uncom_time 4001 is more than the job's 4 allocated_cpu give "
-                          "in its 1000 s since jobstart_secs (4000)",
-        "add_final_exp_waste": "add_final_exp_waste 2001 is more than the job's 4 "
-                               "allocated_cpu give in its 500 s to its wall limit (2000)"}
+        "add_uncom_time": "add_uncom_time 4005 is more than the job's 4 allocated_cpu give "
+                          "in its 1001 s since jobstart_secs (4004)",
+        "add_final_exp_waste": "add_final_exp_waste 2005 is more than the job's 4 "
+                               "allocated_cpu give in its 501 s to its wall limit (2004)"}
     # What is not known bounds nothing.
     unknown = reported(used_CPU=5, last_job_start=T0 - 1001, add_uncom_time=10**17,
                        add_final_exp_waste=10**17)
