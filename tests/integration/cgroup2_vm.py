@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
+import json
 import os
 import shutil
 import signal
@@ -265,3 +266,46 @@ def require_vm() -> None:
     require(shutil.which(QEMU) is not None,
             f"needs {QEMU} (qemu-system-x86, tests/setup-system)")
     require(BUSYBOX.exists(), "needs busybox-static for the VM's initramfs (tests/setup-system)")
+
+
+class GuestRun:
+    """What a guest program (:mod:`tests.integration.guest`) wrote, and its VM."""
+
+    def __init__(self, vm: CgroupV2VM, results: dict) -> None:
+        self.vm = vm
+        self.results = results
+        self.errors: dict[str, str] = results.get("errors", {})
+
+    def log(self, characters: int = 8000) -> str:
+        """The guest program's own output and the VM's console: for a failure's message."""
+        path = self.vm.share / "guest.log"
+        text = path.read_text(errors="replace") if path.exists() else "(no guest.log)"
+        return f"== guest.log\n{text[-characters:]}\n{self.vm.console_tail()}"
+
+    def check(self, part: str) -> dict:
+        """The results, once the guest's ``part`` is known to have run without error."""
+        assert part in self.results.get("seconds", {}), f"part {part} never ran\n{self.log()}"
+        assert part not in self.errors, f"{part} failed in the VM:\n{self.errors[part]}\n" \
+            f"{self.log()}"
+        return self.results
+
+
+def run_guest(root: Path, program: str, plan: dict, files: dict[str, str],
+              timeout: float) -> GuestRun:
+    """Boot a VM on ``root`` and run ``tests.integration.guest.<program>`` in it, with
+    ``plan`` (plan.json) and ``files`` (name: text, readable by every user) in its share,
+    and ``out/`` there writable by every user (where jobs write what they saw)."""
+    vm = CgroupV2VM(root)
+    (vm.share / "plan.json").write_text(json.dumps(plan))
+    for name, text in files.items():
+        (vm.share / name).write_text(text)
+        (vm.share / name).chmod(0o644)
+    (vm.share / "out").mkdir()
+    (vm.share / "out").chmod(0o1777)
+    vm.boot(f"cd {CHECKOUT}\npython3 -m tests.integration.guest.{program} {vm.share} "
+            f"> {vm.share}/guest.log 2>&1", timeout=timeout)
+    path = vm.share / "results.json"
+    if not path.exists():
+        raise VMFailed(f"the guest program {program} wrote no results\n"
+                       + GuestRun(vm, {}).log())
+    return GuestRun(vm, json.loads(path.read_text()))
