@@ -9,6 +9,8 @@ are the minimum over the cgroup and all its ancestors.
 
 from __future__ import annotations
 
+import os
+
 from ..spec import digits_value
 from . import read_text
 from .mounts import Mount, parse_mountinfo
@@ -151,18 +153,27 @@ def limits_from(proc_cgroup: dict[str, str],
         cpus = None
         if v1_cpuset:
             cpus = _leaf_cpus(_ancestors(*v1_cpuset), ("cpuset.effective_cpus", "cpuset.cpus"))
-        return CgroupLimits(1, v1_memory[0], memory, swap, cpus)
+        return _if_still_there(CgroupLimits(1, v1_memory[0], memory, swap, cpus))
     unified = cgroup_dir("", proc_cgroup, mounts)
     if unified:
         chain = _ancestors(*unified)
-        return CgroupLimits(
+        return _if_still_there(CgroupLimits(
             2,
             unified[0],
             _min_limit(chain, "memory.max"),
             _min_limit(chain, "memory.swap.max"),
             _leaf_cpus(chain, ("cpuset.cpus.effective",)),
-        )
+        ))
     return None
+
+
+def _if_still_there(limits: CgroupLimits) -> CgroupLimits | None:
+    """``limits``, unless the cgroup they were read for is gone (its last process ended,
+    and it was removed, while they were read: a job ending under a reader): its files
+    then read as missing, and the parents' CPUs alone would be taken for the job's.
+    Checked after the reads, so a removal during them is seen (on a real v2 kernel:
+    tests/integration/test_cgroup2_standalone.py)."""
+    return limits if os.path.isdir(limits.path) else None
 
 
 class CgroupUsage:

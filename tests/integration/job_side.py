@@ -62,6 +62,34 @@ out["cgroup_limits"] = limits
 '''
 
 
+# Appended to a job's dump script on a cgroup v2 host: `out["cgroup"]`, the job's
+# /proc/self/cgroup, and `out["cgroup_v2"]`, the limit files at its cgroup and every
+# ancestor below the root (deepest first): what the kernel enforces on the job.
+CGROUP_V2_LIMITS = r'''
+out["cgroup"] = open("/proc/self/cgroup").read()
+path = out["cgroup"].splitlines()[0].split(":", 2)[2]
+levels = []
+while path not in ("/", ""):
+    files = {}
+    for name in ("memory.max", "memory.swap.max", "cpuset.cpus.effective"):
+        try:
+            files[name] = open("/sys/fs/cgroup" + path + "/" + name).read().strip()
+        except OSError:
+            pass
+    levels.append([path, files])
+    path = path.rsplit("/", 1)[0]
+out["cgroup_v2"] = levels
+'''
+
+
+def enforced_v2_limit(view: dict, name: str) -> int | None:
+    """The tightest of the job's cgroup v2 limit ``name`` (memory.max, memory.swap.max)
+    up its chain, as its dump saw them (``max``: none)."""
+    limits = [int(files[name]) for _, files in view["cgroup_v2"]
+              if files.get(name, "max") != "max"]
+    return min(limits) if limits else None
+
+
 def enforced_memory_limit(view: dict) -> int | None:
     """The limit the job's dump saw enforced (v1's huge values mean none)."""
     limits = [limit for limit in view["cgroup_limits"] if limit < 2**62]

@@ -127,6 +127,18 @@ def test_v2_without_limit_files(fs):
     assert (limits.memory_bytes, limits.swap_bytes, limits.cpus) == (None, None, None)
 
 
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_cgroup_removed_before_its_limits_were_read_gives_none(fs, version):
+    # The job ended and its cgroup went while a reader had its /proc/PID/cgroup: the
+    # parents' files are still there, and their CPUs are not the job's.
+    if version == 1:
+        _v1_slurm_tree(fs)
+        fs.remove_object("/sys/fs/cgroup/memory/slurm_vm/uid_1001/job_2/step_batch/task_0")
+    else:
+        _v2_tree(fs, {"/system.slice/slurmstepd.scope/job_7/cpuset.cpus.effective": "0-3\n"})
+    assert cgroup.limits() is None
+
+
 def test_garbage_in_limit_files_is_no_limit_not_a_crash(fs):
     _v2_tree(fs, {
         "/system.slice/slurmstepd.scope/job_7/memory.max": "-1\n",
