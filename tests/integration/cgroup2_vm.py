@@ -255,6 +255,11 @@ class CgroupV2VM:
             f"{self.console_text()[-characters:]}"
 
     def remove(self) -> None:
+        """Remove the share, unless $MJF_KEEP_VM_SHARE is 1 (to look at what the guest
+        wrote, or to record fixtures from it: its path is printed)."""
+        if os.environ.get("MJF_KEEP_VM_SHARE") == "1":
+            print(f"kept the VM's share: {self.share}")
+            return
         shutil.rmtree(self.share, ignore_errors=True)
 
 

@@ -119,6 +119,12 @@ class SlurmCluster:
     def write_config(self) -> None:
         for sub in ("state", "spool", "log"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
+        self.conf.write_text(self.slurm_conf())
+        if self.cgroups:
+            (self.root / "cgroup.conf").write_text(self.cgroup_conf())
+
+    def slurm_conf(self) -> str:
+        """slurm.conf's text for this cluster."""
         nodes = ",".join(self.nodes)
         cgroup_lines = (
             "ProctrackType=proctrack/cgroup\nTaskPlugin=task/cgroup,task/affinity\n"
@@ -126,7 +132,7 @@ class SlurmCluster:
             if self.cgroups else
             "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nPrologFlags=Alloc\n"
         )
-        self.conf.write_text(f"""\
+        return f"""\
 ClusterName=mjfci
 SlurmctldHost={self.controller}
 SlurmUser=root
@@ -153,12 +159,12 @@ MinJobAge=2
 {self._node_lines()}\
 PartitionName=debug Nodes={nodes} Default=YES MaxTime=INFINITE DefaultTime=30 State=UP
 PartitionName=short Nodes={nodes} MaxTime=10 State=UP
-""")
-        if self.cgroups:
-            (self.root / "cgroup.conf").write_text(
-                "CgroupPlugin=cgroup/v1\nCgroupMountpoint=/sys/fs/cgroup\n"
-                "ConstrainCores=yes\nConstrainRAMSpace=yes\nConstrainSwapSpace=yes\n"
-            )
+"""
+
+    def cgroup_conf(self) -> str:
+        """cgroup.conf's text, for a cluster with ``cgroups``: this host's v1."""
+        return ("CgroupPlugin=cgroup/v1\nCgroupMountpoint=/sys/fs/cgroup\n"
+                "ConstrainCores=yes\nConstrainRAMSpace=yes\nConstrainSwapSpace=yes\n")
 
     def _hook_lines(self) -> str:
         task_epilog = f"TaskEpilog={self.bindir}/mjf-slurm\n" if self.records else ""
