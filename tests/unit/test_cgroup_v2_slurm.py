@@ -1,9 +1,13 @@
 """Slurm's cgroup v2 layout, on pyfakefs trees: the limits a job's process finds.
 
-No file here was recorded on a cgroup v2 host: the trees are written by hand
-after Slurm's description of its v2 hierarchy, so they test the reading of
-that layout, not that a real Slurm writes it this way. What Slurm does (in our
-words; sources: https://slurm.schedmd.com/cgroup_v2.html, sections "cgroup/v2
+The last tests read a tree recorded from a real Slurm 24.11 on a real cgroup v2
+kernel (tests/fixtures/slurm-24.11/cgv2-*, its README says how). The others are
+written by hand after Slurm's description of its v2 hierarchy, which the recorded
+tree bears out, with two things the description left open: Slurm built as Debian
+builds it names its scope ``<node>_slurmstepd.scope`` (not only with
+--enable-multiple-slurmd), and it writes the job's limits (memory.max, memory.high,
+memory.swap.max, cpuset.cpus) to both ``job_<id>`` and each step's ``user``. What
+Slurm does (in our words; sources: https://slurm.schedmd.com/cgroup_v2.html, sections "cgroup/v2
 overview" and "Hierarchy overview", and SchedMD/slurm
 src/plugins/cgroup/v2/cgroup_v2.c):
 
@@ -31,11 +35,15 @@ src/plugins/cgroup/v2/cgroup_v2.c):
   cgroup has neither file.
 """
 
+import json
+
 import pytest
 
 from mjf_hooks import config, features
 from mjf_hooks.batch import slurm
+from mjf_hooks.hooks.frame import read_env_file
 from mjf_hooks.probe import cgroup
+from tests.conftest import FIXTURES, fixture_text
 
 MIB = 1024**2
 JOB_LIMIT = 300 * MIB  # 314572800
@@ -272,3 +280,37 @@ def test_in_job_cgroup_knows_the_jobs_v2_cgroup(scope, step):
 ])
 def test_in_job_cgroup_outside_any_job(text):
     assert not slurm.in_job_cgroup(text, "14")
+
+
+def _recorded_tree(fs, proc_cgroup: str):
+    """The cgroup tree recorded under slurmd's scope on a real v2 kernel, with the
+    process in ``proc_cgroup`` (a recorded /proc/self/cgroup)."""
+    tree = json.loads(fixture_text("slurm-24.11/cgv2-tree.json"))
+    fs.create_file("/proc/self/mountinfo", contents=MOUNTINFO)
+    fs.create_file("/proc/self/cgroup", contents=proc_cgroup)
+    fs.create_file(f"{ROOT}/system.slice/memory.max", contents="max\n")
+    for directory, files in tree.items():
+        for name, text in files.items():
+            fs.create_file(f"{ROOT}{directory}/{name}", contents=text + "\n")
+
+
+@pytest.mark.parametrize("recorded", ["cgv2-job.cgroup", "cgv2-runinjob-prolog.cgroup",
+                                      "cgv2-runinjob-epilog.cgroup"])
+def test_the_recorded_tree_gives_the_jobs_limits(fs, recorded):
+    # The batch job's task, and the RunInJob Prolog and Epilog in step_extern/slurm:
+    # all under the job's 300M, no swap, 2 CPUs (sbatch -c 2 --mem=300M).
+    fs.add_real_directory(str(FIXTURES))
+    _recorded_tree(fs, fixture_text(f"slurm-24.11/{recorded}"))
+    limits = cgroup.limits("self")
+    assert (limits.version, limits.memory_bytes, limits.swap_bytes, limits.cpus) == \
+        (2, JOB_LIMIT, 0, 2)
+
+
+def test_the_recorded_jobs_keys():
+    # What the recorded tree's limits and the recorded Prolog's environment make: the
+    # values the job read in the VM.
+    environ = read_env_file(str(FIXTURES / "slurm-24.11/cgv2-runinjob-prolog.env"))
+    facts, warnings = slurm.job_facts(environ, None, None, int(environ["SLURM_JOB_START_TIME"]))
+    assert warnings == []
+    assert (facts["job_id"][0], facts["allocated_cpu"][0], facts["wall_limit_secs"][0]) == \
+        ("1", 2, 600)

@@ -294,6 +294,11 @@ def test_cpus_per_node_naming_more_nodes_than_a_cluster_has_fails_fast():
     ("runinjob-prolog.cgroup", "1", False),  # another job's (job_1 is not job_14)
     ("cgv1-prolog.cgroup", "14", False),  # Contain without RunInJob: slurmd's own cgroup
     ("runinjob-epilog.cgroup", "14", False),  # the Epilog: only the job's freezer cgroup
+    # cgroup v2 (recorded on a real v2 kernel): both in the job's step_extern/slurm.
+    ("cgv2-runinjob-prolog.cgroup", "1", True),
+    ("cgv2-runinjob-prolog.cgroup", "14", False),
+    ("cgv2-runinjob-epilog.cgroup", "1", True),
+    ("cgv2-job.cgroup", "1", True),
 ])
 def test_a_prolog_knows_when_it_runs_inside_the_jobs_cgroup(sample, job_id, inside):
     text = fixture_text(f"slurm-24.11/{sample}")
