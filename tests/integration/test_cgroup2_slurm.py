@@ -170,7 +170,8 @@ def test_a_job_step_sees_its_jobs_values(guest):
     assert view["env"]["SLURM_STEP_ID"] == "0"
     assert "/step_0/user/task_0" in view["cgroup"]
     assert (features["job_id"], features["allocated_cpu"], features["max_rss_bytes"],
-            features["wall_limit_secs"]) == (job_id, "2", str(300 * MIB), "300")
+            features["max_swap_bytes"], features["wall_limit_secs"]) == \
+        (job_id, "2", str(300 * MIB), "0", "300")
 
 
 def test_array_elements_each_see_their_own(guest):
@@ -179,7 +180,8 @@ def test_array_elements_each_see_their_own(guest):
         features = view["JOBFEATURES"]
         assert features["job_id"] == view["env"]["SLURM_JOB_ID"]
         assert (features["allocated_cpu"], features["max_rss_bytes"],
-                features["wall_limit_secs"]) == ("1", str(100 * MIB), "180")
+                features["max_swap_bytes"], features["wall_limit_secs"]) == \
+            ("1", str(100 * MIB), "0", "180")
         assert enforced_v2_limit(view, "memory.max") == 100 * MIB
     assert views[0]["JOBFEATURES"]["job_id"] != views[1]["JOBFEATURES"]["job_id"]
 
