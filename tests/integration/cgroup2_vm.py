@@ -206,6 +206,7 @@ class CgroupV2VM:
         self.share.chmod(0o755)
         self.console = self.share / "console.log"
         self.seconds: float | None = None  # how long the boot took, to power-off
+        self.qemu_pid: int | None = None
 
     def boot(self, script: str, timeout: float) -> None:
         """Boot, run ``script`` as root inside, and wait for the power-off; a VM still
@@ -227,6 +228,7 @@ class CgroupV2VM:
         # Its own process group: a kill reaches QEMU's threads and nothing of ours.
         qemu = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True)
+        self.qemu_pid = qemu.pid
         try:
             output, _ = qemu.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
