@@ -38,16 +38,26 @@ def write_files(files: dict[str, str], links: dict[str, str], share: Path) -> No
 
 
 class Cluster:
-    def __init__(self, variant: dict, share: Path) -> None:
+    def __init__(self, variant: dict, share: Path, systemd: bool = False) -> None:
         self.root = Path(variant["root"])
         self.share = share
+        self.systemd = systemd
         self.env = {"SLURM_CONF": str(self.root / "slurm.conf")}
 
     def start(self) -> None:
         for sub in ("state", "spool", "log"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         run(["/usr/sbin/slurmctld", "-c", "-f", self.env["SLURM_CONF"]], env=self.env)
-        run(["/usr/sbin/slurmd", "-f", self.env["SLURM_CONF"]], env=self.env)
+        if self.systemd:
+            # As Debian's slurmd.service starts it (Type=notify, Delegate=yes,
+            # KillMode=process): slurmd then asks systemd for slurmstepd.scope.
+            run(["systemd-run", "--unit=slurmd", "--collect", "--service-type=notify",
+                 "--property=Delegate=yes", "--property=KillMode=process",
+                 "--property=RuntimeDirectory=slurm",
+                 f"--setenv=SLURM_CONF={self.env['SLURM_CONF']}",
+                 "/usr/sbin/slurmd", "--systemd", "-f", self.env["SLURM_CONF"]])
+        else:
+            run(["/usr/sbin/slurmd", "-f", self.env["SLURM_CONF"]], env=self.env)
         wait_for(lambda: self.node_state().startswith("idle"), 90,
                  "the node idle in scontrol show node")
 
@@ -82,7 +92,7 @@ class Cluster:
 def run_variant(guest: Guest, variant: dict) -> None:
     seen = guest.results.setdefault("variants", {}).setdefault(variant["name"], {})
     write_files(variant["files"], variant["links"], guest.share)
-    cluster = Cluster(variant, guest.share)
+    cluster = Cluster(variant, guest.share, guest.plan.get("systemd", False))
     try:
         cluster.start()
         jobs = seen.setdefault("jobs", {})
