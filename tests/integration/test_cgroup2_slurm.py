@@ -18,7 +18,8 @@ Each variant runs twice, in two boots (the module's parameter):
   systemd would (docs/slurm.md says why);
 - ``systemd``: systemd is the VM's first process, slurmd a service of it as Debian's
   slurmd.service starts it (``Delegate=yes``), and cgroup.conf leaves systemd alone:
-  slurmd asks systemd over D-Bus for ``slurmstepd.scope``, as at most sites.
+  slurmd asks systemd over D-Bus for the steps' scope (Slurm 24.11 names it
+  ``<node>_slurmstepd.scope`` too), as at most sites.
 """
 
 from __future__ import annotations
@@ -123,11 +124,10 @@ VARIANTS = {
 }
 
 
-# The scope slurmd's steps run in: systemd's, or the one slurmd makes without it.
-SCOPES = {"ignoresystemd": f"{NODE}_slurmstepd.scope", "systemd": "slurmstepd.scope"}
+SCOPE = f"{NODE}_slurmstepd.scope"  # Slurm 24.11's name, whether systemd makes it or not
 
 
-@pytest.fixture(scope="module", params=SCOPES)
+@pytest.fixture(scope="module", params=("ignoresystemd", "systemd"))
 def guest(request):
     require_vm()
     for user in USERS:
@@ -138,7 +138,7 @@ def guest(request):
             "variants": [VMSlurm(name, systemd).plan(jobs) for name, jobs in VARIANTS.items()]}
     run = run_guest(root.root, "slurm", plan, {"dump.py": DUMP, "two.jdl": JDL}, timeout=420,
                     systemd=systemd)
-    run.scope = SCOPES[request.param]
+    run.systemd = systemd
     yield run
     run.vm.remove()
 
@@ -161,7 +161,7 @@ def test_a_batch_jobs_values_come_from_its_v2_cgroup(guest):
     assert enforced_v2_limit(view, "memory.max") == 300 * MIB
     assert enforced_v2_limit(view, "memory.swap.max") == 0
     path = view["cgroup"].strip()
-    assert re.fullmatch(rf"0::/system.slice/{re.escape(guest.scope)}/job_{job_id}/step_batch"
+    assert re.fullmatch(rf"0::/system.slice/{re.escape(SCOPE)}/job_{job_id}/step_batch"
                         r"/user/task_0", path), path
     assert view["MACHINEFEATURES"] == {"grace_secs": "600", "hs06": "20", "total_cpu": "2"}
 
@@ -211,3 +211,15 @@ def test_a_prolog_that_runs_in_the_job(guest):
 def test_nothing_is_left_behind(guest, variant):
     results = guest.check(variant)["variants"][variant]
     assert results["left"] == [] and results["cgroups_left"] == [], results
+
+
+def test_with_systemd_the_scope_is_systemds(guest):
+    """slurmd, a delegated service, asked systemd for the steps' scope, and got it."""
+    if not guest.systemd:
+        pytest.skip("systemd runs only in the systemd boot")
+    units = guest.check("contain")["variants"]["contain"]["units"]
+    assert units["slurmd.service"]["ActiveState"] == "active", units
+    assert units["slurmd.service"]["Delegate"] == "yes", units
+    scope = units[SCOPE]
+    assert (scope["ActiveState"], scope["Transient"], scope["Delegate"],
+            scope["ControlGroup"]) == ("active", "yes", "yes", f"/system.slice/{SCOPE}"), units

@@ -49,17 +49,27 @@ class Cluster:
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         run(["/usr/sbin/slurmctld", "-c", "-f", self.env["SLURM_CONF"]], env=self.env)
         if self.systemd:
-            # As Debian's slurmd.service starts it (Type=notify, Delegate=yes,
-            # KillMode=process): slurmd then asks systemd for slurmstepd.scope.
-            run(["systemd-run", "--unit=slurmd", "--collect", "--service-type=notify",
-                 "--property=Delegate=yes", "--property=KillMode=process",
-                 "--property=RuntimeDirectory=slurm",
-                 f"--setenv=SLURM_CONF={self.env['SLURM_CONF']}",
-                 "/usr/sbin/slurmd", "--systemd", "-f", self.env["SLURM_CONF"]])
+            # Debian's slurmd.service (Type=notify, Delegate=yes, KillMode=process), with
+            # the variant's config: slurmd then asks systemd for slurmstepd.scope.
+            Path("/etc/default/slurmd").write_text(
+                f"SLURM_CONF={self.env['SLURM_CONF']}\n"
+                f"SLURMD_OPTIONS=-f {self.env['SLURM_CONF']}\n")
+            run(["systemctl", "start", "slurmd.service"])
         else:
             run(["/usr/sbin/slurmd", "-f", self.env["SLURM_CONF"]], env=self.env)
         wait_for(lambda: self.node_state().startswith("idle"), 90,
                  "the node idle in scontrol show node")
+
+    def units(self) -> dict[str, dict[str, str]]:
+        """What systemd says of slurmd's service and of the scopes it made for Slurm."""
+        listed = run(["systemctl", "list-units", "--all", "--plain", "--no-legend",
+                      "*slurm*"]).stdout.split("\n")
+        units = {}
+        for name in (line.split()[0] for line in listed if line.strip()):
+            shown = run(["systemctl", "show", name, "-p", "Id,LoadState,ActiveState,"
+                         "Delegate,ControlGroup,Transient,KillMode,MainPID"]).stdout
+            units[name] = dict(line.split("=", 1) for line in shown.splitlines() if "=" in line)
+        return units
 
     def node_state(self) -> str:
         shown = run(["scontrol", "show", "node", "-o"], check=False, env=self.env).stdout
@@ -103,6 +113,8 @@ def run_variant(guest: Guest, variant: dict) -> None:
                      f"job {job['name']}'s {job['outputs']}")
             if "tree" not in seen:  # the job sleeps a little after writing what it saw
                 seen["tree"] = cgroup_tree(CGROUP, below="slurmstepd.scope")
+                if cluster.systemd:
+                    seen["units"] = cluster.units()
             guest.save()
         wait_for(lambda: not cluster.queued(), 120, "every job gone from squeue")
         jobs_dir = Path(guest.plan["base_dir"]) / "jobs"
