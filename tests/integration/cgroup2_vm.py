@@ -19,7 +19,9 @@ emulation (TCG) still boots Debian's own kernel to its init in seconds. The VM h
   ``console.log`` there.
 
 A small initramfs (busybox and the modules) mounts all that, then ``switch_root``\\ s
-into the chroot's root and runs ``run.sh``, which ends by powering the VM off. The host
+into the chroot's root and runs ``run.sh``, which ends by powering the VM off; or, with
+``systemd``, starts systemd (the chroot's, with D-Bus) as sites run it, which runs
+``run.sh`` as the oneshot unit ``mjf-guest.service`` (about 6 s more to boot). The host
 waits for QEMU to exit, up to a deadline after which it kills the QEMU it started (by
 its pid) and fails with the end of the console: a VM that does not come up is a clear
 failure, never a hang.
@@ -220,8 +222,8 @@ class VMFailed(AssertionError):
 
 class CgroupV2VM:
     """One boot of the VM with ``root`` as its root filesystem, running ``script`` (a
-    shell script's body) as its first process; what it writes to ``self.share`` is
-    there after :meth:`boot` returns."""
+    shell script's body) as its first process, or with ``systemd`` as a unit of systemd;
+    what it writes to ``self.share`` is there after :meth:`boot` returns."""
 
     def __init__(self, root: Path, hostname: str = "vm2", systemd: bool = False) -> None:
         self.root = root
