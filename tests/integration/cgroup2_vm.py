@@ -19,7 +19,9 @@ emulation (TCG) still boots Debian's own kernel to its init in seconds. The VM h
   ``console.log`` there.
 
 A small initramfs (busybox and the modules) mounts all that, then ``switch_root``\\ s
-into the chroot's root and runs ``run.sh``, which ends by powering the VM off. The host
+into the chroot's root and runs ``run.sh``, which ends by powering the VM off; or, with
+``systemd``, starts systemd (the chroot's, with D-Bus) as sites run it, which runs
+``run.sh`` as the oneshot unit ``mjf-guest.service`` (about 6 s more to boot). The host
 waits for QEMU to exit, up to a deadline after which it kills the QEMU it started (by
 its pid) and fails with the end of the console: a VM that does not come up is a clear
 failure, never a hang.
@@ -148,12 +150,31 @@ mkdir -p /newroot/dev/pts /newroot/dev/shm
 mount -t devpts devpts /newroot/dev/pts
 mount -t tmpfs -o mode=1777 shm /newroot/dev/shm
 mount --move /sys /newroot/sys
-# As systemd mounts it on a v2 host.
-mount -t cgroup2 -o nsdelegate,memory_recursiveprot cgroup2 /newroot/sys/fs/cgroup \
-    || fail "cannot mount cgroup2"
 mount --move /proc /newroot/proc
-exec switch_root /newroot /bin/sh @SHARE@/run.sh
+@START@
 """
+# Without systemd: run.sh is the first process, on cgroup2 mounted as systemd mounts it.
+START_SCRIPT = """# As systemd mounts it on a v2 host.
+mount -t cgroup2 -o nsdelegate,memory_recursiveprot cgroup2 /newroot/sys/fs/cgroup \\
+    || fail "cannot mount cgroup2"
+exec switch_root /newroot /bin/sh @SHARE@/run.sh"""
+# With systemd as the first process (it mounts cgroup2 itself): run.sh is the unit the
+# kernel's command line names, after D-Bus's socket (what slurmd asks systemd through).
+START_SYSTEMD = """cp /mjf-guest.service /newroot/etc/systemd/system/mjf-guest.service
+echo @HOSTNAME@ > /newroot/etc/hostname
+exec switch_root /newroot /lib/systemd/systemd"""
+GUEST_UNIT = """[Unit]
+Description=The mjf VM's guest script
+Requires=dbus.socket
+After=dbus.socket
+
+[Service]
+Type=oneshot
+ExecStart=/bin/sh @SHARE@/run.sh
+StandardOutput=journal+console
+StandardError=journal+console
+"""
+SYSTEMD_ARGS = "systemd.unit=mjf-guest.service systemd.show_status=0"
 
 
 def _cpio(entries: list[tuple[str, int, bytes, int]]) -> bytes:
@@ -170,9 +191,11 @@ def _cpio(entries: list[tuple[str, int, bytes, int]]) -> bytes:
     return out.getvalue()
 
 
-def build_initramfs(kernel: Kernel, share: Path, hostname: str) -> Path:
-    """The initramfs for a VM with this ``share`` and host name, in the share."""
-    init = (INIT.replace("@MODULES@", " ".join(MODULES)).replace("@CHECKOUT@", str(CHECKOUT))
+def build_initramfs(kernel: Kernel, share: Path, hostname: str, systemd: bool = False) -> Path:
+    """The initramfs for a VM with this ``share`` and host name, in the share; with
+    ``systemd``, systemd is the first process and runs run.sh as a unit."""
+    init = (INIT.replace("@START@", START_SYSTEMD if systemd else START_SCRIPT)
+            .replace("@MODULES@", " ".join(MODULES)).replace("@CHECKOUT@", str(CHECKOUT))
             .replace("@SHARE@", str(share)).replace("@HOSTNAME@", hostname))
     directory = stat.S_IFDIR | 0o755
     entries = [(name, directory, b"", 0) for name in ("bin", "dev", "proc", "sys", "modules")]
@@ -181,6 +204,9 @@ def build_initramfs(kernel: Kernel, share: Path, hostname: str) -> Path:
                 ("init", stat.S_IFREG | 0o755, init.encode(), 0)]
     entries += [(f"modules/{module}.ko", stat.S_IFREG | 0o644,
                  (kernel.modules / f"{module}.ko").read_bytes(), 0) for module in MODULES]
+    if systemd:
+        entries.append(("mjf-guest.service", stat.S_IFREG | 0o644,
+                        GUEST_UNIT.replace("@SHARE@", str(share)).encode(), 0))
     path = share / "initramfs.gz"
     path.write_bytes(gzip.compress(_cpio(entries), compresslevel=1))
     return path
@@ -196,11 +222,12 @@ class VMFailed(AssertionError):
 
 class CgroupV2VM:
     """One boot of the VM with ``root`` as its root filesystem, running ``script`` (a
-    shell script's body) as its first process; what it writes to ``self.share`` is
-    there after :meth:`boot` returns."""
+    shell script's body) as its first process, or with ``systemd`` as a unit of systemd;
+    what it writes to ``self.share`` is there after :meth:`boot` returns."""
 
-    def __init__(self, root: Path, hostname: str = "vm2") -> None:
+    def __init__(self, root: Path, hostname: str = "vm2", systemd: bool = False) -> None:
         self.root = root
+        self.systemd = systemd
         self.hostname = hostname
         self.share = Path(tempfile.mkdtemp(prefix="mjf-vm-"))
         self.share.chmod(0o755)
@@ -212,7 +239,7 @@ class CgroupV2VM:
         """Boot, run ``script`` as root inside, and wait for the power-off; a VM still
         running at ``timeout`` seconds is killed and the boot fails with its console."""
         kernel = debian_kernel()
-        initramfs = build_initramfs(kernel, self.share, self.hostname)
+        initramfs = build_initramfs(kernel, self.share, self.hostname, self.systemd)
         (self.share / "run.sh").write_text(
             "#!/bin/sh\nexport PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
             f"\nexport HOME=/root\ncd /\n{script}\n{POWER_OFF}")
@@ -220,7 +247,8 @@ class CgroupV2VM:
                 "-display", "none", "-monitor", "none", "-serial", f"file:{self.console}",
                 "-no-reboot", "-nic", "none", "-kernel", str(kernel.vmlinuz),
                 "-initrd", str(initramfs),
-                "-append", "console=ttyS0 quiet panic=-1 cgroup_no_v1=all",
+                "-append", "console=ttyS0 quiet panic=-1 cgroup_no_v1=all"
+                + (f" {SYSTEMD_ARGS}" if self.systemd else ""),
                 *self._export(self.root, "root", readonly=True),
                 *self._export(CHECKOUT, "checkout", readonly=True),
                 *self._export(self.share, "share", readonly=False)]
@@ -298,11 +326,12 @@ class GuestRun:
 
 
 def run_guest(root: Path, program: str, plan: dict, files: dict[str, str],
-              timeout: float) -> GuestRun:
+              timeout: float, systemd: bool = False) -> GuestRun:
     """Boot a VM on ``root`` and run ``tests.integration.guest.<program>`` in it, with
     ``plan`` (plan.json) and ``files`` (name: text, readable by every user) in its share,
-    and ``out/`` there writable by every user (where jobs write what they saw)."""
-    vm = CgroupV2VM(root)
+    and ``out/`` there writable by every user (where jobs write what they saw); with
+    ``systemd``, systemd is the VM's first process."""
+    vm = CgroupV2VM(root, systemd=systemd)
     (vm.share / "plan.json").write_text(json.dumps(plan))
     for name, text in files.items():
         (vm.share / name).write_text(text)

@@ -29,7 +29,9 @@ from tests.integration.site import (
 from tests.integration.trixie_root import TrixieRoot
 
 MUNGE_SOCKET_DIR = Path("/run/munge")
-SLURM24_ROOT = Path("/srv/mjf-slurm24-root")
+# $MJF_SLURM24_ROOT: another copy (to try a change to the root without touching the one
+# the other tests share).
+SLURM24_ROOT = Path(os.environ.get("MJF_SLURM24_ROOT", "/srv/mjf-slurm24-root"))
 VERSIONS = ("22.05", "24.11")
 HOOKS = ("mjf", "mjf-slurm", "mjf-slurm-taskprolog")
 
@@ -399,7 +401,9 @@ def require_slurm(version: str) -> None:
 
 def slurm24_root() -> TrixieRoot:
     """The Slurm 24.11 chroot, built once and prepared with the hooks (not mounted)."""
-    chroot = TrixieRoot(SLURM24_ROOT, ("slurmctld", "slurmd", "slurm-client", "munge"), HOOKS)
+    # dbus: what slurmd asks systemd through, where systemd runs the VM (cgroup2_vm).
+    chroot = TrixieRoot(SLURM24_ROOT, ("slurmctld", "slurmd", "slurm-client", "munge", "dbus"),
+                        HOOKS)
     chroot.prepare()
     return chroot
 

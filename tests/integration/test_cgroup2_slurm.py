@@ -11,8 +11,15 @@ One boot runs both variants of :mod:`tests.integration.guest.slurm`:
 - ``runinjob``: ``PrologFlags=RunInJob``, the Prolog and Epilog from a ``prolog.d/*``
   glob beside a site's own (which records their environment and cgroup: fixtures).
 
-No systemd runs in the VM: cgroup.conf has ``IgnoreSystemd=yes``, and slurmd makes its
-``<node>_slurmstepd.scope`` itself where systemd would (docs/slurm.md says why).
+Each variant runs twice, in two boots (the module's parameter):
+
+- ``ignoresystemd``: no systemd in the VM (run.sh is its first process), cgroup.conf has
+  ``IgnoreSystemd=yes``, and slurmd makes its ``<node>_slurmstepd.scope`` itself where
+  systemd would (docs/slurm.md says why);
+- ``systemd``: systemd is the VM's first process, slurmd a service of it as Debian's
+  slurmd.service starts it (``Delegate=yes``), and cgroup.conf leaves systemd alone:
+  slurmd asks systemd over D-Bus for the steps' scope (Slurm 24.11 names it
+  ``<node>_slurmstepd.scope`` too), as at most sites.
 """
 
 from __future__ import annotations
@@ -64,10 +71,11 @@ class VMSlurm(SlurmCluster):
     """The config of a one-node Slurm 24.11 in the VM (the guest starts it): the node is
     the VM, its cgroups v2."""
 
-    def __init__(self, variant: str) -> None:
+    def __init__(self, variant: str, systemd: bool) -> None:
         super().__init__(Path("/run/slurm-ci") / variant, Path("/usr/bin"), cgroups=True,
                          run_in_job=variant == "runinjob")
         self.variant = variant
+        self.systemd = systemd
         self.version = "24.11"
         self.host = self.node = self.controller = NODE
         self.nodes = (NODE,)
@@ -79,7 +87,7 @@ class VMSlurm(SlurmCluster):
         return f"NodeName={NODE} CPUs=2 RealMemory=1500 State=UNKNOWN\n"
 
     def cgroup_conf(self) -> str:
-        return ("CgroupPlugin=cgroup/v2\nIgnoreSystemd=yes\n"
+        return ("CgroupPlugin=cgroup/v2\n" + ("" if self.systemd else "IgnoreSystemd=yes\n") +
                 "ConstrainCores=yes\nConstrainRAMSpace=yes\nConstrainSwapSpace=yes\n")
 
     def _hook_lines(self) -> str:
@@ -116,15 +124,21 @@ VARIANTS = {
 }
 
 
-@pytest.fixture(scope="module")
-def guest():
+SCOPE = f"{NODE}_slurmstepd.scope"  # Slurm 24.11's name, whether systemd makes it or not
+
+
+@pytest.fixture(scope="module", params=("ignoresystemd", "systemd"))
+def guest(request):
     require_vm()
     for user in USERS:
         ensure_user(user)
     root = slurm24_root()
-    plan = {"site_config": SITE_CONFIG, "base_dir": BASE_DIR,
-            "variants": [VMSlurm(name).plan(jobs) for name, jobs in VARIANTS.items()]}
-    run = run_guest(root.root, "slurm", plan, {"dump.py": DUMP, "two.jdl": JDL}, timeout=420)
+    systemd = request.param == "systemd"
+    plan = {"site_config": SITE_CONFIG, "base_dir": BASE_DIR, "systemd": systemd,
+            "variants": [VMSlurm(name, systemd).plan(jobs) for name, jobs in VARIANTS.items()]}
+    run = run_guest(root.root, "slurm", plan, {"dump.py": DUMP, "two.jdl": JDL}, timeout=420,
+                    systemd=systemd)
+    run.systemd = systemd
     yield run
     run.vm.remove()
 
@@ -147,7 +161,7 @@ def test_a_batch_jobs_values_come_from_its_v2_cgroup(guest):
     assert enforced_v2_limit(view, "memory.max") == 300 * MIB
     assert enforced_v2_limit(view, "memory.swap.max") == 0
     path = view["cgroup"].strip()
-    assert re.fullmatch(rf"0::/system.slice/{NODE}_slurmstepd.scope/job_{job_id}/step_batch"
+    assert re.fullmatch(rf"0::/system.slice/{re.escape(SCOPE)}/job_{job_id}/step_batch"
                         r"/user/task_0", path), path
     assert view["MACHINEFEATURES"] == {"grace_secs": "600", "hs06": "20", "total_cpu": "2"}
 
@@ -199,3 +213,19 @@ def test_a_prolog_that_runs_in_the_job(guest):
 def test_nothing_is_left_behind(guest, variant):
     results = guest.check(variant)["variants"][variant]
     assert results["left"] == [] and results["cgroups_left"] == [], results
+
+
+def test_the_steps_scope_is_systemds_where_systemd_runs(guest):
+    """With systemd, slurmd (a delegated service) asked it for the steps' scope and got
+    it; without, no systemd ran in the VM."""
+    results = guest.check("contain")
+    if not guest.systemd:
+        assert results["init"] == "sh" and "units" not in results["variants"]["contain"]
+        return
+    assert results["init"] == "systemd"
+    units = results["variants"]["contain"]["units"]
+    assert units["slurmd.service"]["ActiveState"] == "active", units
+    assert units["slurmd.service"]["Delegate"] == "yes", units
+    scope = units[SCOPE]
+    assert (scope["ActiveState"], scope["Transient"], scope["Delegate"],
+            scope["ControlGroup"]) == ("active", "yes", "yes", f"/system.slice/{SCOPE}"), units

@@ -38,18 +38,38 @@ def write_files(files: dict[str, str], links: dict[str, str], share: Path) -> No
 
 
 class Cluster:
-    def __init__(self, variant: dict, share: Path) -> None:
+    def __init__(self, variant: dict, share: Path, systemd: bool = False) -> None:
         self.root = Path(variant["root"])
         self.share = share
+        self.systemd = systemd
         self.env = {"SLURM_CONF": str(self.root / "slurm.conf")}
 
     def start(self) -> None:
         for sub in ("state", "spool", "log"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         run(["/usr/sbin/slurmctld", "-c", "-f", self.env["SLURM_CONF"]], env=self.env)
-        run(["/usr/sbin/slurmd", "-f", self.env["SLURM_CONF"]], env=self.env)
+        if self.systemd:
+            # Debian's slurmd.service (Type=notify, Delegate=yes, KillMode=process), with
+            # the variant's config: slurmd then asks systemd for slurmstepd.scope.
+            Path("/etc/default/slurmd").write_text(
+                f"SLURM_CONF={self.env['SLURM_CONF']}\n"
+                f"SLURMD_OPTIONS=-f {self.env['SLURM_CONF']}\n")
+            run(["systemctl", "start", "slurmd.service"])
+        else:
+            run(["/usr/sbin/slurmd", "-f", self.env["SLURM_CONF"]], env=self.env)
         wait_for(lambda: self.node_state().startswith("idle"), 90,
                  "the node idle in scontrol show node")
+
+    def units(self) -> dict[str, dict[str, str]]:
+        """What systemd says of slurmd's service and of the scopes it made for Slurm."""
+        listed = run(["systemctl", "list-units", "--all", "--plain", "--no-legend",
+                      "*slurm*"]).stdout.split("\n")
+        units = {}
+        for name in (line.split()[0] for line in listed if line.strip()):
+            shown = run(["systemctl", "show", name, "-p", "Id,LoadState,ActiveState,"
+                         "Delegate,ControlGroup,Transient,KillMode,MainPID"]).stdout
+            units[name] = dict(line.split("=", 1) for line in shown.splitlines() if "=" in line)
+        return units
 
     def node_state(self) -> str:
         shown = run(["scontrol", "show", "node", "-o"], check=False, env=self.env).stdout
@@ -82,7 +102,7 @@ class Cluster:
 def run_variant(guest: Guest, variant: dict) -> None:
     seen = guest.results.setdefault("variants", {}).setdefault(variant["name"], {})
     write_files(variant["files"], variant["links"], guest.share)
-    cluster = Cluster(variant, guest.share)
+    cluster = Cluster(variant, guest.share, guest.plan.get("systemd", False))
     try:
         cluster.start()
         jobs = seen.setdefault("jobs", {})
@@ -93,6 +113,8 @@ def run_variant(guest: Guest, variant: dict) -> None:
                      f"job {job['name']}'s {job['outputs']}")
             if "tree" not in seen:  # the job sleeps a little after writing what it saw
                 seen["tree"] = cgroup_tree(CGROUP, below="slurmstepd.scope")
+                if cluster.systemd:
+                    seen["units"] = cluster.units()
             guest.save()
         wait_for(lambda: not cluster.queued(), 120, "every job gone from squeue")
         jobs_dir = Path(guest.plan["base_dir"]) / "jobs"
@@ -116,6 +138,7 @@ def main() -> None:
     guest = Guest()
     Path("/etc/mjf").mkdir(exist_ok=True)
     Path("/etc/mjf/mjf.conf").write_text(guest.plan["site_config"])
+    guest.results["init"] = (read(Path("/proc/1/comm")) or "").strip()
     guest.part("munge", lambda guest: start_munge())
     for variant in guest.plan["variants"]:
         guest.part(variant["name"], lambda guest, variant=variant: run_variant(guest, variant))
