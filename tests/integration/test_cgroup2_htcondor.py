@@ -29,7 +29,7 @@ from tests.integration.htcondor_pool import (
     CondorPool,
     condor_arguments,
 )
-from tests.integration.job_side import dump_script
+from tests.integration.job_side import CGROUP_V2_LIMITS, dump_script, enforced_v2_limit
 from tests.integration.site import ensure_user
 
 pytestmark = pytest.mark.integration
@@ -54,7 +54,7 @@ ENVIRONMENT_KEPT = ("MACHINEFEATURES", "JOBFEATURES", "JOBSTATUS", "TMPDIR", "HO
                     "OMP_NUM_THREADS", "BATCH_SYSTEM")
 
 # Runs as the job (python3 dump.py NAME): besides dump_script's view, the job's ads,
-# its cgroup, mount of the v2 hierarchy and limit files up its chain (root included),
+# its cgroup, mount of the v2 hierarchy and limit files up its chain (CGROUP_V2_LIMITS),
 # its environment, `mjf check` and `mjf describe`; then waits (up to a minute) for the
 # driver to record the cgroup tree around it (out/NAME.seen).
 DUMP = dump_script(("_CONDOR_SCRATCH_DIR",), extra=r'''
@@ -65,23 +65,9 @@ for var in ("_CONDOR_MACHINE_AD", "_CONDOR_JOB_AD"):
         key, _, value = line.partition(" = ")
         ads[var + ":" + key] = value.strip()
 out["ads"] = ads
-out["proc_cgroup"] = open("/proc/self/cgroup").read()
 out["mountinfo_cgroup"] = "".join(line for line in open("/proc/self/mountinfo")
                                   if " - cgroup" in line)
-path = out["proc_cgroup"].splitlines()[0].split(":", 2)[2]
-chain = []
-while True:
-    files = {}
-    for file in ("memory.max", "memory.swap.max", "memory.high", "cpuset.cpus.effective"):
-        try:
-            files[file] = open("/sys/fs/cgroup" + path.rstrip("/") + "/" + file).read().strip()
-        except OSError:
-            pass
-    chain.append([path, files])
-    if path == "/":
-        break
-    path = path.rsplit("/", 1)[0] or "/"
-out["chain"] = chain
+''' + CGROUP_V2_LIMITS + r'''
 out["environ"] = {k: v for k, v in os.environ.items()
                   if k.startswith("_CONDOR_") or k in KEPT}
 mjf = "/usr/bin/mjf"
@@ -148,15 +134,9 @@ def job_view(guest) -> dict:
     return json.loads(path.read_text())
 
 
-def chain_limit(view: dict, name: str) -> int | None:
-    """The tightest limit ``name`` up the job's cgroup chain (``max``: none)."""
-    limits = [int(files[name]) for _, files in view["chain"] if files.get(name, "max") != "max"]
-    return min(limits) if limits else None
-
-
 def record_fixtures(run) -> None:
     view = json.loads((run.vm.share / "out" / f"{JOB}.json").read_text())
-    (FIXTURES / "cgroup-v2-job.cgroup").write_text(view["proc_cgroup"])
+    (FIXTURES / "cgroup-v2-job.cgroup").write_text(view["cgroup"])
     (FIXTURES / "cgroup-v2-job.mountinfo").write_text(view["mountinfo_cgroup"])
     (FIXTURES / "cgroup-v2-job.env").write_text(
         "".join(f"{key}={value}\n" for key, value in sorted(view["environ"].items())))
@@ -177,9 +157,9 @@ def test_the_job_runs_in_the_cgroup_htcondor_made_beside_its_daemons(guest):
     view = job_view(guest)
     # The starter puts the job in a sibling of its own cgroup (its parent's child
     # htcondor/, BASE_CGROUP): the service's cgroup, not the leaf the daemons are in.
-    assert view["proc_cgroup"] == (
+    assert view["cgroup"] == (
         "0::/system.slice/condor.service/htcondor/"
-        "condor_var_lib_condor_execute_slot1_1@vm2\n"), view["proc_cgroup"]
+        "condor_var_lib_condor_execute_slot1_1@vm2\n"), view["cgroup"]
 
 
 def test_the_wrapper_gives_the_slots_cpus(guest):
@@ -188,9 +168,9 @@ def test_the_wrapper_gives_the_slots_cpus(guest):
 
 def test_max_rss_bytes_is_the_limit_the_kernel_enforces(guest):
     view = job_view(guest)
-    enforced = chain_limit(view, "memory.max")
+    enforced = enforced_v2_limit(view, "memory.max")
     slot_memory = int(view["ads"]["_CONDOR_MACHINE_AD:Memory"]) * MIB
-    assert enforced == slot_memory, view["chain"]
+    assert enforced == slot_memory, view["cgroup_v2"]
     assert view["JOBFEATURES"]["max_rss_bytes"] == str(enforced)
 
 
@@ -203,7 +183,7 @@ def test_wall_limit_and_job_id(guest):
 
 def test_no_swap_for_the_job_is_max_swap_bytes_0(guest):
     view = job_view(guest)
-    assert chain_limit(view, "memory.swap.max") == 0, view["chain"]
+    assert enforced_v2_limit(view, "memory.swap.max") == 0, view["cgroup_v2"]
     assert view["JOBFEATURES"]["max_swap_bytes"] == "0"
 
 
