@@ -37,3 +37,10 @@ def read_text(path: str) -> str | None:
     data = b"".join(chunks)
     # As text mode would read it, without the codec lookup that imports encodings.ascii.
     return data.decode("ascii", "replace").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def is_directory(path: str) -> bool:
+    """Whether ``path`` is a directory (a cgroup still there): beside :func:`read_text`,
+    the other way the probes look at the kernel's files, so a test's fake tree that
+    stands in for one stands in for both."""
+    return os.path.isdir(path)

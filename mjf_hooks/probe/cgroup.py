@@ -9,10 +9,8 @@ are the minimum over the cgroup and all its ancestors.
 
 from __future__ import annotations
 
-import os
-
 from ..spec import digits_value
-from . import read_text
+from . import is_directory, read_text
 from .mounts import Mount, parse_mountinfo
 
 # cgroup v1 reports "no limit" as LONG_MAX rounded down to the page size.
@@ -173,7 +171,7 @@ def _if_still_there(limits: CgroupLimits) -> CgroupLimits | None:
     then read as missing, and the parents' CPUs alone would be taken for the job's.
     Checked after the reads, so a removal during them is seen (on a real v2 kernel:
     tests/integration/test_cgroup2_standalone.py)."""
-    return limits if os.path.isdir(limits.path) else None
+    return limits if is_directory(limits.path) else None
 
 
 class CgroupUsage:

@@ -100,10 +100,17 @@ class Sandbox:
             path = self.path("root") + path
         return READ_TEXT(path)
 
+    def is_directory(self, path):
+        """probe.is_directory, in the same fake tree as :meth:`read_text`."""
+        if path.startswith(("/proc/", "/sys/")):
+            path = self.path("root") + path
+        return os.path.isdir(path)
+
     def _patch(self):
         patch = self.monkeypatch.setattr
         for module in (cgroup, cpu):
             patch(module, "read_text", self.read_text)
+        patch(cgroup, "is_directory", self.is_directory)
         for module in [external_command, sync, *self._hook_modules()]:
             if hasattr(module, "run_command"):
                 patch(module, "run_command", self._run_command)
