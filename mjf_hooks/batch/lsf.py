@@ -1,15 +1,16 @@
 """LSF: a job's environment, resource limits and ``bjobs`` output -> job facts.
 
-Built from IBM Spectrum LSF 10.1.0's documentation; no LSF can run here (see the
-docs/lsf.md). Pure functions; :mod:`mjf_hooks.hooks.lsf` does the I/O. Facts used:
+Built from IBM Spectrum LSF 10.1.0's documentation and run on volclava 2.2, an
+LSF-compatible scheduler (docs/lsf.md says where the two differ). Pure functions;
+:mod:`mjf_hooks.hooks.lsf` does the I/O. Facts used:
 
 * ``LSB_JOBID``; ``LSB_JOBINDEX`` is the array index (0, or unset, for a job
   that is not an element of an array), and LSF names such a job ``1234[7]``;
 * ``LSB_MCPU_HOSTS="hostA 4 hostB 2"`` lists each host with its slots;
   ``LSB_DJOB_NUMPROC`` the job's processors;
-* no variable carries the run limit (``bsub -W``); ``bjobs -o runtimelimit``
-  prints it (``-hms``: ``hh:mm:ss``; otherwise minutes, possibly followed by
-  ``/host`` when normalised to a host); ``-`` when there is none;
+* no variable carries the run limit (``bsub -W``); ``bjobs -l JOBID`` prints it
+  (``RUNLIMIT``, in minutes), on IBM LSF and volclava alike - IBM's ``bjobs -o
+  runtimelimit`` is not in volclava;
 * ``CPULIMIT`` is enforced as a per-process ``RLIMIT_CPU``, already divided by
   the host's CPU factor (so real seconds on this host); ``MEMLIMIT`` as
   ``RLIMIT_RSS`` unless cgroup enforcement is on.
@@ -102,29 +103,37 @@ def cpus_on_host(environ: dict[str, str], host_names: list[str]) -> tuple[int, s
     return sum(counts), f"LSB_MCPU_HOSTS={pairs_text}"
 
 
-def parse_run_limit_secs(text: str) -> int | None:
-    """``bjobs -o runtimelimit`` output -> seconds; None when there is no limit."""
-    value = text.strip().split("/", 1)[0].strip()
-    if value in ("", "-"):
-        return None
-    if ":" in value:
-        parts = value.split(":")
-        numbers = [digits_value(part) for part in parts]
-        if len(parts) > 3 or None in numbers:
-            raise ValueError(f"bjobs runtimelimit {text.strip()!r} is not a run limit such as "
-                             "01:30:00")
-        seconds = 0
-        for number in numbers:
-            seconds = seconds * 60 + number
-        return seconds * (60 if len(parts) == 2 else 1)  # hh:mm or hh:mm:ss
-    try:
-        minutes = float(value)
-    except ValueError:
-        raise ValueError(f"bjobs runtimelimit {text.strip()!r} is not a run limit in "
-                         "minutes") from None
-    if not 0 < minutes < 1e12:
-        raise ValueError(f"bjobs runtimelimit {text.strip()!r} is not a positive run limit")
-    return round(minutes * 60)
+def parse_bjobs_run_limit_secs(text: str) -> int | None:
+    """``bjobs -l JOBID`` -> the job's RUNLIMIT in seconds; None when it has none.
+
+    Every LSF prints a job's limits as a line of names (``CPULIMIT  RUNLIMIT ...``) over
+    a line of their values, each ``N.N min`` (IBM LSF adds ``of HOST`` where it normalised
+    the limit to a host's CPU factor); a limit not set is not printed at all. Raises
+    ValueError when RUNLIMIT is there without a value in minutes under it.
+    """
+    lines = text.splitlines()
+    for number, line in enumerate(lines):
+        names = line.split()
+        # Only a line of limit names: a job's name or command line may hold the word too.
+        if "RUNLIMIT" not in names or not all(name.isupper() and name.endswith("LIMIT")
+                                              for name in names):
+            continue
+        below = lines[number + 1] if number + 1 < len(lines) else ""
+        words = below.split()
+        minutes = [words[index] for index in range(len(words) - 1) if words[index + 1] == "min"]
+        index = names.index("RUNLIMIT")
+        if index >= len(minutes):
+            raise ValueError("bjobs -l shows RUNLIMIT without a value in minutes under it: "
+                             f"{below.strip()[:80]!r}")
+        try:
+            value = float(minutes[index])
+        except ValueError:
+            raise ValueError(f"bjobs -l RUNLIMIT {minutes[index][:40]!r} is not minutes") from None
+        if not 0 < value < 1e12:
+            raise ValueError(f"bjobs -l RUNLIMIT {minutes[index][:40]!r} is not a positive "
+                             "run limit")
+        return round(value * 60)
+    return None
 
 
 def limit_facts(cpu_secs: int | None, rss_bytes: int | None, infinity: int) -> dict:
@@ -143,7 +152,7 @@ def job_facts(environ: dict[str, str], host_names: list[str], now: int,
 
     ``host_names``: this host's names (as LSB_MCPU_HOSTS may spell them); ``limits``:
     :func:`limit_facts` of the job's own process (None outside the job, in a pre-exec);
-    ``run_limit``: what ``bjobs`` said (:func:`parse_run_limit_secs`) with its source.
+    ``run_limit``: what ``bjobs`` said (:func:`parse_bjobs_run_limit_secs`) with its source.
     Identity errors raise.
     """
     facts: dict[str, tuple] = {"job_id": (job_id(environ), "LSB_JOBID/LSB_JOBINDEX"),

@@ -298,6 +298,11 @@ def read_env_file(path: str) -> dict[str, str]:
     return environ
 
 
+def export_lines(variables: dict[str, str]) -> str:
+    """``export NAME='value'`` lines, for a shell of the job to evaluate."""
+    return "".join(f"export {name}={shell_quoted(value)}\n" for name, value in variables.items())
+
+
 def shell_quoted(value: str) -> str:
     """``value`` as one word of a POSIX shell, in single quotes.
 

@@ -1,5 +1,11 @@
 """``mjf-lsf``: LSF pre-exec, post-exec and job starter.
 
+* ``mjf-lsf exports``, in ``JOB_STARTER = eval "$(/usr/bin/mjf-lsf exports)";``
+  (the job's user, inside the job's own shell): sets up the job's features as the
+  starter does, and prints ``export`` lines for that shell to evaluate. LSF puts a
+  job starter's text before the job's command in the job file, so the command keeps
+  its own shell syntax (quotes, ``;``, several lines), which a quoted ``"%USRCMD"``
+  does not (a ``"`` in it ends the quotes).
 * ``mjf-lsf starter CMD...`` as ``JOB_STARTER`` (the job's user, the job's
   environment): sets up the job's features unless a pre-exec already did
   (completing them from inside the job where the pre-exec could not), then
@@ -24,10 +30,10 @@ from .. import lifecycle
 from ..batch import lsf
 from ..errors import UsageError
 from . import starter
-from .frame import COMMON_HELP, HookContext, exec_job, run_roles
+from .frame import COMMON_HELP, HookContext, exec_job, export_lines, run_roles
 
 USAGE = """\
-usage: mjf-lsf [options] pre-exec | post-exec | starter CMD [ARGS...]
+usage: mjf-lsf [options] pre-exec | post-exec | exports | starter CMD [ARGS...]
 
 LSF pre-exec, post-exec and job starter for Machine/Job Features.
 
@@ -43,9 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     # The starter runs the job even when the config is broken (a wrapper must).
     # A pre-exec or post-exec may run as root (LSB_PRE_POST_EXEC_USER=root) with the
     # job's environment, which is its user's.
+    in_job = bool(argv) and any(role in argv for role in ("starter", "exports"))
     return run_roles("mjf-lsf", argv, ROLES, USAGE, with_arguments=("starter",),
                      job=lambda environ: environ.get("LSB_JOBID", "?"), positional_stop=True,
-                     runs_job="starter" in argv, job_environment="starter" not in argv)
+                     runs_job="starter" in argv, job_environment=not in_job)
 
 
 def pre_exec(context: HookContext, args: list[str]) -> int:
@@ -75,7 +82,20 @@ def run_starter(context: HookContext, command: list[str]) -> int:
     return 0 if exec_job(context, argv, exports) is None else 127
 
 
-ROLES = {"pre-exec": pre_exec, "post-exec": post_exec, "starter": run_starter}
+def print_exports(context: HookContext, args: list[str]) -> int:
+    """The job starter's work, for the job's own shell: ``export`` lines on stdout (none
+    when MJF cannot be set up: the job then runs without it, as under the starter)."""
+    try:
+        exports = context.fail_safe(set_up, context, True) or {}
+    except SystemExit as stop:  # on_error = fail: the job's shell ends, as the starter would
+        sys.stdout.write(f"exit {stop.code}\n")
+        raise
+    sys.stdout.write(export_lines(exports))
+    return 0
+
+
+ROLES = {"pre-exec": pre_exec, "post-exec": post_exec, "exports": print_exports,
+         "starter": run_starter}
 
 
 def set_up(context: HookContext, in_job: bool) -> dict[str, str]:
@@ -147,15 +167,14 @@ def _run_limit(context: HookContext, job_id: str) -> tuple | None:
             context.log.warning("bjobs not found (set [lsf] bjobs): wall_limit_secs not written")
             return None
         env = _root_command_env(context) if as_root else dict(context.environ)
-        return [path, "-noheader", "-hms", "-o", "runtimelimit", job_id], env
+        return [path, "-l", job_id], env
 
     def run_limit(output: str, argv: list[str]) -> tuple | None:
         try:
-            limit = lsf.parse_run_limit_secs(output.strip().splitlines()[0] if output.strip()
-                                             else "")
+            limit = lsf.parse_bjobs_run_limit_secs(output)
         except ValueError as error:
             raise ValueError(f"{error}: wall_limit_secs not written") from None
-        return (limit, f"{argv[0]} -o runtimelimit: {output.strip()}") if limit else None
+        return (limit, f"{argv[0]} -l {job_id}: RUNLIMIT {limit / 60:g} min") if limit else None
 
     return context.query(lsf.NAME, "query_bjobs", command, "wall_limit_secs not written",
                          run_limit)

@@ -43,7 +43,7 @@ from ..exports import exports
 from ..probe import read_text
 from ..store_locations import store_for
 from . import starter
-from .frame import COMMON_HELP, HookContext, run_roles, shell_quoted
+from .frame import COMMON_HELP, HookContext, export_lines, run_roles
 
 # Type names only: importing collections.abc at run time costs every job start ~2 ms.
 TYPE_CHECKING = False
@@ -173,8 +173,7 @@ def profile(context: HookContext, args: list[str]) -> int:
     job_dir = store.job_features_dir(job)
     if os.path.isdir(job_dir):
         variables = exports(config, store.machine_dir, job_dir)
-        sys.stdout.write("".join(f"export {name}={shell_quoted(value)}\n"
-                                 for name, value in variables.items()))
+        sys.stdout.write(export_lines(variables))
     return 0
 
 

@@ -22,6 +22,8 @@ from tests.conftest import (
 )
 
 HOST = os.uname().nodename
+# What `bjobs -l` prints of a job with a 30-minute run limit (tests/fixtures/lsf-10.1).
+BJOBS_L = f"cat {FIXTURES / 'lsf-10.1' / 'bjobs-l.txt'}"
 SHOW = show_script()
 
 
@@ -29,7 +31,7 @@ class Site:
     def __init__(self, tmp_path, write_config):
         self.tmp_path = tmp_path
         self.bjobs = tmp_path / "bjobs"
-        self.set_bjobs("echo 00:30:00")
+        self.set_bjobs(BJOBS_L)
         self._write_config = write_config
         self.configure()
 
@@ -97,8 +99,7 @@ def test_the_starter_sets_up_and_the_job_sees_every_value(site, tmp_path):
     assert abs(start - time.time()) < 60 and int(job.pop("scratch_limit_bytes")) > 0
     assert job == {"job_id": "1234", "allocated_cpu": "4", "wall_limit_secs": "1800",
                    "cpu_limit_secs": "7200", "max_rss_bytes": str(2 * 2**30)}
-    assert (tmp_path / "bjobs.args").read_text().split() == [
-        "-noheader", "-hms", "-o", "runtimelimit", "1234"]
+    assert (tmp_path / "bjobs.args").read_text().split() == ["-l", "1234"]
 
 
 @pytest.mark.parametrize(("name", "job_id", "cpus"), [
@@ -116,6 +117,43 @@ def test_a_single_argument_is_a_shell_command_line(site):
     assert result.returncode == 3
     assert result.stdout == f"one two 1234 {site.base}/jobs/1234/jobfeatures\n"
     assert site.run("starter", "/nonexistent/job", "x").returncode == 127
+
+
+def job_shell(site, command, environ=None, extra=""):
+    """The job file's shell with ``JOB_STARTER = eval "$(mjf-lsf exports)";`` in it, as
+    LSF puts a job starter's text before the job's command."""
+    starter = f'eval "$({installed_command("mjf-lsf")} --config {site.conf} exports{extra})";'
+    return subprocess.run(["/bin/sh", "-c", f"{starter} {command}"], capture_output=True,
+                          text=True, timeout=60, env=environ or site.environ())
+
+
+def test_exports_in_the_jobs_own_shell_keep_its_command_as_the_user_wrote_it(site):
+    # What a quoted "%USRCMD" breaks on: a '"', several commands, the job's own status.
+    result = job_shell(site, 'echo "one \\"two\\"" $LSB_JOBID; cat $JOBFEATURES/job_id; '
+                             'echo; cat "$JOBFEATURES/wall_limit_secs"; exit 3')
+    assert result.returncode == 3, result.stderr
+    assert result.stdout == 'one "two" 1234\n1234\n1800'
+    job = site.job()
+    assert job["allocated_cpu"] == "4" and job["wall_limit_secs"] == "1800"
+
+
+def test_exports_print_only_shell_words_whatever_the_paths(site, tmp_path):
+    odd = tmp_path / "it's $(touch pwned) `x` dir"
+    site.configure(base_dir=odd)
+    result = job_shell(site, 'printf "%s" "$JOBFEATURES"')
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"{odd}/jobs/1234/jobfeatures"
+    assert not (tmp_path / "pwned").exists() and not os.path.exists("pwned")
+
+
+def test_exports_without_mjf_leave_the_job_to_run_and_on_error_fail_ends_it(site):
+    environ = site.environ(LSB_JOBID="not-a-number")
+    result = job_shell(site, 'echo "ran:${JOBFEATURES:-none}"', environ=environ)
+    assert (result.returncode, result.stdout) == (0, "ran:none\n")
+    assert "LSB_JOBID='not-a-number'" in result.stderr
+    site.conf.write_text(f"[mjf]\nbase_dir = {site.base}\nlog = stderr\non_error = fail\n")
+    result = job_shell(site, "echo ran", environ=site.environ(LSB_JOBID="not-a-number"))
+    assert (result.returncode, result.stdout) == (1, "")
 
 
 def test_pre_exec_starter_and_post_exec(site):
@@ -149,9 +187,9 @@ def test_root_pre_exec_then_the_users_starter(public_tmp_path):
 
 @pytest.mark.parametrize(("bjobs", "message"), [
     ("sleep 30", "did not finish within 0.5 s"),
-    ("echo garbage", "'garbage' is not a run limit"),
+    ("printf ' RUNLIMIT\\n garbage\\n'", "RUNLIMIT without a value in minutes under it"),
     ("echo 'Job <1234> is not found' >&2; exit 255", "exited with status 255"),
-    ("echo -", None),
+    ("echo 'Job <1234>, User <user1>, Status <RUN>'", None),  # no run limit
 ])
 def test_bjobs_trouble_leaves_only_the_wall_limit_out(site, bjobs, message):
     site.set_bjobs(bjobs)
@@ -301,7 +339,7 @@ def test_a_root_pre_exec_never_runs_the_bjobs_of_the_jobs_lsf_bindir(site, tmp_p
 @needs_root
 def test_a_root_pre_exec_gives_bjobs_none_of_the_jobs_environment(site, tmp_path):
     marker = tmp_path / "bjobs.env"
-    site.set_bjobs(f"env > {marker}\necho 00:30:00")
+    site.set_bjobs(f"env > {marker}\n{BJOBS_L}")
     root_envdir = tmp_path / "lsf-conf"
     root_envdir.mkdir()
     users_envdir = tmp_path / "users-conf"

@@ -83,7 +83,7 @@ from tests.corpus.backends.htcondor import (
     MACHINE_AD,
     ad_cases,
 )
-from tests.corpus.backends.lsf import LSF_CONFIG, LSF_ENV
+from tests.corpus.backends.lsf import BJOBS_L, LSF_CONFIG, LSF_ENV, RUN_LIMIT_MINUTES
 from tests.corpus.backends.pbs import (
     PBS_CLASSIC_JOB,
     PBS_CONFIG,
@@ -175,7 +175,7 @@ GE_JOB_SCRIPT = f"#!/bin/sh\n{SHOW_JOB}\n"
 EXECUTABLES = {
     "bin/scontrol": '#!/bin/sh\ncase "$2" in job) cat "${0%/*}/scontrol.out" ;; '
                     '*) cat "${0%/*}/partition.out" ;; esac\n',
-    "bin/bjobs": "#!/bin/sh\necho 00:30:00\n",
+    "bin/bjobs": f"#!/bin/sh\nprintf '%s' '{BJOBS_L}'\n",
     "bin/qstat": '#!/bin/sh\ncase "$1" in -j) cat "${0%/*}/qstat.out" ;; '
                  '-f) cat "${0%/*}/pbs-qstat.out" ;; *) cat "${0%/*}/qstat-F.out" ;; esac\n',
     "bin/condor_status": "#!/bin/sh\n",
@@ -412,9 +412,10 @@ def build_cases() -> list[Case]:
         cases += env_cases(name, LSF_ENV, lsf_variables + (
             ("LSB_JOB_EXECUSER", "USER") if name == "lsf-pre-exec" else ()))
         cases += env_file_cases(name, LSF_ENV)
-        cases += output_cases(name, "bjobs", "00:30:00\n", ())
-        cases += [Case(name, f"bjobs:value:{label}", ("bjobs",), outputs={"bjobs": text + "\n"})
-                  for label, text in value_mutations("00:30:00")]
+        cases += output_cases(name, "bjobs", BJOBS_L, ())
+        cases += [Case(name, f"bjobs:value:{label}", ("bjobs",),
+                       outputs={"bjobs": BJOBS_L.replace(RUN_LIMIT_MINUTES, text)})
+                  for label, text in value_mutations(RUN_LIMIT_MINUTES)]
         cases += config_cases(name, LSF_CONFIG, 30)
         cases += _state(name, MACHINE_STATE)
     cases += sample(cgroup_cases("lsf-starter"), 50)

@@ -62,27 +62,42 @@ def test_bad_cpu_variables(environ, message):
         lsf.cpus_on_host(environ, ["wn01"])
 
 
-@pytest.mark.parametrize(("text", "seconds"), [
-    ("00:30:00", 1800), ("12:00:00\n", 43200), ("180.0", 10800), ("3.0/hostA", 180),
-    ("01:30", 5400), ("-", None), ("", None), (" - ", None),
+@pytest.mark.parametrize(("name", "seconds"), [
+    ("lsf-10.1/bjobs-l.txt", 1800),  # "30.0 min of hostA", after a CPULIMIT
+    ("volclava-2.2/bjobs-l-run.txt", 600),
+    ("volclava-2.2/bjobs-l-array-element.txt", 5400),
+    ("volclava-2.2/bjobs-l-cpu-and-run.txt", 7200),
+    ("volclava-2.2/bjobs-l-no-limit.txt", None),
 ])
-def test_run_limits(text, seconds):
-    assert lsf.parse_run_limit_secs(text) == seconds
+def test_the_run_limit_is_read_from_bjobs_l_of_ibm_lsf_and_volclava(name, seconds):
+    assert lsf.parse_bjobs_run_limit_secs((FIXTURES / name).read_text()) == seconds
 
 
-@pytest.mark.parametrize("text", ["soon", "1:2:3:4", "-5", "0", "1e20", "nan"])
-def test_bad_run_limits(text):
-    with pytest.raises(ValueError):
-        lsf.parse_run_limit_secs(text)
+@pytest.mark.parametrize("text", [
+    " RUNLIMIT\n",  # the last line
+    " RUNLIMIT\n soon\n",
+    " CPULIMIT   RUNLIMIT\n 20.0 min\n",  # a value short
+    " RUNLIMIT\n -5 min\n", " RUNLIMIT\n 0.0 min\n", " RUNLIMIT\n nan min\n",
+    " RUNLIMIT\n 1e20 min\n", " RUNLIMIT\n x min\n",
+])
+def test_a_run_limit_that_is_not_minutes_is_an_error(text):
+    with pytest.raises(ValueError, match="RUNLIMIT"):
+        lsf.parse_bjobs_run_limit_secs(text)
 
 
-@given(st.text(max_size=20))
+def test_the_word_runlimit_in_a_jobs_command_is_not_its_limit():
+    text = ("Job <5>, User <u>, Status <RUN>, Command <echo RUNLIMIT>\n"
+            "Thu Dec  3: Submitted from host <vm>, CWD </tmp/9 min 9 min>;\n")
+    assert lsf.parse_bjobs_run_limit_secs(text) is None
+
+
+@given(st.text(max_size=200))
 def test_run_limit_parser_raises_only_value_error(text):
     try:
-        seconds = lsf.parse_run_limit_secs(text)
+        seconds = lsf.parse_bjobs_run_limit_secs(text)
     except ValueError:
         return
-    assert seconds is None or seconds >= 0
+    assert seconds is None or seconds > 0
 
 
 def test_rlimits_become_limits_unless_unlimited():

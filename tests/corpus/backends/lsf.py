@@ -43,7 +43,10 @@ def lsf_environment_effect(entry: str, recorded: dict[str, str | None],
 # -- what the generic model takes from here (backends/__init__.py hands it over) -----------
 
 CONFIG_KEYS = {("lsf", "bjobs"): PATH, ("lsf", "query_bjobs"): ("yes", "no")}
-COMMANDS = {"bjobs": lambda argv: ("bjobs", "00:30:00\n")}  # the job's run limit
+# `bjobs -l JOBID`'s part that gives the job's run limit (30 minutes), as every LSF prints it.
+RUN_LIMIT_MINUTES = "30.0"
+BJOBS_L = f" RUNLIMIT                \n {RUN_LIMIT_MINUTES} min                \n"
+COMMANDS = {"bjobs": lambda argv: ("bjobs", BJOBS_L)}
 ALSO_NAMED = {"LSF_BINDIR": ("bjobs",)}
 ENV_FILE_CULPRITS = ("LSB_",)
 # The starter runs the job, as a shell would: 127 where its command cannot be executed.
