@@ -42,6 +42,27 @@ with open(path + ".part", "w") as f:
 os.replace(path + ".part", path)
 '''
 
+# A DIRAC job description of 2 processors, written beside dump.py as ``two.jdl`` for
+# :func:`readers_snippet`.
+READERS_JDL = "[ NumberOfProcessors = 2; CPUTime = 1000; ]\n"
+
+
+def readers_snippet(mjf: str) -> str:
+    """Job code: with ``readers`` among its arguments, what the readers make of the job's
+    directory (`mjf check`, `mjf describe`, `mjf match` of ``two.jdl``), run as ``mjf``,
+    in ``out["readers"]``."""
+    return r'''
+if "readers" in sys.argv[2:]:
+    import subprocess
+    jdl = os.path.join(os.path.dirname(os.path.abspath(__file__)), "two.jdl")
+    out["readers"] = {}
+    for key, args in (("check", ["check"]), ("describe", ["describe", "--format", "json"]),
+                      ("match", ["match", "--jdl", jdl])):
+        done = subprocess.run([MJF, *args], capture_output=True, text=True, timeout=120)
+        out["readers"][key] = {"rc": done.returncode, "out": done.stdout, "err": done.stderr}
+'''.replace("MJF", repr(mjf))
+
+
 # Appended to a job's dump script: `out["cgroup_limits"]` lists the memory limits the
 # kernel enforces on the job, at its cgroup v1 memory level and every ancestor.
 MEMORY_LIMITS = r'''

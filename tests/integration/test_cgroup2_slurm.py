@@ -31,7 +31,13 @@ from pathlib import Path
 import pytest
 
 from tests.integration.cgroup2_vm import require_vm, run_guest
-from tests.integration.job_side import CGROUP_V2_LIMITS, dump_script, enforced_v2_limit
+from tests.integration.job_side import (
+    CGROUP_V2_LIMITS,
+    READERS_JDL,
+    dump_script,
+    enforced_v2_limit,
+    readers_snippet,
+)
 from tests.integration.site import USERS, ensure_user
 from tests.integration.slurm_cluster import SlurmCluster, slurm24_root
 
@@ -42,20 +48,9 @@ NODE = "vm2"  # the VM's host name (cgroup2_vm)
 BASE_DIR = "/run/mjf"
 SITE_CONFIG = (f"[mjf]\nbase_dir = {BASE_DIR}\nbatch_systems = slurm\n"
                "[machinefeatures]\nhs06_per_cpu = 10\ngrace_secs = 600\n")
-JDL = "[ NumberOfProcessors = 2; CPUTime = 1000; ]\n"
 # Inside the job, after what it sees: with `readers` in its arguments, what the readers
-# make of its directory (`mjf check`, `mjf describe`, `mjf match` of a DIRAC JDL).
-READERS = r'''
-out["environ"] = dict(os.environ)
-if "readers" in sys.argv[2:]:
-    import subprocess
-    jdl = os.path.join(os.path.dirname(os.path.abspath(__file__)), "two.jdl")
-    out["readers"] = {}
-    for key, args in (("check", ["check"]), ("describe", ["describe", "--format", "json"]),
-                      ("match", ["match", "--jdl", jdl])):
-        done = subprocess.run(["/usr/bin/mjf", *args], capture_output=True, text=True,
-                              timeout=120)
-        out["readers"][key] = {"rc": done.returncode, "out": done.stdout, "err": done.stderr}
+# make of its directory.
+READERS = 'out["environ"] = dict(os.environ)\n' + readers_snippet("/usr/bin/mjf") + r'''
 suffix = os.environ.get("SLURM_ARRAY_TASK_ID") or os.environ.get("SLURM_PROCID", "0")
 '''
 DUMP = dump_script(("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_STEP_ID"),
@@ -136,8 +131,8 @@ def guest(request):
     systemd = request.param == "systemd"
     plan = {"site_config": SITE_CONFIG, "base_dir": BASE_DIR, "systemd": systemd,
             "variants": [VMSlurm(name, systemd).plan(jobs) for name, jobs in VARIANTS.items()]}
-    run = run_guest(root.root, "slurm", plan, {"dump.py": DUMP, "two.jdl": JDL}, timeout=420,
-                    systemd=systemd)
+    run = run_guest(root.root, "slurm", plan, {"dump.py": DUMP, "two.jdl": READERS_JDL},
+                    timeout=420, systemd=systemd)
     run.systemd = systemd
     yield run
     run.vm.remove()

@@ -1,0 +1,203 @@
+"""The LSF hooks on a real LSF-compatible scheduler (volclava 2.2), asserted from inside
+the jobs.
+
+Runs as root (CI): a one-host volclava cluster (tests/integration/lsf_cluster.py) whose
+queues run ``mjf-lsf`` as docs/lsf.md wires it: ``JOB_STARTER = eval "$(mjf-lsf
+exports)";``, the pre-exec and post-exec as the job's user (queue ``mjf``) or as root
+(queue ``mjfroot``, ``PRE_POST_EXEC_USER = root``). Jobs of unprivileged users: values
+seen inside each, the readers' verdict, and nothing left behind whatever the end (done,
+failed, killed, requeued, a pre-exec the queue retried).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.lsf_cluster import HOOK_LINES, HOOKS_BIN, default_queues, lsf_cluster, seen
+from tests.integration.site import assert_no_job_directories_left, job_values
+
+pytestmark = pytest.mark.integration
+
+MIB = 2**20
+USER = "mjfuser1"
+# A queue whose pre-exec fails until a flag file is there: LSF requeues the job and tries
+# it again (its own pre-exec, then ours, in one PRE_EXEC).
+RETRY_QUEUE = """\
+Begin Queue
+QUEUE_NAME = retry
+PRIORITY = 30
+JOB_STARTER = eval "$({bin}/mjf-lsf exports)";
+PRE_EXEC = {bin}/mjf-lsf pre-exec && test -e {flag}
+POST_EXEC = {bin}/mjf-lsf post-exec
+End Queue
+"""
+
+
+def private_store(user: str = USER) -> Path:
+    """Where a pre-exec as the job's user writes (it cannot write base_dir): its own."""
+    return Path(f"/tmp/mjf-{pwd.getpwnam(user).pw_uid}")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    flag = tmp_path_factory.mktemp("lsf-retry") / "ready"
+    flag.parent.chmod(0o755)
+    queues = default_queues() + RETRY_QUEUE.format(bin=HOOKS_BIN, flag=flag)
+    private = private_store()
+    existed = private.exists()  # someone's own: left as it is
+    with lsf_cluster(queues) as started:
+        started.retry_flag = flag
+        yield started
+    if not existed and private.exists():
+        assert_no_job_directories_left(private)
+        shutil.rmtree(private)
+
+
+def job_dir(cluster, queue: str, job_id: str) -> Path:
+    base = cluster.mjf_base if queue == "mjfroot" else private_store()
+    return base / "jobs" / job_id
+
+
+def values(cluster, name: str, queue: str, job_id: str, submitted: float) -> dict:
+    """The job's values after checking what every job sees (site.job_values)."""
+    view = seen(cluster, name)
+    base = cluster.mjf_base if queue == "mjfroot" else private_store()
+    # The machine's features are the site's, in base_dir, wherever the job's are.
+    view["env"]["MACHINEFEATURES"] = view["env"]["MACHINEFEATURES"].replace(
+        str(base), str(cluster.mjf_base))
+    view["env"]["JOBFEATURES"] = view["env"]["JOBFEATURES"].replace(
+        str(base), str(cluster.mjf_base))
+    return job_values(view, cluster.mjf_base, job_id, submitted)
+
+
+@pytest.mark.parametrize("queue", ["mjf", "mjfroot"])
+def test_a_job_sees_every_value(cluster, queue):
+    submitted = time.time()
+    name = f"values-{queue}"
+    job_id = cluster.bsub(USER, name, "-q", queue, "-n", "2", "-W", "10", "-M", "300",
+                          command=f"/usr/bin/python3 {cluster.job_root}/dump.py {name} 0 readers")
+    assert cluster.jobs(job_id) == {job_id: "DONE"}, cluster.exit_info(job_id)
+    view = seen(cluster, name)
+    assert view["env"]["LSB_JOBID"] == job_id
+    assert view["env"]["JOBFEATURES"] == f"{job_dir(cluster, queue, job_id)}/jobfeatures"
+    job = dict(view["JOBFEATURES"])
+    assert abs(int(job.pop("jobstart_secs")) - submitted) < 60
+    assert int(job.pop("scratch_limit_bytes")) > 0
+    expected = {"job_id": job_id, "allocated_cpu": "2", "wall_limit_secs": "600",
+                "cpu_limit_secs": "1200", "hs06_job": "20", "grace_secs_job": "600"}
+    rss = view["rlimits"]["rss"]
+    if rss > 0:  # volclava enforces -M (MB) as the job's RLIMIT_RSS
+        expected["max_rss_bytes"] = str(rss)
+    assert job == expected, view
+    assert rss == 300 * MIB
+    readers = view["readers"]
+    assert readers["check"]["rc"] == 0, readers["check"]
+    described = json.loads(readers["describe"]["out"])
+    assert described["dirac"]["NumberOfProcessors"] == 2, readers["describe"]
+    assert readers["match"]["rc"] == 0, readers["match"]
+    for key, text in {**view["MACHINEFEATURES"], **view["JOBFEATURES"]}.items():
+        assert key == "job_id" or re.fullmatch(r"[0-9]+(\.[0-9]+)?", text), (key, text)
+    assert_no_job_directories_left(job_dir(cluster, queue, job_id).parent.parent)
+
+
+def test_a_root_pre_exec_writes_into_base_dir_for_the_jobs_user(cluster):
+    job_id = cluster.bsub(USER, "owner", "-q", "mjfroot", "-W", "5", wait=False,
+                          command=f"/usr/bin/python3 {cluster.job_root}/dump.py owner 5")
+    cluster.wait_state(job_id, "RUN")
+    directory = job_dir(cluster, "mjfroot", job_id)
+    features = directory / "jobfeatures"
+    deadline = time.monotonic() + 30
+    while not (features / "job_id").exists():
+        assert time.monotonic() < deadline, f"{features} not written"
+        time.sleep(0.2)
+    assert directory.stat().st_uid == 0
+    assert features.stat().st_uid == pwd.getpwnam(USER).pw_uid
+    cluster.wait_ended(job_id)
+    assert_no_job_directories_left(cluster.mjf_base)
+
+
+def test_array_elements_each_get_their_own_directory(cluster):
+    job_id = cluster.bsub("mjfuser2", "arr", "-q", "mjfroot", "-J", "arr[1-3]", "-W", "3",
+                          command=f"/usr/bin/python3 {cluster.job_root}/dump.py arr")
+    assert cluster.jobs(job_id) == {f"{job_id}[{index}]": "DONE" for index in (1, 2, 3)}
+    for index in (1, 2, 3):
+        view = seen(cluster, f"arr.{index}")
+        element = f"{job_id}[{index}]"
+        assert view["JOBFEATURES"]["job_id"] == element
+        assert view["env"]["JOBFEATURES"] == f"{cluster.mjf_base}/jobs/{element}/jobfeatures"
+        assert view["JOBFEATURES"]["allocated_cpu"] == "1"
+        assert view["JOBFEATURES"]["wall_limit_secs"] == "180"
+    assert_no_job_directories_left(cluster.mjf_base)
+
+
+@pytest.mark.parametrize("queue", ["mjf", "mjfroot"])
+def test_a_failing_job_keeps_its_status_and_leaves_nothing(cluster, queue):
+    # What a quoted "%USRCMD" would break: a '"' and several commands in one job.
+    job_id = cluster.bsub(USER, f"fails-{queue}", "-q", queue,
+                          command='echo "it \\"failed\\"" > /dev/null; test -n "$JOBFEATURES"'
+                                  ' && exit 3')
+    assert cluster.jobs(job_id) == {job_id: "EXIT"}
+    assert "Exited with exit code 3" in cluster.exit_info(job_id)
+    assert_no_job_directories_left(job_dir(cluster, queue, job_id).parent.parent)
+
+
+def test_a_killed_job_leaves_nothing(cluster):
+    job_id = cluster.bsub(USER, "killed", "-q", "mjfroot", wait=False,
+                          command=f"/usr/bin/python3 {cluster.job_root}/dump.py killed 300")
+    cluster.wait_state(job_id, "RUN")
+    cluster.command("bkill", job_id)
+    assert cluster.wait_ended(job_id) == {job_id: "EXIT"}
+    assert_no_job_directories_left(cluster.mjf_base)
+
+
+def test_a_requeued_job_runs_again_with_its_values(cluster):
+    flag = cluster.job_root / "out" / "requeued.once"
+    # The first run waits to be requeued; the second sees its values and ends.
+    script = (f"if [ -e {flag} ]; then /usr/bin/python3 {cluster.job_root}/dump.py requeued; "
+              f"else touch {flag}; sleep 300; fi")
+    job_id = cluster.bsub(USER, "requeued", "-q", "mjfroot", "-W", "10", wait=False,
+                          command=script)
+    deadline = time.monotonic() + 60
+    while not flag.exists():
+        assert time.monotonic() < deadline, cluster.exit_info(job_id)
+        time.sleep(0.3)
+    cluster.command("brequeue", job_id)
+    assert cluster.wait_ended(job_id) == {job_id: "DONE"}, cluster.exit_info(job_id)
+    view = seen(cluster, "requeued")
+    assert view["JOBFEATURES"]["job_id"] == job_id
+    assert view["JOBFEATURES"]["wall_limit_secs"] == "600"
+    assert_no_job_directories_left(cluster.mjf_base)
+
+
+def test_a_pre_exec_the_queue_retries_sets_the_job_up_once_it_runs(cluster):
+    job_id = cluster.bsub(USER, "retried", "-q", "retry", "-W", "4", wait=False)
+    # LSF requeues a job whose pre-exec fails and tries again: let it fail once (ours
+    # ran first and wrote the job's directory), and be pending again.
+    written = job_dir(cluster, "retry", job_id)
+    deadline = time.monotonic() + 60
+    while not written.exists():
+        assert time.monotonic() < deadline, cluster.exit_info(job_id)
+        time.sleep(0.3)
+    cluster.wait_state(job_id, "PEND")
+    cluster.retry_flag.touch()
+    assert cluster.wait_ended(job_id, timeout=180) == {job_id: "DONE"}, cluster.exit_info(job_id)
+    view = seen(cluster, "retried")
+    assert view["JOBFEATURES"]["job_id"] == job_id
+    assert view["JOBFEATURES"]["wall_limit_secs"] == "240"
+    assert_no_job_directories_left(private_store())
+
+
+def test_the_hooks_wiring_is_what_contrib_gives_a_site():
+    contrib = (Path(__file__).resolve().parents[2] / "contrib/lsf/lsb.queues").read_text()
+    for line in HOOK_LINES.format(bin="/usr/bin").splitlines():
+        key, value = (part.strip() for part in line.split("=", 1))
+        assert re.search(rf"^{key}\s*=\s*{re.escape(value)}$", contrib, re.M), line
+    assert os.path.exists(HOOKS_BIN / "mjf-lsf")
