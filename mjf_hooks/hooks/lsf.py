@@ -28,7 +28,7 @@ import time
 
 from .. import lifecycle
 from ..batch import lsf
-from ..errors import UsageError
+from ..errors import SiteInputError, UsageError
 from . import starter
 from .frame import COMMON_HELP, HookContext, exec_job, export_lines, run_roles
 
@@ -109,7 +109,7 @@ def set_up(context: HookContext, in_job: bool) -> dict[str, str]:
 
     return starter.set_up(context, lsf.NAME, job_id, in_job, gather,
                           _scratch_dir(context, in_job), OWNER_VARIABLES,
-                          completion=_limits)
+                          completion=lambda: {**_limits(), **_tmpdir_size(context)})
 
 
 def _scratch_dir(context: HookContext, in_job: bool) -> str | None:
@@ -125,6 +125,23 @@ def _scratch_dir(context: HookContext, in_job: bool) -> str | None:
                          f"(.../{expected}): scratch_limit_bytes is not written")
         return None
     return tmpdir
+
+
+def _tmpdir_size(context: HookContext) -> dict:
+    """From inside the job, where a root pre-exec could not measure it (LSF gives a pre-exec
+    no ``$TMPDIR``; volclava never): the size of the job's tmpdir LSF made, if it is that."""
+    tmpdir = context.environ.get("TMPDIR") or ""
+    try:
+        expected = lsf.job_tmpdir_name(context.environ)
+    except SiteInputError:
+        return {}
+    if tmpdir.rstrip("/").rpartition("/")[2] != expected:
+        return {}
+    from ..probe.scratch import filesystem_size_bytes
+
+    size = filesystem_size_bytes(tmpdir)
+    return {"scratch_limit_bytes": (size, f"size of the filesystem holding {tmpdir}")} \
+        if size else {}
 
 
 def _root_command_env(context: HookContext) -> dict[str, str]:

@@ -27,12 +27,13 @@ import re
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 from tests.conftest import require, run
 from tests.integration.job_side import READERS_JDL, dump_script, install, readers_snippet
-from tests.integration.site import HOOKS_BIN, USERS, admin_mjf, mjf_site, seen_in
+from tests.integration.site import HOOKS_BIN, SITE_CONFIG, USERS, admin_mjf, mjf_site, seen_in
 
 PREFIX = Path("/opt/volclava")
 HOST = socket.gethostname().split(".")[0]
@@ -74,6 +75,12 @@ class LsfCluster:
                     "PATH": f"{PREFIX}/bin:/usr/bin:/bin:/usr/sbin:/sbin"}
         self.queues = queues or default_queues()
         self._before: set[Path] = set()
+        # Where LSF makes each job's <id>.tmpdir: on a tmpfs. volclava 2.2's sbatchd takes
+        # a directory's first two entries for . and .. when it removes one, and recurses
+        # into . (a stack overflow, the job's post-exec never run) where a filesystem
+        # lists them later - as this machine's overlayfs /tmp does; tmpfs lists them first.
+        self.tmpdir = Path(tempfile.mkdtemp(prefix="mjf-lsf-", dir="/dev/shm"))
+        self.tmpdir.chmod(0o1777)
 
     # --- configuration ------------------------------------------------------------
 
@@ -87,7 +94,9 @@ class LsfCluster:
                          f"LSF_ENVDIR={self.envdir}\nLSF_CONFDIR={self.envdir}\n"
                          f"LSB_CONFDIR={self.envdir}\nLSB_SHAREDIR={self.root}/work\n"
                          f"LSF_LOGDIR={self.root}/log\nLSF_LOG_MASK=LOG_WARNING\n"
-                         f"{ports}LSF_AUTH=eauth\nLSB_MAILTO=!U\n"),
+                         f"{ports}LSF_AUTH=eauth\nLSB_MAILTO=!U\n"
+                         # As docs/lsf.md advises: a root pre-exec measures the job's tmpdir.
+                         f"LSB_SET_TMPDIR=y\nLSF_TMPDIR={self.tmpdir}\n"),
             "lsf.shared": ("Begin Cluster\nClusterName\nmjf\nEnd Cluster\n"
                            "Begin HostType\nTYPENAME\nlinux\nEnd HostType\n"
                            "Begin HostModel\nMODELNAME CPUFACTOR ARCHITECTURE\n"
@@ -161,7 +170,7 @@ class LsfCluster:
         deadline = time.monotonic() + 10
         while self.daemons() and time.monotonic() < deadline:
             time.sleep(0.1)
-        for path in set(self._leftovers()) - self._before:
+        for path in [*(set(self._leftovers()) - self._before), self.tmpdir]:
             run(["rm", "-rf", "--one-file-system", str(path)], check=False)
 
     @staticmethod
@@ -267,7 +276,9 @@ def lsf_cluster(queues: str = ""):
         install(site.root, {"two.jdl": READERS_JDL})
         cluster = LsfCluster(site.root / "lsf", queues)
         cluster.job_root, cluster.mjf_base = site.root, site.base
-        cluster.good_config = site.good_config
+        # As docs/lsf.md tells a site whose pre-exec runs as root: bjobs by its path.
+        cluster.good_config = site.good_config + f"[lsf]\nbjobs = {PREFIX}/bin/bjobs\n"
+        SITE_CONFIG.write_text(cluster.good_config)
         try:
             cluster.start()
             yield cluster
