@@ -39,6 +39,11 @@ class Guest:
             self.results["seconds"][name] = round(time.monotonic() - began, 1)
             self.save()
 
+    def write_site_config(self) -> None:
+        """The plan's site config as /etc/mjf/mjf.conf (a new root has no /etc/mjf)."""
+        Path("/etc/mjf").mkdir(exist_ok=True)
+        Path("/etc/mjf/mjf.conf").write_text(self.plan["site_config"])
+
     def save(self) -> None:
         path = self.share / "results.json"
         path.with_suffix(".part").write_text(json.dumps(self.results, indent=1))

@@ -68,7 +68,7 @@ def start_pool(guest: Guest) -> None:
     shutil.chown(log, "condor", "condor")
     (CONFIG_D / "95-mjf-cgroup2.config").write_text(guest.plan["condor_config"]
                                                     + f"LOG = {log}\n")
-    Path("/etc/mjf/mjf.conf").write_text(guest.plan["site_config"])
+    guest.write_site_config()
     # What a booted system has in /run (a fresh tmpfs here): systemd's /run/lock (the
     # chroot's /var/lock points there) and what condor's tmpfiles.d and unit declare.
     Path("/run/lock").mkdir(mode=0o1777, exist_ok=True)

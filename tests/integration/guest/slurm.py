@@ -136,8 +136,7 @@ def run_variant(guest: Guest, variant: dict) -> None:
 
 def main() -> None:
     guest = Guest()
-    Path("/etc/mjf").mkdir(exist_ok=True)
-    Path("/etc/mjf/mjf.conf").write_text(guest.plan["site_config"])
+    guest.write_site_config()
     guest.results["init"] = (read(Path("/proc/1/comm")) or "").strip()
     guest.part("munge", lambda guest: start_munge())
     for variant in guest.plan["variants"]:

@@ -52,8 +52,7 @@ def mjf_run_in(leaf: Path, user: str | None, name: str, share: Path) -> dict:
 
 
 def standalone(guest: Guest) -> None:
-    Path("/etc/mjf").mkdir(exist_ok=True)
-    Path("/etc/mjf/mjf.conf").write_text(guest.plan["site_config"])
+    guest.write_site_config()
     cases = guest.results.setdefault("cases", {})
     for name, case in guest.plan["cases"].items():
         leaf = make_cgroups(case["levels"])
