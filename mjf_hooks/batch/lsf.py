@@ -31,26 +31,137 @@ def job_store_dirs(options: dict[str, str]) -> list[tuple[str, str]]:
     return []
 
 
+_BIN_DIRS = ("/usr/bin", "/usr/local/bin")
+
+
+def command_path(options: dict[str, str], name: str) -> str | None:
+    """An LSF command (``bjobs``, ``badmin``): beside the configured ``[lsf] bjobs`` if
+    there is one (LSF keeps its commands together, in ``LSF_BINDIR``), else the first of
+    the usual places that has it."""
+    import os
+
+    if options.get("bjobs"):
+        return os.path.join(os.path.dirname(options["bjobs"]), name)
+    return next((path for path in (os.path.join(directory, name) for directory in _BIN_DIRS)
+                 if os.path.exists(path)), None)
+
+
 def installed(options: dict[str, str]) -> bool:
-    return False  # nothing to ask LSF for: see drain_query and jobs_query
+    """LSF's admin command is on this host (where ``[lsf] bjobs`` says, or the usual
+    places)."""
+    import os
+
+    path = command_path(options, "badmin")
+    return path is not None and os.path.exists(path)
 
 
-def drain_query(options: dict[str, str], environ: dict[str, str], nodename: str) -> None:
-    """None: an LSF host closed by an admin (``badmin hclose``) announces no time."""
-    return None
+def command_env(environ: dict[str, str]) -> dict[str, str]:
+    """What LSF's commands run with: a fixed PATH, and the caller's ``LSF_ENVDIR`` (where
+    ``lsf.conf`` is; ``/etc`` without it). Only `mjf sync` asks, as root, with the admin's
+    environment."""
+    env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
+    if environ.get("LSF_ENVDIR"):
+        env["LSF_ENVDIR"] = environ["LSF_ENVDIR"]
+    return env
+
+
+def _host_argument(nodename: str) -> str | None:
+    """This host's short name, where it is one LSF can be asked about."""
+    short = nodename.split(".")[0]
+    return short if short and all(char.isalnum() or char in "-_" for char in short) else None
+
+
+def drain_query(options: dict[str, str], environ: dict[str, str],
+                nodename: str) -> tuple[list[str], dict[str, str]] | None:
+    """``badmin hhist HOST``: when an admin closed (``badmin hclose``) or opened this host."""
+    badmin, host = command_path(options, "badmin"), _host_argument(nodename)
+    if badmin is None or host is None:
+        return None
+    return [badmin, "hhist", host], command_env(environ)
 
 
 def drains(output: str, node: str, now: float) -> list[tuple[int, str]]:
-    return []
+    """``badmin hhist HOST`` -> (when it was closed, what) while the last thing an admin
+    did to ``node`` was to close it: a closed host takes no new job, so MJF announces it
+    as shutting down from then on; opening it again withdraws that.
+
+    Each event is one line, ``Thu Dec  3 06:56:19: Host <vm> closed by administrator
+    <root>.`` (a year after the time where the LSF prints one); a line that is not such
+    an event is skipped."""
+    closed: tuple[int, str] | None = None
+    for line in output.splitlines():
+        when_text, colon, event = line.partition(": Host <")
+        name, bracket, action = event.partition("> ")
+        if not colon or not bracket or name.split(".")[0].lower() != node.lower():
+            continue
+        if action.startswith("closed by administrator"):
+            when = _event_time(when_text, now)
+            if when is not None:
+                closed = (when, f"LSF host closed by {action[len('closed by '):].rstrip('.')}")
+        elif action.startswith("opened by administrator"):
+            closed = None
+    return [closed] if closed else []
 
 
-def jobs_query(options: dict[str, str], environ: dict[str, str], nodename: str) -> None:
-    """None: the post-exec removes a job's directory (LSF runs it for every job)."""
+def _event_time(text: str, now: float) -> int | None:
+    """``Thu Dec  3 06:56:19`` (this machine's local time; the year where given, else the
+    latest that is not in the future) -> UNIX seconds; None if it is not such a time."""
+    import time
+
+    words = text.split()
+    if len(words) not in (4, 5):
+        return None
+    years = [words[4]] if len(words) == 5 else \
+        [str(time.localtime(now).tm_year), str(time.localtime(now).tm_year - 1)]
+    for year in years:
+        try:
+            parsed = time.strptime(" ".join([*words[1:4], year]), "%b %d %H:%M:%S %Y")
+        except ValueError:
+            return None
+        seconds = int(time.mktime(parsed))
+        if seconds <= now + 86400:  # not after tomorrow: else the year before
+            return seconds
     return None
 
 
+def jobs_query(options: dict[str, str], environ: dict[str, str],
+               nodename: str) -> tuple[list[str], dict[str, str]] | None:
+    """``bjobs -u all -w -m HOST``: every user's unfinished jobs on this host (a job killed
+    while its pre-exec ran gets no post-exec: its directory is removed by `mjf sync`).
+
+    bjobs says ``No unfinished job found`` on stderr and exits 254 where there is none, as
+    it does for a failure: so it runs under ``sh`` with its stderr in its output and its
+    status dropped, and :func:`running_jobs` tells the two apart by the text."""
+    bjobs, host = command_path(options, "bjobs"), _host_argument(nodename)
+    if bjobs is None or host is None:
+        return None
+    return (["/bin/sh", "-c", '"$@" 2>&1; exit 0', "sh", bjobs, "-u", "all", "-w", "-m", host],
+            command_env(environ))
+
+
 def running_jobs(output: str) -> set[str]:
-    return set()
+    """``bjobs -w`` -> the job directory names of the jobs it lists: ``1234``, and
+    ``1234[7]`` too where its name ends in ``[7]`` (an array's element). Raises
+    ValueError for output that is not bjobs' table (``No unfinished job found`` is an empty one)."""
+    lines = [line for line in output.splitlines() if line.strip()]
+    if len(lines) == 1 and lines[0].startswith("No unfinished job found"):
+        return set()
+    if not lines or lines[0].split()[:3] != ["JOBID", "USER", "STAT"]:
+        raise ValueError(f"bjobs printed {lines[0][:80] if lines else 'nothing'!r}, not its "
+                         "table of jobs")
+    names = set()
+    for line in lines[1:]:
+        words = line.split()
+        if not digits_value(words[0]):
+            continue  # a host of a job on several, on a line of its own
+        names.add(words[0])
+        # The name is before the submission time (its last three words): an array's
+        # element is NAME[INDEX]. A job's own name may end so too: both are kept.
+        name = words[-4] if len(words) >= 8 else ""
+        index = name.rpartition("[")[2].rstrip("]") if name.endswith("]") else ""
+        if digits_value(index) is not None:
+            names.add(f"{words[0]}[{int(index)}]")
+    return names
 
 
 def job_id(environ: dict[str, str]) -> str:

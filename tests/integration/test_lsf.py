@@ -16,13 +16,22 @@ import os
 import pwd
 import re
 import shutil
+import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.integration.lsf_cluster import HOOK_LINES, HOOKS_BIN, default_queues, lsf_cluster, seen
+from tests.integration.lsf_cluster import (
+    HOOK_LINES,
+    HOOKS_BIN,
+    HOST,
+    default_queues,
+    lsf_cluster,
+    mjf,
+    seen,
+)
 from tests.integration.site import assert_no_job_directories_left, job_values
 
 pytestmark = pytest.mark.integration
@@ -216,3 +225,54 @@ def test_the_hooks_wiring_is_what_contrib_gives_a_site():
         key, value = (part.strip() for part in line.split("=", 1))
         assert re.search(rf"^{key}\s*=\s*{re.escape(value)}$", contrib, re.M), line
     assert os.path.exists(HOOKS_BIN / "mjf-lsf")
+
+
+def test_a_host_an_admin_closes_announces_its_shutdown_through_mjf_sync(cluster):
+    job_id = cluster.bsub(USER, "drained", "-q", "mjfroot", "-W", "10", wait=False,
+                          command=f"/usr/bin/python3 {cluster.job_root}/dump.py drained 300")
+    wait_set_up(cluster, "mjfroot", job_id)
+    machine = cluster.mjf_base / "machinefeatures" / "shutdowntime"
+    job = job_dir(cluster, "mjfroot", job_id) / "jobfeatures" / "shutdowntime_job"
+    try:
+        before = time.time()
+        cluster.command("badmin", "hclose", HOST)
+        synced = mjf(cluster, "sync")
+        assert synced.returncode == 0, synced.stdout + synced.stderr
+        closed = int(machine.read_text())
+        assert int(before) - 1 <= closed <= time.time(), closed  # when LSF closed it
+        assert job.read_text() == str(closed)
+        cluster.command("badmin", "hopen", HOST)
+        synced = mjf(cluster, "sync")
+        assert synced.returncode == 0, synced.stdout + synced.stderr
+        assert not machine.exists() and not job.exists()
+    finally:
+        cluster.command("badmin", "hopen", HOST, check=False)
+        cluster.command("bkill", job_id, check=False)
+        cluster.wait_ended(job_id)
+    assert_no_job_directories_left(cluster.mjf_base)
+
+
+def test_mjf_sync_removes_a_jobs_directory_only_once_lsf_lists_it_no_more(cluster):
+    job_id = cluster.bsub(USER, "kept", "-q", "mjfroot", "-W", "10", wait=False,
+                          command=f"/usr/bin/python3 {cluster.job_root}/dump.py kept 300")
+    wait_set_up(cluster, "mjfroot", job_id)
+    # A job killed while its pre-exec ran gets no post-exec: its directory, as root's
+    # pre-exec wrote it, stays behind.
+    gone = {**cluster.env, "LSB_JOBID": "99999", "LSB_JOBINDEX": "0", "USER": USER,
+            "LSB_MCPU_HOSTS": f"{os.uname().nodename} 1"}
+    written = subprocess.run([str(HOOKS_BIN / "mjf-lsf"), "pre-exec"], env=gone,
+                             capture_output=True, text=True, timeout=60)
+    assert written.returncode == 0, written.stderr
+    assert (cluster.mjf_base / "jobs" / "99999").is_dir()
+    try:
+        synced = mjf(cluster, "sync")
+        assert synced.returncode == 0, synced.stdout + synced.stderr
+        assert not (cluster.mjf_base / "jobs" / "99999").exists()
+        assert job_dir(cluster, "mjfroot", job_id).is_dir()  # bjobs lists it: kept
+    finally:
+        cluster.command("bkill", job_id, check=False)
+        cluster.wait_ended(job_id)
+    assert_no_job_directories_left(cluster.mjf_base)
+    # With no job at all, bjobs says so (exit 254): a pass that fails nothing.
+    synced = mjf(cluster, "sync")
+    assert synced.returncode == 0, synced.stdout + synced.stderr

@@ -119,3 +119,62 @@ def test_job_facts_are_a_pure_function_of_the_environment_limits_and_bjobs():
         "cpu_limit_secs": 3600, "wall_limit_secs": 7200}
     facts, warnings = lsf.job_facts({"LSB_JOBID": "5"}, ["hostC"], 1795400000, None, None)
     assert "allocated_cpu" not in facts and warnings[0].startswith("allocated_cpu not written")
+
+
+def hhist(name):
+    return (FIXTURES / "volclava-2.2" / name).read_text()
+
+
+def local(text):
+    import time
+
+    return int(time.mktime(time.strptime(text, "%Y %b %d %H:%M:%S")))
+
+
+def test_a_host_an_admin_closed_drains_from_then_until_it_is_opened():
+    now = local("2026 Dec 03 07:00:00")
+    assert lsf.drains(hhist("badmin-hhist-closed.txt"), "vm", now) == [
+        (local("2026 Dec 03 06:57:23"), "LSF host closed by administrator <root>")]
+    assert lsf.drains(hhist("badmin-hhist-opened.txt"), "vm", now) == []
+    assert lsf.drains(hhist("badmin-hhist-closed.txt"), "other", now) == []
+    assert lsf.drains("", "vm", now) == []
+
+
+def test_a_close_without_a_year_is_the_latest_not_after_tomorrow():
+    line = "Thu Dec 31 23:00:00: Host <vm> closed by administrator <root>.\n"
+    assert lsf.drains(line, "vm", local("2027 Jan 01 01:00:00")) == [
+        (local("2026 Dec 31 23:00:00"), "LSF host closed by administrator <root>")]
+    with_year = "Thu Dec 31 23:00:00 2026: Host <vm.example.org> closed by administrator <a>."
+    assert lsf.drains(with_year, "vm", local("2027 Jan 01 01:00:00"))[0][0] == \
+        local("2026 Dec 31 23:00:00")
+
+
+@given(st.text(max_size=300))
+def test_hhist_parser_never_raises(text):
+    assert all(isinstance(when, int) for when, _ in lsf.drains(text, "vm", 1.8e9))
+
+
+def test_the_jobs_bjobs_lists_are_its_jobs_and_array_elements():
+    listed = (FIXTURES / "volclava-2.2" / "bjobs-u-all-w-m.txt").read_text()
+    assert lsf.running_jobs(listed) == {"1", "1[1]", "1[2]", "2"}
+    none = (FIXTURES / "volclava-2.2" / "bjobs-u-all-w-m-none.txt").read_text()
+    assert lsf.running_jobs(none) == set()
+
+
+@pytest.mark.parametrize("text", [
+    "", "LSF is down. Please wait ...\n", "vm: Bad host name, host group name or cluster name\n",
+    "No unfinished job found\nbut something else\n",
+])
+def test_bjobs_output_that_is_no_list_of_jobs_proves_nothing(text):
+    with pytest.raises(ValueError):
+        lsf.running_jobs(text)
+
+
+def test_the_queries_run_lsfs_commands_beside_the_configured_bjobs():
+    options = {"bjobs": "/opt/lsf/bin/bjobs"}
+    argv, env = lsf.drain_query(options, {"LSF_ENVDIR": "/opt/lsf/conf", "X": "y"}, "vm.example")
+    assert argv == ["/opt/lsf/bin/badmin", "hhist", "vm"]
+    assert env == {"PATH": "/usr/bin:/bin", "LC_ALL": "C", "LSF_ENVDIR": "/opt/lsf/conf"}
+    argv, _ = lsf.jobs_query(options, {}, "vm")
+    assert argv[-6:] == ["/opt/lsf/bin/bjobs", "-u", "all", "-w", "-m", "vm"]
+    assert lsf.jobs_query(options, {}, "bad;name") is None
