@@ -3,7 +3,8 @@
 1. Machine features are brought up to date (as ``mjf machine``).
 2. A drain the batch system knows about becomes ``shutdowntime``: a Slurm
    maintenance reservation covering this node, an HTCondor graceful drain of
-   this machine, a PBS maintenance reservation holding this host. Such a
+   this machine, a PBS maintenance reservation holding this host, an LSF host an
+   admin closed (from when it was closed until it is opened). Such a
    shutdown is announced even when it comes with less notice than
    ``grace_secs`` (hiding it would be worse; that is logged), and
    withdrawn when the batch system drops it - but a drain an admin set with
