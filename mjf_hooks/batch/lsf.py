@@ -247,6 +247,41 @@ def parse_bjobs_run_limit_secs(text: str) -> int | None:
     return None
 
 
+# Units of bjobs' memory figures (IBM LSF also prints Gbytes and Tbytes).
+_MEMORY_UNITS = {"Kbytes": 2**10, "Mbytes": 2**20, "Gbytes": 2**30, "Tbytes": 2**40}
+
+
+def parse_bjobs_usage(text: str, source: str) -> dict[str, tuple]:
+    """``bjobs -l JOBID`` of an ended job -> what it used, as a record's Delivered values:
+    ``cpu_secs`` (``The CPU time used is 6.1 seconds.``, from the job's rusage when it
+    ended) and ``peak_memory_bytes`` (``MAX MEM: 212 Mbytes``, the most LSF's samples of
+    the job's processes saw). A figure that is not there, or not such, is left out."""
+    found: dict[str, tuple] = {}
+    marker = "The CPU time used is "
+    at = text.find(marker)
+    if at >= 0:
+        words = text[at + len(marker):].split(None, 2)
+        if len(words) >= 2 and words[1].startswith("second"):
+            try:
+                seconds = float(words[0])
+            except ValueError:
+                seconds = -1.0
+            if 0 <= seconds < 1e12:
+                found["cpu_secs"] = (seconds, f"{source}: CPU time used")
+    at = text.find("MAX MEM:")
+    if at >= 0:
+        words = text[at + len("MAX MEM:"):].split(None, 2)
+        if len(words) >= 2 and words[1].rstrip(";") in _MEMORY_UNITS:
+            try:
+                amount = float(words[0])
+            except ValueError:
+                amount = -1.0
+            if 0 <= amount < 1e12:
+                found["peak_memory_bytes"] = (round(amount * _MEMORY_UNITS[words[1].rstrip(";")]),
+                                              f"{source}: MAX MEM")
+    return found
+
+
 def limit_facts(cpu_secs: int | None, rss_bytes: int | None, infinity: int) -> dict:
     """Facts from the ``RLIMIT_CPU`` and ``RLIMIT_RSS`` in force (``infinity``: no limit)."""
     facts = {}

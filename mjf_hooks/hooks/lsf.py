@@ -63,11 +63,12 @@ def pre_exec(context: HookContext, args: list[str]) -> int:
 def post_exec(context: HookContext, args: list[str]) -> int:
     ending = None
     if context.config.records_dir:
-        # The post-exec runs outside the job, after it: of what the job used it knows
-        # when it ended (its own start), nothing more.
+        # The post-exec runs outside the job, after it: what the job used is what LSF
+        # reports of it (its end, the post-exec's own start).
         environ = context.environ
         user = next((environ[name] for name in OWNER_VARIABLES if environ.get(name)), None)
-        ending = lifecycle.JobEnd(lsf.NAME, user=user, queue=environ.get("LSB_QUEUE") or None)
+        ending = lifecycle.JobEnd(lsf.NAME, _usage(context, lsf.job_id(environ)), user=user,
+                                  queue=environ.get("LSB_QUEUE") or None)
     starter.end(context, lsf.job_id(context.environ), OWNER_VARIABLES, ending)
     return 0
 
@@ -169,8 +170,9 @@ def _limits() -> dict:
                            resource.getrlimit(resource.RLIMIT_RSS)[0], resource.RLIM_INFINITY)
 
 
-def _run_limit(context: HookContext, job_id: str) -> tuple | None:
-    """The run limit from ``bjobs`` (LSF passes none to the job), unless switched off."""
+def _bjobs_long(context: HookContext, job_id: str, unwritten: str, parse):
+    """``parse(output, argv)`` of ``bjobs -l JOBID`` (every LSF's long listing of a job),
+    unless the site switched bjobs off; None (logged, with ``unwritten``) where it fails."""
     # As root, never $LSF_BINDIR, nor the job's environment: they are the job's user's, and
     # root would run the program they name, or with the libraries they preload.
     as_root = os.geteuid() == 0
@@ -181,10 +183,16 @@ def _run_limit(context: HookContext, job_id: str) -> tuple | None:
             [os.path.join(lsf_bindir, "bjobs")] * bool(lsf_bindir) + list(_BJOBS_CANDIDATES)
         path = next((candidate for candidate in candidates if os.path.exists(candidate)), None)
         if path is None:
-            context.log.warning("bjobs not found (set [lsf] bjobs): wall_limit_secs not written")
+            context.log.warning(f"bjobs not found (set [lsf] bjobs): {unwritten}")
             return None
         env = _root_command_env(context) if as_root else dict(context.environ)
         return [path, "-l", job_id], env
+
+    return context.query(lsf.NAME, "query_bjobs", command, unwritten, parse)
+
+
+def _run_limit(context: HookContext, job_id: str) -> tuple | None:
+    """The run limit from ``bjobs`` (LSF passes none to the job), unless switched off."""
 
     def run_limit(output: str, argv: list[str]) -> tuple | None:
         try:
@@ -193,5 +201,12 @@ def _run_limit(context: HookContext, job_id: str) -> tuple | None:
             raise ValueError(f"{error}: wall_limit_secs not written") from None
         return (limit, f"{argv[0]} -l {job_id}: RUNLIMIT {limit / 60:g} min") if limit else None
 
-    return context.query(lsf.NAME, "query_bjobs", command, "wall_limit_secs not written",
-                         run_limit)
+    return _bjobs_long(context, job_id, "wall_limit_secs not written", run_limit)
+
+
+def _usage(context: HookContext, job_id: str) -> dict:
+    """What the ended job used, as LSF reports it (``bjobs -l``: its CPU time, its peak
+    memory), for its record; empty where bjobs cannot say."""
+    return _bjobs_long(context, job_id, "the record has no CPU time or peak memory",
+                       lambda output, argv: lsf.parse_bjobs_usage(output, f"{argv[0]} -l")
+                       ) or {}

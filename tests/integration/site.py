@@ -129,3 +129,21 @@ def assert_no_job_directories_left(base: Path) -> None:
     while left() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert left() == [], f"job directories left in {jobs}: {left()}"
+
+
+# Job records (``[records]``), for the batch systems' record tests.
+SITE = "MJF-TEST-SITE"
+
+
+def records_config(directory: Path) -> str:
+    return f"[records]\ndir = {directory}\nformat = sss, apel\nsite = {SITE}\n"
+
+
+def record_files(directory: Path, timeout: float = 30) -> list[Path]:
+    """The records' JSON files in ``directory``'s day directories, once there are some."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = sorted(directory.glob("[0-9]*-*-*/*.json"))
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import FIXTURES
 from tests.integration.lsf_cluster import (
     HOOK_LINES,
     HOOKS_BIN,
@@ -32,12 +33,19 @@ from tests.integration.lsf_cluster import (
     mjf,
     seen,
 )
-from tests.integration.site import assert_no_job_directories_left, job_values
+from tests.integration.site import (
+    SITE,
+    SITE_CONFIG,
+    assert_no_job_directories_left,
+    record_files,
+    records_config,
+)
 
 pytestmark = pytest.mark.integration
 
 MIB = 2**20
 USER = "mjfuser1"
+RECORD_JOB = Path(__file__).with_name("record_job.py")
 # A queue whose pre-exec fails until a flag file is there: LSF requeues the job and tries
 # it again (its own pre-exec, then ours, in one PRE_EXEC).
 RETRY_QUEUE = """\
@@ -76,18 +84,6 @@ def cluster():
 def job_dir(cluster, queue: str, job_id: str) -> Path:
     base = cluster.mjf_base if queue == "mjfroot" else private_store()
     return base / "jobs" / job_id
-
-
-def values(cluster, name: str, queue: str, job_id: str, submitted: float) -> dict:
-    """The job's values after checking what every job sees (site.job_values)."""
-    view = seen(cluster, name)
-    base = cluster.mjf_base if queue == "mjfroot" else private_store()
-    # The machine's features are the site's, in base_dir, wherever the job's are.
-    view["env"]["MACHINEFEATURES"] = view["env"]["MACHINEFEATURES"].replace(
-        str(base), str(cluster.mjf_base))
-    view["env"]["JOBFEATURES"] = view["env"]["JOBFEATURES"].replace(
-        str(base), str(cluster.mjf_base))
-    return job_values(view, cluster.mjf_base, job_id, submitted)
 
 
 @pytest.mark.parametrize("queue", ["mjf", "mjfroot"])
@@ -276,3 +272,37 @@ def test_mjf_sync_removes_a_jobs_directory_only_once_lsf_lists_it_no_more(cluste
     # With no job at all, bjobs says so (exit 254): a pass that fails nothing.
     synced = mjf(cluster, "sync")
     assert synced.returncode == 0, synced.stdout + synced.stderr
+
+
+def test_each_job_gets_a_record_of_what_lsf_says_it_used(cluster):
+    records = cluster.job_root / "records"
+    shutil.copy(RECORD_JOB, cluster.job_root / "record_job.py")
+    (cluster.job_root / "record_job.py").chmod(0o644)
+    SITE_CONFIG.write_text(cluster.good_config + records_config(records))
+    try:
+        job_id = cluster.bsub(USER, "record", "-q", "mjfroot", "-n", "2", "-W", "10",
+                              command=f"/usr/bin/python3 {cluster.job_root}/record_job.py "
+                                      f"{cluster.job_root}/out/record.json 2 100")
+        found = record_files(records)
+    finally:
+        SITE_CONFIG.write_text(cluster.good_config)
+    job = json.loads((cluster.job_root / "out" / "record.json").read_text())
+    assert len(found) == 1 and found[0].name.endswith(f"-{job_id}.json"), found
+    record = json.loads(found[0].read_text())
+    if os.environ.get("MJF_RECORD_VOLCLAVA_FIXTURES"):
+        (FIXTURES / "volclava-2.2" / "bjobs-l-done.txt").write_text(cluster.exit_info(job_id))
+    assert record["job_id"] == job_id and record["backend"] == "lsf"
+    assert record["user"] == USER and record["queue"] == "mjfroot"
+    assert record["requested"]["allocated_cpu"] == 2
+    assert record["requested"]["wall_limit_secs"] == 600
+    delivered = record["delivered"]
+    cpu = delivered["cpu_secs"]
+    assert "bjobs -l: CPU time used" in cpu["source"], cpu
+    # LSF's figure is the job's rusage at its end, to 0.1 s: two children burnt 2 s each.
+    assert abs(cpu["value"] - job["cpu_secs"]) <= max(0.1 * job["cpu_secs"], 0.5), (cpu, job)
+    assert delivered["peak_memory_bytes"]["source"].endswith("bjobs -l: MAX MEM")
+    text = found[0].with_suffix(".apel").read_text()
+    fields = dict(line.split(": ", 1) for line in text.splitlines()[1:-1])
+    assert fields["Site"] == SITE and fields["LocalJobId"] == job_id
+    assert fields["CpuDuration"] == str(round(cpu["value"]))
+    assert found[0].with_suffix(".xml").exists()

@@ -25,18 +25,13 @@ from tests.integration.gridengine_cell import (
     qsub,
     seen,
 )
-from tests.integration.site import SITE_CONFIG
+from tests.integration.site import SITE, SITE_CONFIG, record_files, records_config
 
 pytestmark = pytest.mark.integration
 
 MIB = 2**20
 RECORD_JOB = Path(__file__).with_name("record_job.py")
 CPU_PER_CHILD, TOUCHED_MIB = 3, 200
-SITE = "MJF-TEST-SITE"
-
-
-def records_config(directory: Path) -> str:
-    return f"[records]\ndir = {directory}\nformat = sss, apel\nsite = {SITE}\n"
 
 
 @pytest.fixture(scope="module")
@@ -61,16 +56,6 @@ def submit_record_job(cell, name: str, config: str | None = None) -> str:
                 command=["-b", "y", "/usr/bin/python3", f"{cell.job_root}/record_job.py",
                          f"{cell.job_root}/out/{name}.json", str(CPU_PER_CHILD),
                          str(TOUCHED_MIB)])
-
-
-def record_files(directory: Path, timeout: float = 30) -> list[Path]:
-    """The records' JSON files in ``directory``'s day directories, once there are some."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = sorted(directory.glob("[0-9]*-*-*/*.json"))
-        if found or time.monotonic() > deadline:
-            return found
-        time.sleep(0.2)
 
 
 def test_a_parallel_job_gets_a_record_of_what_it_used(cell):

@@ -178,3 +178,22 @@ def test_the_queries_run_lsfs_commands_beside_the_configured_bjobs():
     argv, _ = lsf.jobs_query(options, {}, "vm")
     assert argv[-6:] == ["/opt/lsf/bin/bjobs", "-u", "all", "-w", "-m", "vm"]
     assert lsf.jobs_query(options, {}, "bad;name") is None
+
+
+def test_an_ended_jobs_usage_is_read_from_bjobs_l():
+    done = (FIXTURES / "volclava-2.2" / "bjobs-l-done.txt").read_text()
+    assert lsf.parse_bjobs_usage(done, "bjobs -l") == {
+        "cpu_secs": (4.4, "bjobs -l: CPU time used"),
+        "peak_memory_bytes": (5 * 2**20, "bjobs -l: MAX MEM")}
+    ibm = " MAX MEM: 1.5 Gbytes;  AVG MEM: 1 Gbytes\n Done successfully. The CPU time used " \
+          "is 7200.0 seconds.\n"
+    assert lsf.parse_bjobs_usage(ibm, "x") == {"cpu_secs": (7200.0, "x: CPU time used"),
+                                               "peak_memory_bytes": (3 * 2**29, "x: MAX MEM")}
+    running = (FIXTURES / "volclava-2.2" / "bjobs-l-cpu-and-run.txt").read_text()
+    assert lsf.parse_bjobs_usage(running, "x") == {}
+
+
+@given(st.text(max_size=200))
+def test_usage_parser_never_raises(text):
+    for value, _ in lsf.parse_bjobs_usage(text, "x").values():
+        assert value >= 0
