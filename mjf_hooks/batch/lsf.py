@@ -247,6 +247,21 @@ def parse_bjobs_run_limit_secs(text: str) -> int | None:
     return None
 
 
+MEMORY_UNITS = ("KB", "MB", "GB", "TB")
+
+
+def unit_for_limits(lsf_conf: str) -> str | None:
+    """``lsf.conf``'s ``LSF_UNIT_FOR_LIMITS`` (the unit of a plain ``bsub -M`` number), if
+    it sets one of :data:`MEMORY_UNITS`; None where it does not (IBM LSF then takes KB,
+    volclava MB: ``[lsf] memory_unit`` tells which)."""
+    unit = None
+    for line in lsf_conf.splitlines():
+        name, equals, value = line.strip().partition("=")
+        if equals and name.strip() == "LSF_UNIT_FOR_LIMITS":
+            unit = value.strip().strip("\"'").upper() or None
+    return unit if unit in MEMORY_UNITS else None
+
+
 # Units of bjobs' memory figures (IBM LSF also prints Gbytes and Tbytes).
 _MEMORY_UNITS = {"Kbytes": 2**10, "Mbytes": 2**20, "Gbytes": 2**30, "Tbytes": 2**40}
 

@@ -202,7 +202,8 @@ def submit_args_command(batch: str, format_: str, jdl: str | None, hs06_per_cpu:
             gridengine_pe=str(config.submit.get("gridengine_pe", "smp")),
             htcondor_wall_attribute=config.backend["htcondor"].get("wall_limit_attribute",
                                                                    "AllowedJobDuration"),
-            htcondor_wall_unit=config.backend["htcondor"].get("wall_limit_unit", "seconds"))
+            htcondor_wall_unit=config.backend["htcondor"].get("wall_limit_unit", "seconds"),
+            lsf_memory_unit=_lsf_memory_unit(config) if batch == "lsf" else None)
         lines = submit_options.options(needs, batch, settings)
     except MJFError as error:  # the config, the library missing, or the requirement
         fail(str(error))
@@ -235,3 +236,21 @@ def _hs06_per_cpu(given: str | None, config) -> float | None:
         return config.hs06_per_cpu
     hs06, cpus = config.machine.get("hs06"), config.machine.get("total_cpu")
     return hs06 / cpus if hs06 and cpus else None
+
+
+def _lsf_memory_unit(config) -> str | None:
+    """The unit of a plain ``bsub -M`` number here: ``[lsf] memory_unit``, else
+    ``LSF_UNIT_FOR_LIMITS`` of this host's ``lsf.conf`` (``$LSF_ENVDIR``, else ``/etc``);
+    None where neither says (-M then carries its unit, as IBM LSF takes it)."""
+    import os
+
+    from ..batch import lsf
+
+    if config.backend["lsf"].get("memory_unit"):
+        return str(config.backend["lsf"]["memory_unit"])
+    path = os.path.join(os.environ.get("LSF_ENVDIR") or "/etc", "lsf.conf")
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return lsf.unit_for_limits(handle.read(1 << 20))
+    except OSError:
+        return None

@@ -16,6 +16,8 @@
   ``LSB_PRE_POST_EXEC_USER=root``) sets up the job's features;
   ``mjf-lsf post-exec`` (``POST_EXEC``) removes them.
 
+* ``mjf-lsf elim``, as LSF's external LIM (root): this node's facts as LSF resources.
+
 A pre-exec that exits non-zero makes LSF requeue the job and retry, so every
 role exits 0 whatever happens (``on_error = fail``: 1); none ever exits 99.
 """
@@ -33,7 +35,7 @@ from . import starter
 from .frame import COMMON_HELP, HookContext, exec_job, export_lines, run_roles
 
 USAGE = """\
-usage: mjf-lsf [options] pre-exec | post-exec | exports | starter CMD [ARGS...]
+usage: mjf-lsf [options] pre-exec | post-exec | exports | elim | starter CMD [ARGS...]
 
 LSF pre-exec, post-exec and job starter for Machine/Job Features.
 
@@ -95,8 +97,36 @@ def print_exports(context: HookContext, args: list[str]) -> int:
     return 0
 
 
+# How often the ELIM tells LIM the node's facts (LIM keeps a value that long).
+ELIM_INTERVAL_SECS = 60
+
+
+def elim(context: HookContext, args: list[str]) -> int:
+    """LSF's external LIM (``$LSF_SERVERDIR/elim``; IBM LSF: ``elim.mjf``, started by its
+    melim), as root: this node's facts (``[publish] facts`` under their ``[submit]`` names,
+    the values `mjf publish` gives other batch systems) as LSF's dynamic resources, a line
+    ``N name value ...`` every minute, until LIM closes the pipe. Each name must be a
+    resource of ``lsf.shared`` mapped to this host (docs/lsf.md); the config is read when
+    LIM starts the ELIM (``lsadmin limrestart`` applies a change)."""
+    from .. import publish
+
+    warned = set()
+    while True:
+        want, warnings = publish.wanted(context.config, publish.machine_values(context.config))
+        for warning in set(warnings) - warned:
+            context.log.warning(warning)
+        warned.update(warnings)
+        line = " ".join([str(len(want)), *(f"{name} {value}" for name, value in want.items())])
+        try:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:  # LIM has gone, or restarts the ELIM
+            return 0
+        time.sleep(ELIM_INTERVAL_SECS)
+
+
 ROLES = {"pre-exec": pre_exec, "post-exec": post_exec, "exports": print_exports,
-         "starter": run_starter}
+         "starter": run_starter, "elim": elim}
 
 
 def set_up(context: HookContext, in_job: bool) -> dict[str, str]:

@@ -61,17 +61,21 @@ LSF_MAX_MINUTES = (INT32 - 1) // 60
 
 class Settings:
     """The site's choices: the name each node fact is published under, Grid Engine's
-    parallel environment, and HTCondor's wall-limit attribute and unit; ``now``, the
+    parallel environment, HTCondor's wall-limit attribute and unit, and the unit of
+    LSF's plain memory limits; ``now``, the
     time the job is submitted (Grid Engine's clock of its end is 32 bits)."""
 
     def __init__(self, names: dict[str, str] | None = None, gridengine_pe: str = "smp",
                  htcondor_wall_attribute: str = "AllowedJobDuration",
-                 htcondor_wall_unit: str = "seconds", now: int | None = None):
+                 htcondor_wall_unit: str = "seconds", now: int | None = None,
+                 lsf_memory_unit: str | None = None):
         self.names = {fact: fact for fact in NODE_FACTS}
         self.names.update(names or {})
         self.gridengine_pe = gridengine_pe
         self.htcondor_wall_attribute = htcondor_wall_attribute
         self.htcondor_wall_unit = htcondor_wall_unit
+        # The unit of a plain -M number (LSF_UNIT_FOR_LIMITS); None: "200MB", with its unit.
+        self.lsf_memory_unit = lsf_memory_unit
         self.now = int(time.time()) if now is None else now
 
 
@@ -228,6 +232,10 @@ def _gridengine(needs: Needs, settings: Settings) -> list[list[str]]:
     return out
 
 
+# MiB in LSF_UNIT_FOR_LIMITS's units, as a factor: -M's plain number is in that unit.
+_LSF_UNIT_MIB = {"KB": 1024, "MB": 1, "GB": Fraction(1, 1024), "TB": Fraction(1, 1024**2)}
+
+
 def _lsf_resource(name: str, clause: str) -> str:
     """``name`` if LSF can have a resource of that name, else Unexpressible naming why."""
     why = None
@@ -258,7 +266,13 @@ def _lsf(needs: Needs, settings: Settings) -> list[list[str]]:
     out = [["-n", str(_held(needs.request("cores") or 1, INT32, "lsf", "-n", needs, "cores"))]]
     memory = needs.request("memory_mib")
     if memory is not None:
-        out.append(["-M", f"{_held(memory, INT32, 'lsf', '-M (MB)', needs, 'memory_mib')}MB"])
+        unit = settings.lsf_memory_unit
+        if unit is None:  # IBM LSF takes a unit; volclava only a plain number
+            out.append(["-M", f"{_held(memory, INT32, 'lsf', '-M (MB)', needs, 'memory_mib')}MB"])
+        else:
+            amount = math.ceil(memory * _LSF_UNIT_MIB[unit])  # never below what is asked
+            out.append(["-M", str(_held(amount, INT32, "lsf", f"-M ({unit})", needs,
+                                        "memory_mib"))])
     for kind, option in (("wall_secs", "-W"), ("cpu_secs", "-c")):
         secs = needs.request(kind)
         if secs is not None:

@@ -6,11 +6,11 @@ cluster here never changes that build: its configuration, work and log directori
 its own, below the test's directory, and its daemons find them by ``LSF_ENVDIR``. Root
 is its administrator (no user is made for it).
 
-The daemons (``lim``, ``res`` and ``sbatchd``, which start ``pim`` and ``mbatchd``) run
-as root and put themselves in the background, so they are not our children: ``stop()``
-ends the processes of ``/opt/volclava/sbin`` whose ``LSF_ENVDIR`` is this cluster's,
-by their pids, and removes what LSF made for the jobs' users (``~/.lsbatch``,
-``/tmp/.lsbtmp<uid>``) where it was not there before.
+The daemons (``lim``, ``res`` and ``sbatchd``, which start ``pim``, ``mbatchd`` and the
+ELIM) run as root and put themselves in the background, so they are not our children:
+``stop()`` ends the processes whose ``LSF_ENVDIR`` is this cluster's, by their pids, and
+removes what LSF made for the jobs' users (``~/.lsbatch``, ``/tmp/.lsbtmp<uid>``) where
+it was not there before.
 
 The queues run the hooks as docs/lsf.md tells a site to (contrib/lsf/lsb.queues):
 ``JOB_STARTER = eval "$(mjf-lsf exports)";`` with the pre-exec and post-exec as the
@@ -81,16 +81,27 @@ class LsfCluster:
         # lists them later - as this machine's overlayfs /tmp does; tmpfs lists them first.
         self.tmpdir = Path(tempfile.mkdtemp(prefix="mjf-lsf-", dir="/dev/shm"))
         self.tmpdir.chmod(0o1777)
+        # LSF_SERVERDIR: the build's daemons, and our ELIM beside them (the build is
+        # never changed).
+        self.serverdir = root / "sbin"
 
     # --- configuration ------------------------------------------------------------
 
     def write_config(self) -> None:
         for name in ("work/logdir", "log"):
             (self.root / name).mkdir(parents=True, exist_ok=True)
+        self.serverdir.mkdir(exist_ok=True)
+        for daemon in (PREFIX / "sbin").iterdir():
+            (self.serverdir / daemon.name).symlink_to(daemon)
+        # What docs/lsf.md has a site install as $LSF_SERVERDIR/elim (volclava's name).
+        (self.serverdir / "elim").write_text(f"#!/bin/sh\nexec {HOOKS_BIN}/mjf-lsf elim\n")
+        (self.serverdir / "elim").chmod(0o755)
         self.envdir.mkdir(parents=True, exist_ok=True)
         ports = "".join(f"{key}={value}\n" for key, value in PORTS.items())
         files = {
-            "lsf.conf": (f"LSF_SERVERDIR={PREFIX}/sbin\nLSF_BINDIR={PREFIX}/bin\n"
+            "lsf.conf": (f"LSF_SERVERDIR={self.serverdir}\nLSF_BINDIR={PREFIX}/bin\n"
+                         # -M's plain number in MB, which `mjf submit-args` reads here.
+                         "LSF_UNIT_FOR_LIMITS=MB\n"
                          f"LSF_ENVDIR={self.envdir}\nLSF_CONFDIR={self.envdir}\n"
                          f"LSB_CONFDIR={self.envdir}\nLSB_SHAREDIR={self.root}/work\n"
                          f"LSF_LOGDIR={self.root}/log\nLSF_LOG_MASK=LOG_WARNING\n"
@@ -102,10 +113,14 @@ class LsfCluster:
                            "Begin HostModel\nMODELNAME CPUFACTOR ARCHITECTURE\n"
                            "IntelI5 100 (x86_64)\nEnd HostModel\n"
                            "Begin Resource\nRESOURCENAME TYPE INTERVAL INCREASING DESCRIPTION\n"
-                           "cs Boolean () () (Compute server)\nEnd Resource\n"),
+                           "cs Boolean () () (Compute server)\n"
+                           # The node's HEPscore23, reported by the ELIM (docs/lsf.md).
+                           "hs06 Numeric 60 Y (HEPscore23 of the host)\nEnd Resource\n"),
             "lsf.cluster.mjf": ("Begin ClusterAdmins\nAdministrators = root\nEnd ClusterAdmins\n"
                                 "Begin Host\nHOSTNAME model type server r1m RESOURCES\n"
-                                f"{HOST} ! ! 1 3.5 (cs)\nEnd Host\n"),
+                                f"{HOST} ! ! 1 3.5 (cs)\nEnd Host\n"
+                                "Begin ResourceMap\nRESOURCENAME LOCATION\n"
+                                "hs06 [default]\nEnd ResourceMap\n"),
             "lsf.task": "",
             "lsb.params": ("Begin Parameters\nDEFAULT_QUEUE = mjf\nMBD_SLEEP_TIME = 2\n"
                            "SBD_SLEEP_TIME = 2\nJOB_ACCEPT_INTERVAL = 0\nEnd Parameters\n"),
@@ -134,7 +149,7 @@ class LsfCluster:
         self._before = set(self._leftovers())
         self.write_config()
         for daemon in ("lim", "res", "sbatchd"):
-            run([str(PREFIX / "sbin" / daemon)], env=self.env, cwd="/")
+            run([str(self.serverdir / daemon)], env=self.env, cwd="/")
         deadline = time.monotonic() + 90
         while self.host_status() != "ok":
             if time.monotonic() > deadline:
@@ -143,19 +158,21 @@ class LsfCluster:
             time.sleep(0.5)
 
     def daemons(self, any_cluster: bool = False) -> list[int]:
-        """The pids of this cluster's daemons (or of any volclava daemons)."""
+        """The pids of this cluster's processes - its daemons, the ELIM LIM runs, what is
+        left of its jobs: all have its LSF_ENVDIR - or of any cluster's volclava daemons."""
         found = []
         for entry in os.listdir("/proc"):
-            if not entry.isdigit():
+            if not entry.isdigit() or int(entry) == os.getpid():
                 continue
             try:
                 exe = os.readlink(f"/proc/{entry}/exe")
                 environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if not exe.startswith(f"{PREFIX}/sbin/"):
-                continue
-            if any_cluster or f"LSF_ENVDIR={self.envdir}".encode() in environ:
+            if any_cluster:
+                if exe.startswith(f"{PREFIX}/sbin/"):
+                    found.append(int(entry))
+            elif f"LSF_ENVDIR={self.envdir}".encode() in environ:
                 found.append(int(entry))
         return found
 

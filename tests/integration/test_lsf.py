@@ -15,6 +15,7 @@ import json
 import os
 import pwd
 import re
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -33,6 +34,7 @@ from tests.integration.lsf_cluster import (
     mjf,
     seen,
 )
+from tests.integration.publish_side import ABOVE, HS06, MEETS, assert_matched, install_match_job
 from tests.integration.site import (
     SITE,
     SITE_CONFIG,
@@ -306,3 +308,35 @@ def test_each_job_gets_a_record_of_what_lsf_says_it_used(cluster):
     assert fields["Site"] == SITE and fields["LocalJobId"] == job_id
     assert fields["CpuDuration"] == str(round(cpu["value"]))
     assert found[0].with_suffix(".xml").exists()
+
+
+def test_the_elim_publishes_hs06_and_submit_args_places_jobs_by_it(cluster):
+    # LIM started the ELIM with the cluster: the host's hs06, as `mjf machine` gives it.
+    deadline = time.monotonic() + 90
+    load = ""
+    while f" {HS06}" not in load.replace(".0", ""):
+        assert time.monotonic() < deadline, load
+        time.sleep(1)
+        load = cluster.command("lsload", "-I", "hs06", "-w", check=False).stdout
+    # The options mjf submit-args prints (with lsf.conf's LSF_UNIT_FOR_LIMITS), exactly,
+    # as the job's user submits them.
+    printed = mjf(cluster, "submit-args", "--batch", "lsf", MEETS)
+    assert printed.returncode == 0, printed.stderr
+    words = shlex.split(printed.stdout)
+    assert words == ["-n", "2", "-R", f"select[hs06>={HS06 - 5}] span[hosts=1]",
+                     "-M", "200", "-W", "10"], words
+    script = install_match_job(cluster.job_root, MEETS)
+    out = cluster.job_root / "out" / "placed.json"
+    job_id = cluster.bsub(USER, "placed", "-q", "mjfroot", *words,
+                          command=f"/usr/bin/python3 {script} {out}")
+    assert_matched(out, lambda: cluster.exit_info(job_id))
+    assert cluster.jobs(job_id) == {job_id: "DONE"}
+    # Above the host's hs06: pending, never run, LSF saying why.
+    above = mjf(cluster, "submit-args", "--batch", "lsf", ABOVE)
+    job_id = cluster.bsub(USER, "above", "-q", "mjfroot", *shlex.split(above.stdout),
+                          command="/bin/true", wait=False)
+    try:
+        time.sleep(8)  # several scheduling rounds (MBD_SLEEP_TIME = 2)
+        assert cluster.jobs(job_id) == {job_id: "PEND"}, cluster.exit_info(job_id)
+    finally:
+        cluster.command("bkill", job_id, check=False)
