@@ -286,6 +286,8 @@ def test_a_root_post_exec_records_the_job_before_removing_its_directory(site):
     site.configure(f"[records]\ndir = {records}\n")
     assert site.run("pre-exec").returncode == 0
     started = int(site.job()["jobstart_secs"])
+    # What LSF says the ended job used (bjobs -l, recorded from volclava).
+    site.set_bjobs(f"cat {FIXTURES / 'volclava-2.2' / 'bjobs-l-done.txt'}")
     assert site.run("post-exec").returncode == 0 and site.job() is None
     [path] = records.glob("*/*-1234.json")
     record = json.loads(path.read_text())
@@ -293,9 +295,14 @@ def test_a_root_post_exec_records_the_job_before_removing_its_directory(site):
         ("lsf", site.environ()["LSB_JOB_EXECUSER"], site.environ()["LSB_QUEUE"])
     assert record["requested"]["start_time"] == started
     assert record["requested"]["wall_limit_secs"] == 1800
-    # A post-exec runs after the job, outside it: when it ended, nothing of what it used.
-    assert sorted(record["delivered"]) == ["end_time", "wall_secs"]
-    assert record["delivered"]["wall_secs"]["source"] == "end_time - jobstart_secs"
+    # A post-exec runs after the job, outside it: when it ended, and what LSF reports.
+    delivered = record["delivered"]
+    assert sorted(delivered) == ["consumption_rate", "cpu_secs", "end_time",
+                                 "peak_memory_bytes", "wall_secs"], delivered
+    assert delivered["wall_secs"]["source"] == "end_time - jobstart_secs"
+    assert delivered["cpu_secs"]["value"] == 4.4
+    assert delivered["peak_memory_bytes"]["value"] == 5 * 2**20
+    assert delivered["cpu_secs"]["source"].endswith("bjobs -l: CPU time used")
     assert site.run("post-exec").returncode == 0  # idempotent: no second record
     assert len(list(records.glob("*/*.json"))) == 1
 
@@ -407,3 +414,18 @@ def test_a_root_pre_exec_takes_no_mjf_config_from_the_job(site, tmp_path):
                             capture_output=True, text=True, timeout=60, env=environ)
     assert result.returncode == 0 and "mjf-secret-marker" not in result.stderr
     assert f"$MJF_CONFIG '{secret}' is not used" in result.stderr
+
+
+def test_the_elim_reports_the_nodes_facts_as_lsf_resources(site):
+    site.configure("[machinefeatures]\nhs06 = 123.5\n[publish]\nfacts = hs06, total_cpu\n"
+                   "[submit]\nhs06_name = HEPscore\n")
+    elim = subprocess.Popen([installed_command("mjf-lsf"), "--config", str(site.conf), "elim"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = elim.stdout.readline()
+        assert line == f"2 HEPscore 123.5 total_cpu {os.cpu_count()}\n", elim.stderr
+    finally:
+        elim.kill()
+        elim.wait(timeout=10)
+        elim.stdout.close()
+        elim.stderr.close()

@@ -119,3 +119,18 @@ def test_listed_in_mjf_help():
     result = subprocess.run([installed_command("mjf"), "--help"], capture_output=True,
                             text=True, timeout=60)
     assert "submit-args" in result.stdout
+
+
+def test_lsfs_memory_limit_follows_lsf_conf_and_the_config(tmp_path, write_config):
+    requirement = "other.GlueHostMainMemoryRAMSize >= 200"
+    envdir = tmp_path / "lsf"
+    envdir.mkdir()
+    (envdir / "lsf.conf").write_text("LSF_UNIT_FOR_LIMITS=KB\n")
+    env = {**os.environ, "MJF_CONFIG": DEFAULTS_CONFIG, "LSF_ENVDIR": str(envdir)}
+    run = [installed_command("mjf"), "submit-args", "--batch", "lsf", requirement]
+    result = subprocess.run(run, capture_output=True, text=True, env=env, timeout=60)
+    assert result.stdout.split()[-2:] == ["-M", "204800"], result.stderr
+    conf, _ = write_config("[lsf]\nmemory_unit = MB\n")
+    result = subprocess.run(run, capture_output=True, text=True, timeout=60,
+                            env={**env, "MJF_CONFIG": str(conf)})
+    assert result.stdout.split()[-2:] == ["-M", "200"], result.stderr

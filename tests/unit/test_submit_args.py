@@ -401,3 +401,22 @@ def test_the_submit_section_is_read_and_checked():
                       ("hs06_per_cpu = 0", "positive"), ("queue = q", "unknown option")):
         with pytest.raises(SiteInputError, match=why):
             config.parse(f"[submit]\n{line}\n")
+
+
+@pytest.mark.parametrize("unit, words", [
+    (None, ["-M", "2048MB"]),  # with its unit, as IBM LSF takes it
+    ("KB", ["-M", "2097152"]), ("MB", ["-M", "2048"]),
+    ("GB", ["-M", "2"]), ("TB", ["-M", "1"]),  # rounded up: never below what is asked
+])
+def test_lsfs_memory_limit_is_a_plain_number_in_the_sites_unit(unit, words):
+    assert printed(EVERY_KIND, "lsf", lsf_memory_unit=unit)[2] == words
+
+
+def test_lsf_conf_names_the_unit_of_its_plain_limits():
+    from mjf_hooks.batch.lsf import unit_for_limits
+
+    assert unit_for_limits("LSF_ENVDIR=/x\nLSF_UNIT_FOR_LIMITS=MB\n") == "MB"
+    assert unit_for_limits('  LSF_UNIT_FOR_LIMITS = "gb"\n') == "GB"
+    assert unit_for_limits("#LSF_UNIT_FOR_LIMITS=MB\n") is None
+    assert unit_for_limits("LSF_UNIT_FOR_LIMITS=PB\n") is None  # not one -M takes here
+    assert unit_for_limits("") is None
