@@ -52,8 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     # A pre-exec or post-exec may run as root (LSB_PRE_POST_EXEC_USER=root) with the
     # job's environment, which is its user's.
     in_job = bool(argv) and any(role in argv for role in ("starter", "exports"))
+    # The ELIM (the last word: it takes no arguments) is no job's: its lines name none.
+    elim_role = argv[-1:] == ["elim"] and "starter" not in argv
     return run_roles("mjf-lsf", argv, ROLES, USAGE, with_arguments=("starter",),
-                     job=lambda environ: environ.get("LSB_JOBID", "?"), positional_stop=True,
+                     job=None if elim_role else lambda environ: environ.get("LSB_JOBID", "?"),
+                     positional_stop=True,
                      runs_job="starter" in argv, job_environment=not in_job)
 
 
