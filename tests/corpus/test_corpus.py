@@ -408,7 +408,7 @@ def build_cases() -> list[Case]:
 
     lsf_variables = ("LSB_JOBID", "LSB_JOBINDEX", "LSB_MCPU_HOSTS", "LSB_DJOB_NUMPROC",
                      "TMPDIR", "LSF_BINDIR", "XDG_RUNTIME_DIR")
-    for name in ("lsf-starter", "lsf-pre-exec"):
+    for name in ("lsf-starter", "lsf-pre-exec", "lsf-exports"):
         cases += env_cases(name, LSF_ENV, lsf_variables + (
             ("LSB_JOB_EXECUSER", "USER") if name == "lsf-pre-exec" else ()))
         cases += env_file_cases(name, LSF_ENV)
@@ -1288,6 +1288,7 @@ BASELINE_JOBS = {
     "htcondor-cron": {},
     "lsf-starter": {"1234": (JOB_KEYS, False)},
     "lsf-pre-exec": {"1234": (JOB_KEYS - LIMITS, True)},  # the starter adds the limits
+    "lsf-exports": {"1234": (JOB_KEYS, False)},
     "lsf-post-exec": {},
     "lsf-starter-after-pre-exec": {"1234": (JOB_KEYS, False)},
     # The spool config gives the prolog the limits; the starter completes them (the cgroup).
@@ -1339,11 +1340,14 @@ CRON_ATTRIBUTES = ["MJF_MACHINE_TOTAL_CPU", "MJF_MACHINE_HS06", "MJF_MACHINE_SHU
 # the job's Variable_List or environment; the export lines of /etc/profile.d/mjf.sh,
 # shell-quoted).
 PBS_PRINTS = {"pbs-begin": "{name}={value}", "pbs-launch": "{name}={value}",
-              "pbs-profile": "export {name}='{value}'"}
+              "pbs-profile": "export {name}='{value}'",
+              "lsf-exports": "export {name}='{value}'"}
 
 
-def pbs_printed(box, name: str, jobstatus: bool) -> list[str]:
-    job = box.path(f"base/jobs/{job_dir_name(PBS_JOB)}")
+def pbs_printed(box, name: str, jobstatus: bool, job_dir: str | None = None) -> list[str]:
+    """What a PBS role (or ``lsf-exports``, the same ``export`` lines, for ``job_dir``)
+    prints where its job is set up."""
+    job = box.path(f"base/jobs/{job_dir or job_dir_name(PBS_JOB)}")
     values = {"MACHINEFEATURES": box.path("base/machinefeatures"),
               "JOBFEATURES": f"{job}/jobfeatures",
               **({"JOBSTATUS": f"{job}/jobstatus"} if jobstatus else {})}
@@ -1518,7 +1522,8 @@ def test_baseline(sandbox, name, on_error_fail, jobstatus, records):
             problems.append(f"printed {outcome.stdout!r}")
     if name == "htcondor-wrapper" and os.path.lexists(box.path("scratch/.job_wrapper_failure")):
         problems.append("wrote $_CONDOR_WRAPPER_ERROR_FILE")
-    if name in PBS_PRINTS and outcome.stdout.splitlines() != pbs_printed(box, name, jobstatus):
+    if name in PBS_PRINTS and outcome.stdout.splitlines() != pbs_printed(
+            box, name, jobstatus, "1234" if name == "lsf-exports" else None):
         problems.append(f"printed {outcome.stdout!r}")
     assert not problems, "\n".join([*problems, "stderr:", *outcome.stderr_lines[:10]])
 

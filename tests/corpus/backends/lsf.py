@@ -64,6 +64,10 @@ ENTRIES = [
     Entry("lsf-starter", LSF_ENV, LSF_CONFIG, lsf("starter"),
           job_argv=["/bin/sh", "-c", LSF_COMMAND], command=("mjf-lsf", ["starter"]),
           store_role="creates", **STARTER),
+    # The job starter's text in the job's shell: `export` lines for it to evaluate.
+    Entry("lsf-exports", LSF_ENV, LSF_CONFIG, lsf("exports"),
+          command=("mjf-lsf", ["exports"]), store_role="creates",
+          set_up=lsf_environment_effect),
     Entry("lsf-pre-exec", LSF_ENV, LSF_CONFIG, lsf("pre-exec"),
           command=("mjf-lsf", ["pre-exec"]), store_role="creates",
           set_up=lsf_environment_effect),
