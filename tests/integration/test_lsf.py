@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, pending
 from tests.integration.lsf_cluster import (
     HOOK_LINES,
     HOOKS_BIN,
@@ -162,11 +162,14 @@ def test_a_failing_job_keeps_its_status_and_leaves_nothing(cluster, queue):
 
 
 def wait_set_up(cluster, queue: str, job_id: str) -> None:
-    """Until the job runs with its directory written (its pre-exec has ended)."""
-    features = job_dir(cluster, queue, job_id) / "jobfeatures" / "job_id"
+    """Until the job runs with its directory complete: its pre-exec has ended and its own
+    shell's job starter has completed the values (nothing is left pending). LSF runs no
+    post-exec for a job killed before its pre-exec ended."""
+    directory = job_dir(cluster, queue, job_id)
     deadline = time.monotonic() + 60
-    while not features.exists():
-        assert time.monotonic() < deadline, f"{features} not written"
+    while not (directory / "jobfeatures" / "job_id").exists() or \
+            pending(directory.parent.parent, job_id):
+        assert time.monotonic() < deadline, f"{directory} not set up"
         time.sleep(0.2)
 
 
@@ -226,8 +229,10 @@ def test_the_hooks_wiring_is_what_contrib_gives_a_site():
 
 
 def test_a_host_an_admin_closes_announces_its_shutdown_through_mjf_sync(cluster):
+    # A job that ends by itself once the host is open again (this test is not about a
+    # killed job's end: test_a_killed_job_leaves_nothing is).
     job_id = cluster.bsub(USER, "drained", "-q", "mjfroot", "-W", "10", wait=False,
-                          command=f"/usr/bin/python3 {cluster.job_root}/dump.py drained 300")
+                          command=f"/usr/bin/python3 {cluster.job_root}/dump.py drained 20")
     wait_set_up(cluster, "mjfroot", job_id)
     machine = cluster.mjf_base / "machinefeatures" / "shutdowntime"
     job = job_dir(cluster, "mjfroot", job_id) / "jobfeatures" / "shutdowntime_job"
@@ -243,10 +248,12 @@ def test_a_host_an_admin_closes_announces_its_shutdown_through_mjf_sync(cluster)
         synced = mjf(cluster, "sync")
         assert synced.returncode == 0, synced.stdout + synced.stderr
         assert not machine.exists() and not job.exists()
+    except BaseException:
+        cluster.command("bkill", job_id, check=False)
+        raise
     finally:
         cluster.command("badmin", "hopen", HOST, check=False)
-        cluster.command("bkill", job_id, check=False)
-        cluster.wait_ended(job_id)
+    assert cluster.wait_ended(job_id) == {job_id: "DONE"}
     assert_no_job_directories_left(cluster.mjf_base)
 
 
@@ -270,10 +277,11 @@ def test_mjf_sync_removes_a_jobs_directory_only_once_lsf_lists_it_no_more(cluste
     finally:
         cluster.command("bkill", job_id, check=False)
         cluster.wait_ended(job_id)
-    assert_no_job_directories_left(cluster.mjf_base)
-    # With no job at all, bjobs says so (exit 254): a pass that fails nothing.
+    # With no job at all, bjobs says so (exit 254): a pass that fails nothing, and leaves
+    # nothing.
     synced = mjf(cluster, "sync")
     assert synced.returncode == 0, synced.stdout + synced.stderr
+    assert_no_job_directories_left(cluster.mjf_base)
 
 
 def test_each_job_gets_a_record_of_what_lsf_says_it_used(cluster):
