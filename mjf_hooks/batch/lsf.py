@@ -263,7 +263,7 @@ def unit_for_limits(lsf_conf: str) -> str | None:
 
 
 # Units of bjobs' memory figures (IBM LSF also prints Gbytes and Tbytes).
-_MEMORY_UNITS = {"Kbytes": 2**10, "Mbytes": 2**20, "Gbytes": 2**30, "Tbytes": 2**40}
+_BJOBS_MEMORY_UNITS = {"Kbytes": 2**10, "Mbytes": 2**20, "Gbytes": 2**30, "Tbytes": 2**40}
 
 
 def parse_bjobs_usage(text: str, source: str) -> dict[str, tuple]:
@@ -272,29 +272,28 @@ def parse_bjobs_usage(text: str, source: str) -> dict[str, tuple]:
     ended) and ``peak_memory_bytes`` (``MAX MEM: 212 Mbytes``, the most LSF's samples of
     the job's processes saw). A figure that is not there, or not such, is left out."""
     found: dict[str, tuple] = {}
-    marker = "The CPU time used is "
-    at = text.find(marker)
-    if at >= 0:
-        words = text[at + len(marker):].split(None, 2)
-        if len(words) >= 2 and words[1].startswith("second"):
-            try:
-                seconds = float(words[0])
-            except ValueError:
-                seconds = -1.0
-            if 0 <= seconds < 1e12:
-                found["cpu_secs"] = (seconds, f"{source}: CPU time used")
-    at = text.find("MAX MEM:")
-    if at >= 0:
-        words = text[at + len("MAX MEM:"):].split(None, 2)
-        if len(words) >= 2 and words[1].rstrip(";") in _MEMORY_UNITS:
-            try:
-                amount = float(words[0])
-            except ValueError:
-                amount = -1.0
-            if 0 <= amount < 1e12:
-                found["peak_memory_bytes"] = (round(amount * _MEMORY_UNITS[words[1].rstrip(";")]),
-                                              f"{source}: MAX MEM")
+    seconds, unit = _figure_after(text, "The CPU time used is ")
+    if seconds is not None and unit.startswith("second"):
+        found["cpu_secs"] = (seconds, f"{source}: CPU time used")
+    amount, unit = _figure_after(text, "MAX MEM:")
+    if amount is not None and unit.rstrip(";") in _BJOBS_MEMORY_UNITS:
+        found["peak_memory_bytes"] = (round(amount * _BJOBS_MEMORY_UNITS[unit.rstrip(";")]),
+                                      f"{source}: MAX MEM")
     return found
+
+
+def _figure_after(text: str, marker: str) -> tuple[float | None, str]:
+    """The number after ``marker`` in ``text`` (None: none, or not one from 0 to 1e12) and
+    the word after it (its unit)."""
+    at = text.find(marker)
+    words = text[at + len(marker):].split(None, 2) if at >= 0 else []
+    if len(words) < 2:
+        return None, ""
+    try:
+        value = float(words[0])
+    except ValueError:
+        return None, ""
+    return (value if 0 <= value < 1e12 else None), words[1]
 
 
 def limit_facts(cpu_secs: int | None, rss_bytes: int | None, infinity: int) -> dict:

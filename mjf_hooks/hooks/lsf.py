@@ -43,7 +43,6 @@ LSF pre-exec, post-exec and job starter for Machine/Job Features.
 
 # Where a job's environment names its user (a root pre-exec or post-exec acts for them).
 OWNER_VARIABLES = ("LSB_JOB_EXECUSER", "USER")
-_BJOBS_CANDIDATES = ("/usr/bin/bjobs", "/usr/local/bin/bjobs")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,12 +152,17 @@ def _scratch_dir(context: HookContext, in_job: bool) -> str | None:
     tmpdir = context.environ.get("TMPDIR") or None
     if tmpdir is None or in_job or os.geteuid() != 0:
         return tmpdir
-    expected = lsf.job_tmpdir_name(context.environ)
-    if tmpdir.rstrip("/").rpartition("/")[2] != expected:
+    if not _is_lsf_tmpdir(context.environ, tmpdir):
         context.log.info(f"$TMPDIR {tmpdir[:200]} is not the job's directory LSF makes "
-                         f"(.../{expected}): scratch_limit_bytes is not written")
+                         f"(.../{lsf.job_tmpdir_name(context.environ)}): scratch_limit_bytes "
+                         "is not written")
         return None
     return tmpdir
+
+
+def _is_lsf_tmpdir(environ, tmpdir: str) -> bool:
+    """Whether ``tmpdir`` is the job's directory LSF made (``.../1234.tmpdir``)."""
+    return tmpdir.rstrip("/").rpartition("/")[2] == lsf.job_tmpdir_name(environ)
 
 
 def _tmpdir_size(context: HookContext) -> dict:
@@ -166,10 +170,9 @@ def _tmpdir_size(context: HookContext) -> dict:
     no ``$TMPDIR``; volclava never): the size of the job's tmpdir LSF made, if it is that."""
     tmpdir = context.environ.get("TMPDIR") or ""
     try:
-        expected = lsf.job_tmpdir_name(context.environ)
+        if not _is_lsf_tmpdir(context.environ, tmpdir):
+            return {}
     except SiteInputError:
-        return {}
-    if tmpdir.rstrip("/").rpartition("/")[2] != expected:
         return {}
     from ..probe.scratch import filesystem_size_bytes
 
@@ -212,9 +215,11 @@ def _bjobs_long(context: HookContext, job_id: str, unwritten: str, parse):
 
     def command(options: dict[str, str]) -> tuple[list[str], dict[str, str]] | None:
         lsf_bindir = "" if as_root else context.environ.get("LSF_BINDIR", "")
-        candidates = [options.get("bjobs")] if options.get("bjobs") else \
-            [os.path.join(lsf_bindir, "bjobs")] * bool(lsf_bindir) + list(_BJOBS_CANDIDATES)
-        path = next((candidate for candidate in candidates if os.path.exists(candidate)), None)
+        candidates = [os.path.join(lsf_bindir, "bjobs")] * bool(lsf_bindir and
+                                                              not options.get("bjobs"))
+        candidates.append(lsf.command_path(options, "bjobs"))  # [lsf] bjobs, the usual places
+        path = next((candidate for candidate in candidates
+                     if candidate and os.path.exists(candidate)), None)
         if path is None:
             context.log.warning(f"bjobs not found (set [lsf] bjobs): {unwritten}")
             return None
