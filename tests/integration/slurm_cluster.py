@@ -211,8 +211,12 @@ note() {{
 trap 'note signal TERM' TERM
 note start "$(grep -E '^(Uid|Gid|Groups):' /proc/$$/status | tr -s '\\t\\n' '  ')"
 if [ "$SLURM_SCRIPT_CONTEXT" = epilog_slurmd ] && [ -e {self.root}/epilog-as-user ]; then
-    # As slurmstepd's race starts it now and then: wholly the job's user.
-    setpriv --reuid="$SLURM_JOB_UID" --regid="$SLURM_JOB_GID" --clear-groups \
+    # As slurmstepd's race starts it now and then: wholly the job's user. Where that
+    # race has already made the effective ids the user's (a loaded machine), groups
+    # cannot be cleared (no CAP_SETGID): they are the user's already, so kept.
+    groups=--clear-groups
+    [ "$(id -u)" = 0 ] || groups=--keep-groups
+    setpriv --reuid="$SLURM_JOB_UID" --regid="$SLURM_JOB_GID" $groups \
         {self.bindir}/mjf-slurm --verbose "$@" 2>> {self.root}/hooks.err
 else
     {self.bindir}/mjf-slurm --verbose "$@" 2>> {self.root}/hooks.err
