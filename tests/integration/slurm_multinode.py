@@ -2,7 +2,7 @@
 
 Every daemon runs in the Slurm 24.11 chroot (:func:`~tests.integration.slurm_cluster.
 slurm24_root`), each in namespaces this harness makes, never touching the host's
-network:
+network (:mod:`tests.integration.namespaces` makes them):
 
 * the controller (``mjfctl``, 10.213.0.1): its own network, UTS and mount namespaces,
   holding the bridge ``br0`` that joins the nodes. slurmctld runs there, and so do
@@ -36,8 +36,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.conftest import run
 from tests.integration.job_side import dump_script
+from tests.integration.namespaces import Namespaces
 from tests.integration.site import mjf_site
 from tests.integration.slurm_cluster import SlurmCluster, require_slurm, slurm24_root
 from tests.integration.trixie_root import TrixieRoot
@@ -85,14 +85,14 @@ class MultiNodeCluster(SlurmCluster):
         self.nodes = tuple(self.specs)
         self.node = self.nodes[0]
         self.controller = f"{CONTROLLER}({SUBNET}.1)"
-        # The process that holds each namespace set (the controller's and each node's).
-        self.holders: dict[str, subprocess.Popen] = {}
+        self.namespaces = Namespaces(CONTROLLER, SUBNET, {
+            node.name: node.address for node in nodes}, root=chroot.root)
 
     # --- reaching the nodes -------------------------------------------------------
 
     def node_enter(self, name: str) -> tuple[str, ...]:
         """The ``nsenter`` command into node ``name``'s (or the controller's) namespaces."""
-        return ("nsenter", "-t", str(self.holders[name].pid), "-n", "-u", "-m", "--")
+        return self.namespaces.enter(name)
 
     def on_node(self, name: str, argv: list[str], user: str | None = None, check: bool = True,
                 timeout: int = 60, env: dict[str, str] | None = None
@@ -137,48 +137,18 @@ class MultiNodeCluster(SlurmCluster):
 
     # --- namespaces and daemons -----------------------------------------------------
 
-    def _hold(self, name: str, binds: list[tuple[Path, Path]]) -> None:
-        """A holder of new network, UTS and mount namespaces whose host name is ``name``,
-        with ``binds`` (source, target inside the chroot) mounted there alone."""
-        root = self.chroot.root
-        mounts = "".join(f"mount --bind {source} {root}/{target.as_posix().lstrip('/')} && "
-                         for source, target in binds)
-        script = (f"hostname {name} && {mounts}ip link set lo up && echo ready && "
-                  "exec sleep infinity")
-        holder = subprocess.Popen(
-            ["unshare", "--net", "--uts", "--mount", "--propagation", "private", "--",
-             "sh", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.holders[name] = holder
-        if holder.stdout.readline().strip() != "ready":
-            holder.wait(timeout=10)
-            raise RuntimeError(f"namespaces of {name} not made: {holder.stderr.read()}")
-
-    def _in(self, name: str, *argv: str) -> None:
-        """A host command (``ip``) in ``name``'s network namespace."""
-        run(["nsenter", "-t", str(self.holders[name].pid), "-n", "--", *argv])
-
     def _start_namespaces(self) -> None:
-        hosts = self.root / "hosts"
-        hosts.write_text("127.0.0.1 localhost\n" f"{SUBNET}.1 {CONTROLLER}\n" + "".join(
-            f"{node.address} {node.name}\n" for node in self.specs.values()))
-        self._hold(CONTROLLER, [(hosts, Path("/etc/hosts"))])
-        # From here on Slurm's commands run there: the host's network never sees them.
-        self.enter = self.node_enter(CONTROLLER)
-        self._in(CONTROLLER, "ip", "link", "add", "br0", "type", "bridge")
-        self._in(CONTROLLER, "ip", "addr", "add", f"{SUBNET}.1/24", "dev", "br0")
-        self._in(CONTROLLER, "ip", "link", "set", "br0", "up")
         (self.chroot.root / "etc/mjf").mkdir(exist_ok=True)
-        for index, node in enumerate(self.specs.values(), 1):
-            etc = self.node_dir(node.name) / "etc"
+        binds = {}
+        for name in self.nodes:
+            etc = self.node_dir(name) / "etc"
             etc.mkdir(parents=True, exist_ok=True)
-            (etc / "mjf.conf").write_text(self.node_config(node.name))
-            self._hold(node.name, [(hosts, Path("/etc/hosts")), (etc, Path("/etc/mjf"))])
-            veth = f"mjfv{index}"
-            self._in(CONTROLLER, "ip", "link", "add", veth, "type", "veth", "peer", "name",
-                     "eth0", "netns", str(self.holders[node.name].pid))
-            self._in(CONTROLLER, "ip", "link", "set", veth, "master", "br0", "up")
-            self._in(node.name, "ip", "addr", "add", f"{node.address}/24", "dev", "eth0")
-            self._in(node.name, "ip", "link", "set", "eth0", "up")
+            (etc / "mjf.conf").write_text(self.node_config(name))
+            binds[name] = [(etc, Path("/etc/mjf"))]
+        self.namespaces.start(self.root / "hosts", binds)
+        # From here on Slurm's commands run in the controller's namespaces: the host's
+        # network never sees them.
+        self.enter = self.node_enter(CONTROLLER)
 
     def _start_munge(self) -> None:
         # The namespaces first: if they cannot be made, nothing else was started.
@@ -211,15 +181,9 @@ class MultiNodeCluster(SlurmCluster):
             time.sleep(0.3)
 
     def stop(self) -> None:
-        if CONTROLLER in self.holders:  # else no daemon started, nor may scontrol run
+        if CONTROLLER in self.namespaces.holders:  # else no daemon started, nor may scontrol
             super().stop()
-        for holder in self.holders.values():
-            with contextlib.suppress(ProcessLookupError):
-                holder.kill()
-            holder.wait(timeout=30)
-            holder.stdout.close()
-            holder.stderr.close()
-        self.holders.clear()
+        self.namespaces.stop()
 
 
 # Runs inside the job as its user, once per task: what the task's node gave it.
