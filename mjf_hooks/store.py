@@ -431,6 +431,15 @@ class Store:
             return [None] * len(entries)
         return [None if read is None else read[0].decode("ascii", "replace") for read in found]
 
+    def read_job_states(self, dir_name: str, *entries: str) -> list[str | None]:
+        """A job's bookkeeping files as they are, whoever wrote them (no proof: in a
+        user's private store, that user's word); each None where absent or unreadable."""
+        try:
+            with self._open_top(JOBS_DIR) as jobs, jobs.open_subdir(dir_name) as top:
+                return read_states(top, *entries)
+        except (FileNotFoundError, StoreError):
+            return [None] * len(entries)
+
     def read_job(self, job_id: str, taken: str | None = None) -> tuple[dict[str, str], bool]:
         """A job's key values and whether completion is pending (StoreError if no job);
         ``taken``: read them where :meth:`take_job` moved the job's directory."""

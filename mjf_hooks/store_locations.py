@@ -119,6 +119,11 @@ def kept_job_stores(config: Config) -> list[tuple[Store, str]]:
     return stores
 
 
+def private_job_stores(config: Config) -> list[Store]:
+    """The users' private directories of :func:`kept_job_stores`."""
+    return [store for store, maker in kept_job_stores(config) if maker == PRIVATE]
+
+
 def _listing(directory: str) -> list[str]:
     try:
         return os.listdir(directory)

@@ -15,8 +15,9 @@
    Only what nobody but root can have written is proof: where the job's user owns
    its ``state/`` (values completed from inside the job), the job is gone only when
    no batch system here lists it. A job whose process (its runner) has ended is ended
-   as its end hook would have, its record written. When in doubt (a query fails, an
-   unknown directory) nothing is removed.
+   as its end hook would have, its record written. As root, the same for the jobs in
+   users' private directories (``/tmp/mjf-<uid>``) that their batch system no longer
+   runs here. When in doubt (a query fails, an unknown directory) nothing is removed.
 4. Job records handed in by jobs' users are filed as root's; records older than
    ``[records] keep_days`` are removed.
 5. With ``[publish] sync = yes``, the node's facts are published where its batch system
@@ -41,11 +42,12 @@ import time
 
 from . import batch, drain, lifecycle
 from .config import Config
+from .errors import StoreError
 from .external_command import ask
 from .log import Log
 from .probe import process
 from .store import BACKEND_MARKER, JOBS_DIR, RUNNER_MARKER, Store
-from .store_locations import store_for
+from .store_locations import private_job_stores, store_for
 
 
 class Pass:
@@ -286,7 +288,7 @@ def _remove_stale_jobs(config: Config, store: Store, environ: dict[str, str],
     try:
         names = [name for name in os.listdir(jobs_dir) if not name.startswith(".")]
     except OSError:
-        return []
+        names = []
     listings = BatchListings(config, done.log, environ)  # each asked only if needed
     lines = []
     for name in sorted(names):
@@ -303,9 +305,39 @@ def _remove_stale_jobs(config: Config, store: Store, environ: dict[str, str],
         if removed:
             lines.append(f"removed job {name}: {why}")
             done.log.info(f"sync removed job {name}: {why}")
+    if os.geteuid() == 0:
+        for private in private_job_stores(config):
+            lines += _remove_stale_private_jobs(private, listings, done)
     if listings.unanswered:
         done.fail(f"{', '.join(listings.unanswered)} could not be asked which jobs run here: "
                   "none of its jobs' directories removed")
+    return lines
+
+
+def _remove_stale_private_jobs(store: Store, listings: BatchListings, done: Pass) -> list[str]:
+    """The jobs in a user's private directory (``/tmp/mjf-<uid>``: made by a job's own
+    user, who could not write base_dir; on LSF, a job's share of a host other than its
+    first, which no post-exec ends) whose batch system no longer runs them here. Their
+    ``state/backend`` is only their user's word: one who lies keeps or loses only their
+    own directories. One without it (``mjf run``'s, which ends its own) is left."""
+    try:
+        names = store.job_dir_names()
+    except StoreError as error:  # its user's to break: it fails no pass
+        done.log.warning(f"stale jobs: {store.base_dir} not looked in: {error}")
+        return []
+    lines = []
+    for name in names:
+        backend = store.read_job_states(name, BACKEND_MARKER)[0]
+        running = listings.running(backend) if backend in listings.here() else None
+        if running is None or name in running:
+            continue
+        why = (f"{listings.here()[backend].TITLE} no longer runs it on this node (in "
+               f"{store.base_dir}, its user's)")
+        if done.dry_run:
+            lines.append(f"would remove job {name}: {why}")
+        elif store.remove_job_dir(name):
+            lines.append(f"removed job {name}: {why}")
+            done.log.info(f"sync removed job {name}: {why}")
     return lines
 
 

@@ -296,6 +296,24 @@ def _figure_after(text: str, marker: str) -> tuple[float | None, str]:
     return (value if 0 <= value < 1e12 else None), words[1]
 
 
+def remote_task_starter(environ: dict[str, str], host_names: list[str],
+                        starter: str) -> str | None:
+    """The ``LSF_JOB_STARTER`` a job across hosts gets from its starter: ``starter``
+    (``mjf-lsf starter``), in front of the one the job has. LSF's RES runs each task a job
+    starts on a host through ``lsrun``/``lsgrun`` (volclava has no ``blaunch``) as
+    ``/bin/sh -c "$LSF_JOB_STARTER COMMAND ARGS"``, with the job's environment: so the
+    job's other hosts each set up their share of it. None where ``LSB_MCPU_HOSTS`` names
+    no other host, or the job's starter begins with ``starter`` already."""
+    hosts = environ.get("LSB_MCPU_HOSTS", "").split()[::2]
+    mine = {_short(name) for name in host_names}
+    if all(_short(host) in mine for host in hosts):
+        return None
+    current = environ.get("LSF_JOB_STARTER", "").strip()
+    if current == starter or current.startswith(starter + " "):
+        return None
+    return f"{starter} {current}".rstrip()
+
+
 def limit_facts(cpu_secs: int | None, rss_bytes: int | None, infinity: int) -> dict:
     """Facts from the ``RLIMIT_CPU`` and ``RLIMIT_RSS`` in force (``infinity``: no limit)."""
     facts = {}

@@ -227,8 +227,9 @@ def _first_argument(context: HookContext) -> tuple[str, list[str]]:
 
 
 def exec_job(context: HookContext, argv: list[str], exports: dict[str, str],
-             file: str | None = None, file_source: str = "") -> str | None:
-    """Replace this process with the job, its environment plus ``exports``.
+             file: str | None = None, file_source: str = "",
+             unset: tuple[str, ...] = ()) -> str | None:
+    """Replace this process with the job, its environment plus ``exports``, less ``unset``.
 
     ``file`` is what to run (default ``argv[0]``); without a ``/`` it is searched in the
     job's PATH, as a shell would. ``file_source``: where ``file`` came from, for the
@@ -242,7 +243,8 @@ def exec_job(context: HookContext, argv: list[str], exports: dict[str, str],
         sys.stdout.write(f"would exec: {argv!r}" + (f" ({file})" if file != argv[0] else "")
                          + "\n")
         return None
-    environment = {**context.environ, **exports}
+    environment = {name: value for name, value in {**context.environ, **exports}.items()
+                   if name not in unset}
     try:
         if "/" in file:
             os.execve(file, argv, environment)

@@ -32,7 +32,7 @@ from .. import lifecycle
 from ..batch import lsf
 from ..errors import SiteInputError, UsageError
 from . import starter
-from .frame import COMMON_HELP, HookContext, exec_job, export_lines, run_roles
+from .frame import COMMON_HELP, HookContext, exec_job, export_lines, run_roles, shell_quoted
 
 USAGE = """\
 usage: mjf-lsf [options] pre-exec | post-exec | exports | elim | starter CMD [ARGS...]
@@ -77,25 +77,32 @@ def post_exec(context: HookContext, args: list[str]) -> int:
     return 0
 
 
+# What a job's starter takes away where it could not set MJF up: the JOBFEATURES the job
+# came with is no job's directory on this host (its submitter's, or, in a task on another
+# host of the job, the first host's).
+NOT_OURS = ("JOBFEATURES",)
+
+
 def run_starter(context: HookContext, command: list[str]) -> int:
     if not command:
         raise UsageError("starter needs the job's command (JOB_STARTER = mjf-lsf starter "
                          '"%USRCMD")')
-    exports = context.fail_safe(set_up, context, True) or {}
+    exports = context.fail_safe(set_up, context, True)
     argv = ["/bin/sh", "-c", command[0]] if len(command) == 1 else list(command)
     # Like a shell, 127 when the command cannot be executed.
-    return 0 if exec_job(context, argv, exports) is None else 127
+    failure = exec_job(context, argv, exports or {}, unset=() if exports else NOT_OURS)
+    return 0 if failure is None else 127
 
 
 def print_exports(context: HookContext, args: list[str]) -> int:
     """The job starter's work, for the job's own shell: ``export`` lines on stdout (none
     when MJF cannot be set up: the job then runs without it, as under the starter)."""
     try:
-        exports = context.fail_safe(set_up, context, True) or {}
+        exports = context.fail_safe(set_up, context, True)
     except SystemExit as stop:  # on_error = fail: the job's shell ends, as the starter would
         sys.stdout.write(f"exit {stop.code}\n")
         raise
-    sys.stdout.write(export_lines(exports))
+    sys.stdout.write(export_lines(exports) if exports else f"unset {' '.join(NOT_OURS)}\n")
     return 0
 
 
@@ -140,9 +147,23 @@ def set_up(context: HookContext, in_job: bool) -> dict[str, str]:
         return lsf.job_facts(environ, [os.uname().nodename], int(time.time()), None,
                              _run_limit(context, job_id))
 
-    return starter.set_up(context, lsf.NAME, job_id, in_job, gather,
-                          _scratch_dir(context, in_job), OWNER_VARIABLES,
-                          completion=lambda: {**_limits(), **_tmpdir_size(context)})
+    exports = starter.set_up(context, lsf.NAME, job_id, in_job, gather,
+                             _scratch_dir(context, in_job), OWNER_VARIABLES,
+                             completion=lambda: {**_limits(), **_tmpdir_size(context)})
+    if in_job:
+        task_starter = lsf.remote_task_starter(environ, [os.uname().nodename],
+                                               f"{_own_command()} starter")
+        if task_starter:
+            exports["LSF_JOB_STARTER"] = task_starter
+    return exports
+
+
+def _own_command() -> str:
+    """This command as a job's shell runs it: the path it was started by (the queue's line
+    names it), else its name on the job's PATH."""
+    path = sys.argv[0]
+    return shell_quoted(os.path.abspath(path)) if os.path.basename(path) == "mjf-lsf" \
+        else "mjf-lsf"
 
 
 def _scratch_dir(context: HookContext, in_job: bool) -> str | None:

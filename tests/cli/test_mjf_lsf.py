@@ -147,13 +147,46 @@ def test_exports_print_only_shell_words_whatever_the_paths(site, tmp_path):
 
 
 def test_exports_without_mjf_leave_the_job_to_run_and_on_error_fail_ends_it(site):
-    environ = site.environ(LSB_JOBID="not-a-number")
+    # The JOBFEATURES its submitter had (bsub passes the environment on) is not the job's.
+    environ = site.environ(LSB_JOBID="not-a-number", JOBFEATURES="/elsewhere/jobfeatures")
     result = job_shell(site, 'echo "ran:${JOBFEATURES:-none}"', environ=environ)
     assert (result.returncode, result.stdout) == (0, "ran:none\n")
     assert "LSB_JOBID='not-a-number'" in result.stderr
+    result = site.run("starter", 'echo "ran:${JOBFEATURES:-none}"', environ=environ)
+    assert (result.returncode, result.stdout) == (0, "ran:none\n")
     site.conf.write_text(f"[mjf]\nbase_dir = {site.base}\nlog = stderr\non_error = fail\n")
     result = job_shell(site, "echo ran", environ=site.environ(LSB_JOBID="not-a-number"))
     assert (result.returncode, result.stdout) == (1, "")
+
+
+def test_a_job_across_hosts_has_its_tasks_on_its_other_hosts_set_up_there(site, tmp_path):
+    """LSF's RES runs a task a job starts on another of its hosts (lsrun, lsgrun) as
+    ``/bin/sh -c "$LSF_JOB_STARTER COMMAND ARGS"``, with the job's environment: the job's
+    starter names itself there, before a starter the job already has, so each host sets up
+    its own share. Here this host is the job's second: its share is its 3 slots, in its
+    own directory, whatever JOBFEATURES the first host's starter exported."""
+    ours = f"'{installed_command('mjf-lsf')}' starter"
+    result = job_shell(site, 'printf "%s" "$LSF_JOB_STARTER"',
+                       environ=site.environ("multi-host.env"))
+    assert (result.returncode, result.stdout) == (0, ours), result.stderr
+    result = job_shell(site, 'printf "%s" "$LSF_JOB_STARTER"',
+                       environ=site.environ("multi-host.env", LSF_JOB_STARTER="/usr/bin/env"))
+    assert result.stdout == f"{ours} /usr/bin/env"
+    result = job_shell(site, 'printf "%s" "${LSF_JOB_STARTER-none}"')  # this host alone
+    assert result.stdout == "none"
+    # The task on this host, as RES starts it (the words of its command joined by
+    # spaces); the job's files are its own.
+    show = tmp_path / "show.py"
+    show.write_text(SHOW)
+    task = subprocess.run(
+        ["/bin/sh", "-c", f"{ours} {sys.executable} {show} one"],
+        capture_output=True, text=True, timeout=60,
+        env=site.environ("multi-host.env", LSF_JOB_STARTER=ours,
+                         JOBFEATURES=f"{tmp_path}/first-host/jobs/5678/jobfeatures"))
+    seen = json.loads(task.stdout)
+    assert seen["argv"] == ["one"]
+    assert seen["env"]["JOBFEATURES"] == f"{site.base}/jobs/5678/jobfeatures"
+    assert seen["job"]["allocated_cpu"] == "3" and seen["job"]["job_id"] == "5678"
 
 
 def test_pre_exec_starter_and_post_exec(site):

@@ -58,11 +58,11 @@ class Site:
 
 
 @contextlib.contextmanager
-def mjf_site(prefix: str, dump: str, batch_system: str):
-    """A job root with ``dump`` as ``dump.py``, the users, and the site config of nodes
-    that run ``batch_system``; the config (and its directory, if made here) and the job
-    root are removed afterwards."""
-    root = Path(tempfile.mkdtemp(prefix=prefix))
+def mjf_site(prefix: str, dump: str, batch_system: str, parent: str | None = None):
+    """A job root (in ``parent``, else the usual temporary directory) with ``dump`` as
+    ``dump.py``, the users, and the site config of nodes that run ``batch_system``; the
+    config (and its directory, if made here) and the job root are removed afterwards."""
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     root.chmod(0o755)
     (root / "out").mkdir(mode=0o1777)
     (root / "out").chmod(0o1777)

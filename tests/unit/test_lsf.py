@@ -197,3 +197,16 @@ def test_an_ended_jobs_usage_is_read_from_bjobs_l():
 def test_usage_parser_never_raises(text):
     for value, _ in lsf.parse_bjobs_usage(text, "x").values():
         assert value >= 0
+
+
+@pytest.mark.parametrize(("hosts", "current", "starter"), [
+    ("wn1.example.org 2 wn2 2 ", "", "S starter"),           # short and full names match
+    ("wn2 2 wn1 2", "/bin/csh -c", "S starter /bin/csh -c"),  # the job's own goes behind
+    ("wn2 2 wn1 2", "S starter /bin/csh -c", None),          # a task's own job: already there
+    ("wn1 2", "", None), ("wn1 2 WN1.example.org 1", "", None),  # this host alone
+    ("", "", None),                                          # not known: none
+])
+def test_a_job_across_hosts_starts_its_other_hosts_tasks_through_the_starter(
+        hosts, current, starter):
+    environ = {"LSB_MCPU_HOSTS": hosts, "LSF_JOB_STARTER": current}
+    assert lsf.remote_task_starter(environ, ["wn1"], "S starter") == starter
