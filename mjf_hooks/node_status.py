@@ -50,6 +50,7 @@ import time
 from collections import Counter
 
 from . import batch, jobstatus, spec, store_locations
+from .batch.here import BatchListings
 from .config import Config
 from .errors import StoreError
 from .probe import process
@@ -67,7 +68,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .log import Log
     from .safefs import Dir
-    from .sync import BatchListings
 
 # The jobfeatures keys the figures and the drain planner use (not job_id: a job's user may
 # write it, its directory's name is the job's).
@@ -184,7 +184,6 @@ def collect(config: Config, job_ids: tuple[str, ...] = (),
     share of its jobs through the same code (the reading is mostly system calls, one
     CPU's worth); the reports are then counted or not here, in the order found."""
     from .log import Log
-    from .sync import BatchListings
 
     verifier = _Verifier(config, BatchListings(config, log or Log("mjf status", ()),
                                                dict(os.environ)))

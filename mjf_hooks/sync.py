@@ -25,8 +25,8 @@
 6. What job ends had no time to remove (hidden trash names in ``jobs/``) is removed.
 7. With ``[metrics] output``, the node's metrics are written there (as ``mjf metrics``).
 
-Each batch system this node runs is asked through its batch module's queries
-(:mod:`mjf_hooks.batch`); this module knows none of them by name.
+Each batch system this node runs is asked through its batch module's queries, by
+:mod:`mjf_hooks.batch.here`; this module knows none of them by name.
 
 The phases are independent: one that fails - whatever it raises, or a batch system's
 query or write it needed that failed - is logged in one line naming it and why, and the
@@ -40,10 +40,10 @@ from __future__ import annotations
 import os
 import time
 
-from . import batch, drain, lifecycle
+from . import drain, lifecycle
+from .batch import here
 from .config import Config
 from .errors import StoreError
-from .external_command import ask
 from .log import Log
 from .probe import process
 from .store import BACKEND_MARKER, JOBS_DIR, RUNNER_MARKER, Store
@@ -179,17 +179,12 @@ def _expire_records(config: Config, now: float, done: Pass) -> list[str]:
     return lines
 
 
-def _short_name(module, config: Config) -> str:
-    """This host's short name for the batch system ``module``."""
-    return batch.node_name(module, config.backend[module.NAME]).split(".")[0]
-
-
 def _batch_drains(config: Config, store: Store, environ: dict[str, str], now: float,
                   done: Pass) -> list[str]:
     found: list[tuple[int, str]] = []
     asked = False
-    for module in batch_systems_here(config):
-        answer = _ask(module, module.drain_query, config, done.log, environ,
+    for module in here.batch_systems(config):
+        answer = here.ask(module, module.drain_query, config, done.log, environ,
                       f"{module.TITLE} drains not known this time")
         if answer is False:
             # Not known this time: a drain announced stays, none is withdrawn.
@@ -197,7 +192,7 @@ def _batch_drains(config: Config, store: Store, environ: dict[str, str], now: fl
             return []
         if isinstance(answer, str):
             asked = True
-            found += module.drains(answer, _short_name(module, config), now)
+            found += module.drains(answer, here.short_name(module, config), now)
     if not asked:
         return []
     summary = drain.follow_batch_system(config, store, done.log, min(found) if found else None,
@@ -207,81 +202,6 @@ def _batch_drains(config: Config, store: Store, environ: dict[str, str], now: fl
     return [f"would follow the batch system's drain: {summary}" if done.dry_run else summary]
 
 
-def batch_systems_here(config: Config) -> list:
-    """The batch modules of the batch systems this node runs: as configured (``[mjf]
-    batch_systems``), else those that look installed."""
-    modules = [batch.backend(name) for name in (config.batch_systems or batch.NAMES)]
-    if config.batch_systems is not None:
-        return modules
-    return [module for module in modules if module.installed(config.backend[module.NAME])]
-
-
-def _ask(module, query, config: Config, log: Log, environ: dict[str, str], unknown: str):
-    """What a batch system printed for ``query``; None if it has no such command, False
-    (logged) if the command failed."""
-    options = config.backend[module.NAME]
-    command = query(options, environ, batch.node_name(module, options))
-    if command is None:
-        return None
-    output = ask(command[0], config.command_timeout_secs, command[1], log, unknown)
-    return False if output is None else output
-
-
-def drain_time(module, config: Config, log: Log) -> int | None:
-    """When the drain of this machine that the batch system ``module`` knows of must be
-    complete, if one is under way (for a hook that cannot wait for a pass: HTCondor's
-    cron publishes it at once)."""
-    if not module.installed(config.backend[module.NAME]):
-        return None
-    answer = _ask(module, module.drain_query, config, log, {},
-                  f"{module.TITLE} drain state not known this time")
-    found = module.drains(answer, _short_name(module, config), 0) \
-        if isinstance(answer, str) else []
-    return min(found)[0] if found else None
-
-
-def _running(module, answer, log: Log) -> set[str] | None:
-    """The job directory names a batch system's answer lists; None when not known."""
-    if not isinstance(answer, str):
-        return None
-    try:
-        return module.running_jobs(answer)
-    except ValueError as error:  # its output was not what it prints: nothing is proven
-        log.warning(f"{module.TITLE}: {error}: no job directory removed")
-        return None
-
-
-class BatchListings:
-    """Which job directory names each batch system this node runs lists as its jobs
-    here: each asked once (its batch module's ``jobs_query``), only when first needed."""
-
-    def __init__(self, config: Config, log: Log, environ: dict[str, str]) -> None:
-        self._config, self._log, self._environ = config, log, environ
-        self._here: dict | None = None
-        self._asked: dict[str, set[str] | None] = {}
-        # The batch systems asked whose query failed or printed what it does not print.
-        self.unanswered: list[str] = []
-
-    def here(self) -> dict:
-        """The batch modules of this node, by name."""
-        if self._here is None:
-            self._here = {module.NAME: module for module in batch_systems_here(self._config)}
-        return self._here
-
-    def running(self, backend: str) -> set[str] | None:
-        """The names ``backend`` lists; None when it is not here or cannot say."""
-        module = self.here().get(backend)
-        if module is None:
-            return None
-        if backend not in self._asked:
-            answer = _ask(module, module.jobs_query, self._config, self._log, self._environ,
-                          "no job directory removed")
-            self._asked[backend] = _running(module, answer, self._log)
-            if answer is False or (answer is not None and self._asked[backend] is None):
-                self.unanswered.append(module.TITLE)
-        return self._asked[backend]
-
-
 def _remove_stale_jobs(config: Config, store: Store, environ: dict[str, str],
                        done: Pass) -> list[str]:
     jobs_dir = os.path.join(store.base_dir, JOBS_DIR)
@@ -289,7 +209,7 @@ def _remove_stale_jobs(config: Config, store: Store, environ: dict[str, str],
         names = [name for name in os.listdir(jobs_dir) if not name.startswith(".")]
     except OSError:
         names = []
-    listings = BatchListings(config, done.log, environ)  # each asked only if needed
+    listings = here.BatchListings(config, done.log, environ)  # each asked only if needed
     lines = []
     for name in sorted(names):
         found = _proven_gone(name, store.read_job_proof(name, BACKEND_MARKER, RUNNER_MARKER),
@@ -314,7 +234,8 @@ def _remove_stale_jobs(config: Config, store: Store, environ: dict[str, str],
     return lines
 
 
-def _remove_stale_private_jobs(store: Store, listings: BatchListings, done: Pass) -> list[str]:
+def _remove_stale_private_jobs(store: Store, listings: here.BatchListings,
+                               done: Pass) -> list[str]:
     """The jobs in a user's private directory (``/tmp/mjf-<uid>``: made by a job's own
     user, who could not write base_dir; on LSF, a job's share of a host other than its
     first, which no post-exec ends) whose batch system no longer runs them here. Their
@@ -342,7 +263,7 @@ def _remove_stale_private_jobs(store: Store, listings: BatchListings, done: Pass
 
 
 def _proven_gone(name: str, proof: list[str | None] | None,
-                 listings: BatchListings) -> tuple[str, lifecycle.JobEnd | None] | None:
+                 listings: here.BatchListings) -> tuple[str, lifecycle.JobEnd | None] | None:
     """Why the job whose directory is ``name`` is proven gone, and, where its end is left
     to this pass (its runner ended), how to end it; None when nothing proves it.
 

@@ -189,7 +189,7 @@ def _cron(context: HookContext) -> int:
     """Machine features as attributes. A graceful drain under way shows as
     MJF_MACHINE_SHUTDOWNTIME at once, even before `mjf sync` (root) has written it to
     the files jobs read: this cron runs as the condor user."""
-    from ..sync import drain_time
+    from ..batch.here import drain_time
 
     store = store_for(context.config)
     machine = features.render(lifecycle.machine_features(

@@ -138,7 +138,7 @@ def machine_values(config: Config) -> dict[str, str]:
 
 def publish(config: Config, log: Log, machine: dict[str, str], dry_run: bool = False) -> Outcome:
     """One pass over the batch systems this node runs that can be written to."""
-    from ..sync import batch_systems_here  # sync runs a pass too: imported when needed
+    from ..batch.here import batch_systems
 
     outcome = Outcome()
     want, warnings = wanted(config, machine)
@@ -146,7 +146,7 @@ def publish(config: Config, log: Log, machine: dict[str, str], dry_run: bool = F
         log.warning(warning)
     if not want:
         return outcome
-    for module in batch_systems_here(config):
+    for module in batch_systems(config):
         writer = publisher(module.NAME)
         if writer is not None:
             _publish_to(config, log, module, writer, want, dry_run, outcome)

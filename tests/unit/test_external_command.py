@@ -5,8 +5,7 @@ import os
 
 import pytest
 
-from mjf_hooks import sync
-from mjf_hooks.batch import htcondor
+from mjf_hooks.batch import here, htcondor
 from mjf_hooks.config import Config
 from mjf_hooks.external_command import MAX_OUTPUT_BYTES, CommandError, run_command
 from mjf_hooks.log import Log
@@ -47,7 +46,7 @@ def condor_status(tmp_path, monkeypatch):
 
 
 def test_htcondor_is_asked_about_this_machine_only(condor_status):
-    assert sync.drain_time(htcondor, Config(), Log("test", ())) == 1795400000
+    assert here.drain_time(htcondor, Config(), Log("test", ())) == 1795400000
     argv = (condor_status.parent / "argv").read_text().split()
     assert "-constraint" in argv and f'"{NODE.split(".")[0]}"' in argv
 
