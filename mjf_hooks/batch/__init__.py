@@ -8,10 +8,10 @@ tests/unit/test_batch_contract.py checks every name in :data:`NAMES` against it:
 ``NAME``, ``TITLE``
     recorded in each job's ``state/backend``, and its ``[NAME]`` config section; the
     name messages use.
-``job_facts(...)``
-    ``({mjf key: (value, source)}, warnings)`` from what the batch system gave the hook
-    (its environment, the text its commands printed, the time): pure, so tests feed
-    recorded data. Its arguments are the batch system's own; its CLI gathers them.
+``JobInput`` and ``job_facts(given, now)``
+    what a hook of the batch system gathered (its environment, the text its commands
+    printed: a class of the module's own), and from it and the time ``({mjf key: (value,
+    source)}, warnings)``: pure, so tests feed recorded data.
 ``installed(options)``
     whether this node looks like it runs the batch system (``options``: its config
     section), when ``[mjf] batch_systems`` does not say.

@@ -5,13 +5,14 @@ Only the tests (tests/unit/test_batch_contract.py checks every name in
 imports ``typing``, which no hook may pay for at start-up.
 
 A function's parameter names are part of the contract (the conformance test compares
-signatures); ``job_facts`` is the exception: its arguments are the batch system's own
-(what its hooks are given), so only its presence and its answer's shape are declared.
+signatures). What a batch system's hooks are given differs from one to the next (an
+environment, ClassAds, a job's attributes, what its commands printed): each module
+declares it as its own class, ``JobInput``, which ``job_facts`` takes.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from typing import Protocol
 
 
 class BatchModule(Protocol):
@@ -24,10 +25,13 @@ class BatchModule(Protocol):
     TITLE: str
     """The batch system's name in messages."""
 
-    job_facts: Callable[..., Any]
-    """``(...) -> ({key: (value, source)}, warnings)`` from what the batch system gave
-    the hook (its environment, the text its commands printed, the time): pure, so tests
-    feed recorded data. Its arguments are the batch system's own; its CLI gathers them."""
+    JobInput: type
+    """What a hook of the batch system gathered for ``job_facts`` (its environment, the
+    text its commands printed, ...): a class of its own, with ``__slots__``."""
+
+    def job_facts(self, given, now: int) -> tuple[dict[str, tuple], list[str]]:
+        """``given`` (a ``JobInput``) and the time -> ``({key: (value, source)},
+        warnings)``: pure, so tests feed recorded data; identity errors raise."""
 
     def installed(self, options: dict[str, str]) -> bool:
         """Whether this node looks like it runs the batch system, when ``[mjf]
@@ -95,7 +99,7 @@ class Publisher(Protocol):
 
 PUBLISHER = ("read_query", "published", "write_commands")
 
-REQUIRED = ("NAME", "TITLE", "job_facts", "installed", "job_store_dirs", "drain_query",
+REQUIRED = ("NAME", "TITLE", "JobInput", "job_facts", "installed", "job_store_dirs", "drain_query",
             "drains", "jobs_query", "running_jobs")
 OPTIONAL = {"job_id": JobIdFromEnvironment, "node_name": OwnNodeName}
 OPTIONAL_TEXTS = {"USAGE_SOURCE": UsageReports}

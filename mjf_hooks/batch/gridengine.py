@@ -379,22 +379,37 @@ def scratch_dir(environ: dict[str, str], spool: dict[str, str]) -> str | None:
     return environ.get("TMPDIR") or environ.get("TMP") or spool.get("tmpdir") or None
 
 
-def job_facts(environ: dict[str, str], host_names: list[str], now: int,
-              spool: dict[str, str] | None, pe_hostfile: str | None,
-              requests: dict[str, str] | None = None,
-              queue_limits: dict[str, str] | None = None,
-              pe_path: str | None = None,
-              spool_problem: str | None = None) -> tuple[dict, list[str]]:
+class JobInput:
+    """What a prolog or starter gathered for :func:`job_facts`."""
+
+    __slots__ = ("environ", "host_names", "pe_hostfile", "pe_path", "queue_limits", "requests",
+                 "spool", "spool_problem")
+
+    def __init__(self, environ: dict[str, str], host_names: list[str],
+                 spool: dict[str, str] | None, pe_hostfile: str | None,
+                 requests: dict[str, str] | None = None,
+                 queue_limits: dict[str, str] | None = None,
+                 pe_path: str | None = None, spool_problem: str | None = None) -> None:
+        self.environ, self.host_names, self.spool = environ, host_names, spool
+        self.pe_hostfile, self.requests, self.queue_limits = pe_hostfile, requests, queue_limits
+        self.pe_path, self.spool_problem = pe_path, spool_problem
+
+
+def job_facts(given: JobInput, now: int) -> tuple[dict, list[str]]:
     """Job facts of a prolog or starter, and warnings about what could not be determined.
 
-    ``host_names``: this host's names (as PE_HOSTFILE may spell them); ``spool``: the
-    job's spool config (:func:`parse_spool_config`; None if unreadable);
-    ``pe_hostfile``: its text (None without one), read at ``pe_path`` (default
-    ``$PE_HOSTFILE``); ``requests``: what ``qstat -j`` says
-    the job asked for (:func:`parse_resource_list`; None if not asked);
-    ``queue_limits``: its queue instance's (:func:`parse_queue_limits`);
-    ``spool_problem``: why the spool config was not read. Identity errors raise.
+    Of ``given``: ``host_names``, this host's names (as PE_HOSTFILE may spell them);
+    ``spool``, the job's spool config (:func:`parse_spool_config`; None if unreadable);
+    ``pe_hostfile``, its text (None without one), read at ``pe_path`` (default
+    ``$PE_HOSTFILE``); ``requests``, what ``qstat -j`` says the job asked for
+    (:func:`parse_resource_list`; None if not asked); ``queue_limits``, its queue
+    instance's (:func:`parse_queue_limits`); ``spool_problem``, why the spool config was
+    not read. Identity errors raise.
     """
+    environ, host_names, spool, pe_hostfile, pe_path = \
+        given.environ, given.host_names, given.spool, given.pe_hostfile, given.pe_path
+    requests, queue_limits, spool_problem = given.requests, given.queue_limits, \
+        given.spool_problem
     facts: dict[str, tuple] = {"job_id": (job_id(environ), "JOB_ID/SGE_TASK_ID"),
                                "jobstart_secs": (now, "time the job started")}
     warnings: list[str] = []

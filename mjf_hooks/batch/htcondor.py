@@ -42,14 +42,25 @@ def _whole_number(ad: Ad | dict, name: str, where: str, warnings: list[str]) -> 
     return value
 
 
-def job_facts(machine_ad: Ad | dict | None, job_ad: Ad | dict | None, now: int,
-              job_id_style: str = "global",
-              wall_limit_attribute: str = DEFAULT_WALL_LIMIT_ATTRIBUTE,
-              wall_limit_unit: str = "seconds") -> tuple[dict, list[str]]:
-    """Job facts from the two ads, and warnings about what was malformed or missing.
+class JobInput:
+    """What the job wrapper gathered for :func:`job_facts`: the two ads (an ad that could
+    not be read at all is None: its reader reported that) and the site's options."""
 
-    An ad that could not be read at all is None (its reader reported that).
-    """
+    __slots__ = ("job_ad", "job_id_style", "machine_ad", "wall_limit_attribute",
+                 "wall_limit_unit")
+
+    def __init__(self, machine_ad: Ad | dict | None, job_ad: Ad | dict | None,
+                 job_id_style: str = "global",
+                 wall_limit_attribute: str = DEFAULT_WALL_LIMIT_ATTRIBUTE,
+                 wall_limit_unit: str = "seconds") -> None:
+        self.machine_ad, self.job_ad, self.job_id_style = machine_ad, job_ad, job_id_style
+        self.wall_limit_attribute, self.wall_limit_unit = wall_limit_attribute, wall_limit_unit
+
+
+def job_facts(given: JobInput, now: int) -> tuple[dict, list[str]]:
+    """Job facts from the two ads, and warnings about what was malformed or missing."""
+    machine_ad, job_ad, job_id_style = given.machine_ad, given.job_ad, given.job_id_style
+    wall_limit_attribute, wall_limit_unit = given.wall_limit_attribute, given.wall_limit_unit
     warnings: list[str] = []
     facts: dict[str, tuple] = {}
     for name, ad in (("machine", machine_ad), ("job", job_ad)):

@@ -324,15 +324,26 @@ def limit_facts(cpu_secs: int | None, rss_bytes: int | None, infinity: int) -> d
     return facts
 
 
-def job_facts(environ: dict[str, str], host_names: list[str], now: int,
-              limits: dict | None, run_limit: tuple | None) -> tuple[dict, list[str]]:
-    """Job facts of a pre-exec or starter, and warnings about what could not be determined.
-
-    ``host_names``: this host's names (as LSB_MCPU_HOSTS may spell them); ``limits``:
+class JobInput:
+    """What a pre-exec or starter gathered for :func:`job_facts`: its ``environ``;
+    ``host_names``, this host's names (as LSB_MCPU_HOSTS may spell them); ``limits``,
     :func:`limit_facts` of the job's own process (None outside the job, in a pre-exec);
-    ``run_limit``: what ``bjobs`` said (:func:`parse_bjobs_run_limit_secs`) with its source.
-    Identity errors raise.
-    """
+    ``run_limit``, what ``bjobs`` said (:func:`parse_bjobs_run_limit_secs`) with its
+    source."""
+
+    __slots__ = ("environ", "host_names", "limits", "run_limit")
+
+    def __init__(self, environ: dict[str, str], host_names: list[str],
+                 limits: dict | None = None, run_limit: tuple | None = None) -> None:
+        self.environ, self.host_names, self.limits, self.run_limit = \
+            environ, host_names, limits, run_limit
+
+
+def job_facts(given: JobInput, now: int) -> tuple[dict, list[str]]:
+    """Job facts of a pre-exec or starter, and warnings about what could not be
+    determined. Identity errors raise."""
+    environ, host_names, limits, run_limit = given.environ, given.host_names, \
+        given.limits, given.run_limit
     facts: dict[str, tuple] = {"job_id": (job_id(environ), "LSB_JOBID/LSB_JOBINDEX"),
                                "jobstart_secs": (now, "time the job started")}
     warnings = []

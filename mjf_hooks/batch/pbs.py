@@ -371,14 +371,24 @@ def host_share(exec_vnode: str, own: list[str]) -> dict[str, int]:
 
 # ---------------------------------------------------------------- the job's facts
 
-def job_facts(attributes: dict[str, str], own_vnodes: list[str], now: int,
-              cgroup_memory: tuple | None = None) -> tuple[dict, list[str]]:
-    """Job facts from a job's attributes, and warnings about what could not be read.
+class JobInput:
+    """What a hook gathered for :func:`job_facts`: the job's ``attributes``; ``own_vnodes``,
+    this mom's vnode names (and host names); ``cgroup_memory``, the memory limit of the
+    job's cgroup (pbs_cgroups), ``(bytes, source)``, if it has one."""
 
-    ``own_vnodes``: this mom's vnode names (and host names); ``cgroup_memory``: the
-    memory limit of the job's cgroup (pbs_cgroups), ``(bytes, source)``, if it has one.
-    A job id that is not one raises SiteInputError.
-    """
+    __slots__ = ("attributes", "cgroup_memory", "own_vnodes")
+
+    def __init__(self, attributes: dict[str, str], own_vnodes: list[str],
+                 cgroup_memory: tuple | None = None) -> None:
+        self.attributes, self.own_vnodes, self.cgroup_memory = \
+            attributes, own_vnodes, cgroup_memory
+
+
+def job_facts(given: JobInput, now: int) -> tuple[dict, list[str]]:
+    """Job facts from a job's attributes, and warnings about what could not be read.
+    A job id that is not one raises SiteInputError."""
+    attributes, own_vnodes, cgroup_memory = given.attributes, given.own_vnodes, \
+        given.cgroup_memory
     facts: dict[str, tuple] = {"job_id": (checked_job_id(attributes.get("id", "")), "job id"),
                                "jobstart_secs": (now, "time the job started")}
     warnings: list[str] = []

@@ -367,14 +367,21 @@ def needs_scontrol(environ: dict[str, str]) -> bool:
     return not (environ.get("SLURM_JOB_START_TIME") and environ.get("SLURM_JOB_END_TIME"))
 
 
-def job_facts(environ: dict[str, str], job: dict[str, str] | None,
-                 partition: dict[str, str] | None, now: int) -> tuple[dict, list[str]]:
-    """Job facts for the Prolog, and warnings about what could not be determined.
+class JobInput:
+    """What the Prolog gathered for :func:`job_facts`: its ``environ``; ``job`` and
+    ``partition``, scontrol records (None when not asked or unavailable)."""
 
-    ``job`` and ``partition`` are scontrol records (None when not asked or
-    unavailable). Identity errors raise; a fact that cannot be read is a
-    warning and is left out.
-    """
+    __slots__ = ("environ", "job", "partition")
+
+    def __init__(self, environ: dict[str, str], job: dict[str, str] | None = None,
+                 partition: dict[str, str] | None = None) -> None:
+        self.environ, self.job, self.partition = environ, job, partition
+
+
+def job_facts(given: JobInput, now: int) -> tuple[dict, list[str]]:
+    """Job facts for the Prolog, and warnings about what could not be determined.
+    Identity errors raise; a fact that cannot be read is a warning and is left out."""
+    environ, job, partition = given.environ, given.job, given.partition
     facts: dict[str, tuple] = {"job_id": (job_id(environ), "SLURM_JOB_ID")}
     warnings: list[str] = []
     try:

@@ -264,9 +264,10 @@ def set_up(context: HookContext, job: _Job, in_job: bool) -> dict[str, str]:
     def gather() -> tuple[dict, list[str]]:
         pe_text, pe_path = job.pe_hostfile(environ)
         requests, queue_limits = _run_limits(context, job)
-        facts, warnings = gridengine.job_facts(
-            environ, _host_names(job, environ), int(time.time()), job.spool, pe_text,
-            requests, queue_limits, pe_path, job.problem)
+        given = gridengine.JobInput(
+            environ, _host_names(job, environ), job.spool, pe_text, requests=requests,
+            queue_limits=queue_limits, pe_path=pe_path, spool_problem=job.problem)
+        facts, warnings = gridengine.job_facts(given, int(time.time()))
         return facts, [*job.warnings, *warnings]
 
     return starter.set_up(context, gridengine.NAME, job_id, in_job, gather,

@@ -114,12 +114,13 @@ def _set_up(context: HookContext) -> dict[str, str]:
     if not os.path.isdir(scratch):
         raise SiteInputError(f"$_CONDOR_SCRATCH_DIR {scratch} is not a directory")
     options = config.backend[htcondor.NAME]
-    facts, warnings = htcondor.job_facts(
+    given = htcondor.JobInput(
         _read_ad(context, "_CONDOR_MACHINE_AD"), _read_ad(context, "_CONDOR_JOB_AD"),
-        int(time.time()), options.get("job_id", "global"),
-        options.get("wall_limit_attribute", htcondor.DEFAULT_WALL_LIMIT_ATTRIBUTE),
-        options.get("wall_limit_unit", "seconds"),
-    )
+        job_id_style=options.get("job_id", "global"),
+        wall_limit_attribute=options.get("wall_limit_attribute",
+                                         htcondor.DEFAULT_WALL_LIMIT_ATTRIBUTE),
+        wall_limit_unit=options.get("wall_limit_unit", "seconds"))
+    facts, warnings = htcondor.job_facts(given, int(time.time()))
     for warning in warnings:
         log.warning(warning)
     if "job_id" not in facts:

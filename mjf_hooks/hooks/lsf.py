@@ -144,8 +144,9 @@ def set_up(context: HookContext, in_job: bool) -> dict[str, str]:
     job_id = lsf.job_id(environ)
 
     def gather() -> tuple[dict, list[str]]:
-        return lsf.job_facts(environ, [os.uname().nodename], int(time.time()), None,
-                             _run_limit(context, job_id))
+        given = lsf.JobInput(environ, [os.uname().nodename], limits=None,
+                             run_limit=_run_limit(context, job_id))
+        return lsf.job_facts(given, int(time.time()))
 
     exports = starter.set_up(context, lsf.NAME, job_id, in_job, gather,
                              _scratch_dir(context, in_job), OWNER_VARIABLES,

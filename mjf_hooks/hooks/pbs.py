@@ -190,8 +190,8 @@ def set_up(context: HookContext, attributes: dict[str, str]) -> str:
     options = config.backend[pbs.NAME]
     job = attributes["id"]
     own = [pbs.mom_node(attributes, pbs.node_name(options))]
-    facts, warnings = pbs.job_facts(attributes, own, int(time.time()),
-                                    _cgroup_memory(options, job))
+    given = pbs.JobInput(attributes, own, cgroup_memory=_cgroup_memory(options, job))
+    facts, warnings = pbs.job_facts(given, int(time.time()))
     for warning in warnings:
         log.warning(warning)
     store = store_for(config)

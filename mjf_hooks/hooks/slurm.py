@@ -155,7 +155,7 @@ def prolog(context: HookContext, args: list[str]) -> int:
         if job is not None and job.get("TimeLimit") == "Partition_Limit":
             partition = _scontrol(context, ["show", "partition", "-o",
                                             environ.get("SLURM_JOB_PARTITION", "")])
-    facts, warnings = slurm.job_facts(environ, job, partition, int(time.time()))
+    facts, warnings = slurm.job_facts(slurm.JobInput(environ, job, partition), int(time.time()))
     for warning in warnings:
         log.warning(warning)
     settings = _slurm_settings(environ)

@@ -25,7 +25,7 @@ def test_each_batch_module_provides_the_declared_names_and_signatures(name):
     module = batch.backend(name)
     assert name == module.NAME
     assert isinstance(module.TITLE, str) and module.TITLE
-    assert callable(module.job_facts)
+    assert isinstance(module.JobInput, type) and "__slots__" in vars(module.JobInput)
     for member in contract.REQUIRED:
         assert hasattr(module, member), f"batch/{name}.py has no {member}"
         if inspect.isfunction(getattr(contract.BatchModule, member, None)):

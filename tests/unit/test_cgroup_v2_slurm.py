@@ -310,7 +310,8 @@ def test_the_recorded_jobs_keys():
     # What the recorded tree's limits and the recorded Prolog's environment make: the
     # values the job read in the VM.
     environ = read_env_file(str(FIXTURES / "slurm-24.11/cgv2-runinjob-prolog.env"))
-    facts, warnings = slurm.job_facts(environ, None, None, int(environ["SLURM_JOB_START_TIME"]))
+    facts, warnings = slurm.job_facts(slurm.JobInput(environ),
+                                      int(environ["SLURM_JOB_START_TIME"]))
     assert warnings == []
     assert (facts["job_id"][0], facts["allocated_cpu"][0], facts["wall_limit_secs"][0]) == \
         ("1", 2, 600)

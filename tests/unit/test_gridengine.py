@@ -378,15 +378,17 @@ def test_scratch_dir_order():
     ("binary-job", None, {"job_id": "12", "jobstart_secs": NOW, "allocated_cpu": 1}),
 ])
 def test_recorded_job_facts(job, hostfile, expected):
-    facts, warnings = gridengine.job_facts(env(job, "prolog"), ["vm.example.org", "vm"], NOW,
-                                           spool(job), hostfile, requests(job), QUEUE_LIMITS)
+    given = gridengine.JobInput(env(job, "prolog"), ["vm.example.org", "vm"], spool(job),
+                                hostfile, requests(job), QUEUE_LIMITS)
+    facts, warnings = gridengine.job_facts(given, NOW)
     assert warnings == []
     assert values(facts) == expected
 
 
 def test_recorded_pe_job_fact_sources():
-    facts, _ = gridengine.job_facts(env("pe-job", "prolog"), ["vm"], NOW, spool("pe-job"),
-                                    PE_HOSTFILE, requests("pe-job"), QUEUE_LIMITS)
+    given = gridengine.JobInput(env("pe-job", "prolog"), ["vm"], spool("pe-job"), PE_HOSTFILE,
+                                requests("pe-job"), QUEUE_LIMITS)
+    facts, _ = gridengine.job_facts(given, NOW)
     assert facts == {
         "job_id": ("13", "JOB_ID/SGE_TASK_ID"),
         "jobstart_secs": (NOW, "time the job started"),
@@ -397,16 +399,18 @@ def test_recorded_pe_job_fact_sources():
 
 
 def test_an_unreadable_spool_config_leaves_cpu_and_memory_limits_out():
-    facts, warnings = gridengine.job_facts(env("pe-job", "prolog"), ["vm"], NOW, None,
-                                           PE_HOSTFILE, requests("pe-job"))
+    given = gridengine.JobInput(env("pe-job", "prolog"), ["vm"], None, PE_HOSTFILE,
+                                requests("pe-job"))
+    facts, warnings = gridengine.job_facts(given, NOW)
     assert values(facts) == {"job_id": "13", "jobstart_secs": NOW, "allocated_cpu": 2,
                              "wall_limit_secs": 3600}
     assert len(warnings) == 1 and "spool config is not readable" in warnings[0]
 
 
 def test_a_host_missing_from_pe_hostfile_warns_and_limits_use_host_slots():
-    facts, warnings = gridengine.job_facts(env("pe-job", "prolog"), ["other"], NOW,
-                                           spool("pe-job"), PE_HOSTFILE)
+    given = gridengine.JobInput(env("pe-job", "prolog"), ["other"], spool("pe-job"),
+                                PE_HOSTFILE)
+    facts, warnings = gridengine.job_facts(given, NOW)
     assert values(facts) == {"job_id": "13", "jobstart_secs": NOW, "cpu_limit_secs": 3600,
                              "max_rss_bytes": 2 * GIB}
     assert len(warnings) == 1 and warnings[0].startswith("allocated_cpu not written")
@@ -414,7 +418,7 @@ def test_a_host_missing_from_pe_hostfile_warns_and_limits_use_host_slots():
 
 def test_job_facts_raise_for_a_bad_identity():
     with pytest.raises(SiteInputError):
-        gridengine.job_facts({"JOB_ID": "x"}, ["vm"], NOW, None, None)
+        gridengine.job_facts(gridengine.JobInput({"JOB_ID": "x"}, ["vm"], None, None), NOW)
 
 
 # qstat -xml

@@ -62,7 +62,7 @@ def test_strings_round_trip_through_escaping(text):
 
 
 def test_facts_from_a_recorded_job():
-    facts, warnings = htcondor.job_facts(MACHINE_AD, JOB_AD, now=1)
+    facts, warnings = htcondor.job_facts(htcondor.JobInput(MACHINE_AD, JOB_AD), 1)
     assert warnings == []
     assert {name: value for name, (value, _) in facts.items()} == {
         "job_id": "vm#1.0#1795319385", "jobstart_secs": 1795319470, "allocated_cpu": 1,
@@ -74,8 +74,8 @@ def test_facts_from_a_recorded_job():
 
 def test_cluster_proc_ids_and_custom_wall_time_attributes():
     job = {**JOB_AD, "maxwalltimemins": 90}
-    facts, _ = htcondor.job_facts(MACHINE_AD, job, 1, "cluster_proc", "MaxWallTimeMins",
-                                  "minutes")
+    facts, _ = htcondor.job_facts(
+        htcondor.JobInput(MACHINE_AD, job, "cluster_proc", "MaxWallTimeMins", "minutes"), 1)
     assert facts["job_id"] == ("1.0", "job ad ClusterId.ProcId")
     assert facts["wall_limit_secs"] == (5400, "job ad MaxWallTimeMins = 90 minutes")
 
@@ -84,7 +84,7 @@ def test_fallbacks_when_the_slot_does_not_say():
     machine = {k: v for k, v in MACHINE_AD.items() if k not in ("cpus", "memory", "disk")}
     job = {k: v for k, v in JOB_AD.items()
            if k not in ("jobcurrentstartdate", "globaljobid", "allowedjobduration")}
-    facts, warnings = htcondor.job_facts(machine, job, now=42)
+    facts, warnings = htcondor.job_facts(htcondor.JobInput(machine, job), 42)
     assert facts["allocated_cpu"] == (1, "job ad RequestCpus = 1")
     assert facts["job_id"][0] == "1.0"
     assert facts["jobstart_secs"] == (42, "time the wrapper ran")
@@ -101,7 +101,8 @@ def test_fallbacks_when_the_slot_does_not_say():
     ("disk", 1.5, "machine ad Disk is 1.5"),
 ])
 def test_bad_slot_values_are_warned_and_left_out(attribute, value, warning):
-    facts, warnings = htcondor.job_facts({**MACHINE_AD, attribute: value}, JOB_AD, now=1)
+    facts, warnings = htcondor.job_facts(
+        htcondor.JobInput({**MACHINE_AD, attribute: value}, JOB_AD), 1)
     assert any(warning in line for line in warnings)
     key = {"cpus": "allocated_cpu", "memory": "max_rss_bytes", "disk": "scratch_limit_bytes"}
     assert facts.get(key[attribute], (None, ""))[1].startswith("job ad") or \

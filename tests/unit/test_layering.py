@@ -3,6 +3,8 @@ inside functions too), no import circles, the library never imports its entry po
 (hooks/, cli/), the hooks never the `mjf` command, and the entry points import each
 other in one direction only."""
 
+from __future__ import annotations
+
 import ast
 import fnmatch
 from pathlib import Path

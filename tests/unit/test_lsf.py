@@ -111,13 +111,13 @@ def test_rlimits_become_limits_unless_unlimited():
 def test_job_facts_are_a_pure_function_of_the_environment_limits_and_bjobs():
     environ = {"LSB_JOBID": "1234", "LSB_JOBINDEX": "7", "LSB_MCPU_HOSTS": "hostA 4 hostB 2"}
     limits = lsf.limit_facts(3600, None, -1)
-    facts, warnings = lsf.job_facts(environ, ["hostB.example.org"], 1795400000, limits,
-                                    (7200, "bjobs"))
+    facts, warnings = lsf.job_facts(
+        lsf.JobInput(environ, ["hostB.example.org"], limits, (7200, "bjobs")), 1795400000)
     assert warnings == []
     assert {key: value for key, (value, _) in facts.items()} == {
         "job_id": "1234[7]", "jobstart_secs": 1795400000, "allocated_cpu": 2,
         "cpu_limit_secs": 3600, "wall_limit_secs": 7200}
-    facts, warnings = lsf.job_facts({"LSB_JOBID": "5"}, ["hostC"], 1795400000, None, None)
+    facts, warnings = lsf.job_facts(lsf.JobInput({"LSB_JOBID": "5"}, ["hostC"]), 1795400000)
     assert "allocated_cpu" not in facts and warnings[0].startswith("allocated_cpu not written")
 
 

@@ -103,7 +103,7 @@ def test_each_mom_of_a_multi_node_job_takes_its_own_chunks(node, share):
     # The host name (every mom's here) is not a vnode of each of them.
     own = [pbs.mom_node(attributes, "vm")]
     assert pbs.host_share(SCATTER, own) == share
-    facts, warnings = pbs.job_facts({"id": "270.vm", **attributes}, own, NOW)
+    facts, warnings = pbs.job_facts(pbs.JobInput({"id": "270.vm", **attributes}, own), NOW)
     assert (values(facts)["allocated_cpu"], values(facts)["max_rss_bytes"], warnings) == \
         (share["ncpus"], share["mem"], [])
 
@@ -156,7 +156,7 @@ def test_facts_from_a_hooks_attributes():
                   "Resource_List.ncpus": "2", "Resource_List.mem": "300mb",
                   "Resource_List.cput": "00:05:00",
                   "exec_vnode": "(vm:ncpus=2:mem=307200kb)"}
-    facts, warnings = pbs.job_facts(attributes, ["vm"], NOW)
+    facts, warnings = pbs.job_facts(pbs.JobInput(attributes, ["vm"]), NOW)
     assert warnings == []
     assert values(facts) == {"job_id": "4.vm", "jobstart_secs": NOW, "allocated_cpu": 2,
                              "wall_limit_secs": 600, "cpu_limit_secs": 300,
@@ -166,14 +166,14 @@ def test_facts_from_a_hooks_attributes():
 
 def test_the_cgroup_limit_wins_when_lower():
     attributes = {"id": "4.vm", "exec_vnode": "(vm:ncpus=2:mem=300mb)"}
-    facts, _ = pbs.job_facts(attributes, ["vm"], NOW, (100 * MIB, "the job's cgroup"))
+    facts, _ = pbs.job_facts(pbs.JobInput(attributes, ["vm"], (100 * MIB, "the job's cgroup")), NOW)
     assert facts["max_rss_bytes"] == (100 * MIB, "the job's cgroup")
 
 
 def test_a_multi_host_job_gets_this_hosts_share_not_the_totals():
     attributes = {"id": "5.vm", "Resource_List.ncpus": "6", "Resource_List.mem": "3gb",
                   "exec_vnode": "(vm:ncpus=2:mem=1gb)+(other:ncpus=4:mem=2gb)"}
-    facts, _ = pbs.job_facts(attributes, ["vm"], NOW)
+    facts, _ = pbs.job_facts(pbs.JobInput(attributes, ["vm"]), NOW)
     assert values(facts)["allocated_cpu"] == 2
     assert values(facts)["max_rss_bytes"] == 1024 * MIB
 
@@ -181,20 +181,21 @@ def test_a_multi_host_job_gets_this_hosts_share_not_the_totals():
 def test_bad_attributes_are_warnings_and_the_rest_is_kept():
     attributes = {"id": "4.vm", "exec_vnode": "garbage", "Resource_List.walltime": "soon",
                   "Resource_List.ncpus": "2", "Resource_List.mem": "lots"}
-    facts, warnings = pbs.job_facts(attributes, ["vm"], NOW)
+    facts, warnings = pbs.job_facts(pbs.JobInput(attributes, ["vm"]), NOW)
     # An unreadable exec_vnode: the job's totals may be several hosts', so none is taken.
     assert values(facts) == {"job_id": "4.vm", "jobstart_secs": NOW}
     assert len(warnings) == 3
     assert any("exec_vnode" in warning for warning in warnings)
     assert any("allocated_cpu not written" in warning for warning in warnings)
     assert any("wall_limit_secs" in warning for warning in warnings)
-    facts, warnings = pbs.job_facts({**attributes, "exec_vnode": "(vm:ncpus=2)"}, ["vm"], NOW)
+    facts, warnings = pbs.job_facts(
+        pbs.JobInput({**attributes, "exec_vnode": "(vm:ncpus=2)"}, ["vm"]), NOW)
     assert "max_rss_bytes" not in facts and values(facts)["allocated_cpu"] == 2
 
 
 def test_a_bad_job_id_is_fatal():
     with pytest.raises(SiteInputError):
-        pbs.job_facts({"id": "../x"}, ["vm"], NOW)
+        pbs.job_facts(pbs.JobInput({"id": "../x"}, ["vm"]), NOW)
 
 
 def test_torque_prologue_argv():
@@ -202,7 +203,7 @@ def test_torque_prologue_argv():
             "neednodes=1:ppn=4,nodes=1:ppn=4,walltime=02:00:00,mem=4gb", "batch", "atlas"]
     attributes = pbs.prologue_attributes(argv)
     assert attributes["queue"] == "batch" and attributes["Account_Name"] == "atlas"
-    facts, warnings = pbs.job_facts(attributes, ["wn1"], NOW)
+    facts, warnings = pbs.job_facts(pbs.JobInput(attributes, ["wn1"]), NOW)
     assert warnings == []
     assert values(facts) == {"job_id": "123.torque.example.org", "jobstart_secs": NOW,
                              "allocated_cpu": 4, "wall_limit_secs": 7200,
@@ -212,7 +213,7 @@ def test_torque_prologue_argv():
 def test_torque_nodes_naming_hosts_take_this_hosts_ppn():
     attributes = pbs.prologue_attributes(
         ["9.srv", "u", "g", "j", "nodes=wn1:ppn=2+wn2:ppn=8,walltime=1:00:00,mem=8gb"])
-    facts, _ = pbs.job_facts(attributes, ["wn2.example.org"], NOW)
+    facts, _ = pbs.job_facts(pbs.JobInput(attributes, ["wn2.example.org"]), NOW)
     assert values(facts)["allocated_cpu"] == 8
     assert "max_rss_bytes" not in facts  # mem is the whole job's, on two hosts
 

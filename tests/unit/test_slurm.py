@@ -208,8 +208,8 @@ def test_local_time_is_read_in_the_local_zone():
 
 
 def test_prolog_facts_from_a_recorded_slurm_22_05_job():
-    facts, warnings = slurm.job_facts(PROLOG_ENV, recorded_scontrol("prolog-sbatch.env"),
-                                         None, now=1)
+    facts, warnings = slurm.job_facts(
+        slurm.JobInput(PROLOG_ENV, recorded_scontrol("prolog-sbatch.env")), 1)
     assert warnings == []
     values = {name: value for name, (value, _) in facts.items()}
     assert values == {
@@ -225,7 +225,7 @@ def test_slurm_23_02_variables_make_scontrol_unnecessary():
                "SLURM_JOB_END_TIME": "1795323071"}
     assert not slurm.needs_scontrol(environ)
     assert slurm.needs_scontrol(PROLOG_ENV)
-    facts, _ = slurm.job_facts(environ, None, None, now=1)
+    facts, _ = slurm.job_facts(slurm.JobInput(environ, None, None), 1)
     assert facts["jobstart_secs"] == (1795319471, "SLURM_JOB_START_TIME")
     assert facts["wall_limit_secs"][0] == 3600
     assert "max_rss_bytes" not in facts  # left for the TaskProlog to complete
@@ -234,25 +234,25 @@ def test_slurm_23_02_variables_make_scontrol_unnecessary():
 def test_memory_per_cpu_is_multiplied_by_this_nodes_cpus():
     job = {**SCONTROL_JOB, "MinMemoryCPU": "100M"}
     del job["MinMemoryNode"]
-    facts, _ = slurm.job_facts(PROLOG_ENV, job, None, now=1)
+    facts, _ = slurm.job_facts(slurm.JobInput(PROLOG_ENV, job, None), 1)
     assert facts["max_rss_bytes"][0] == 2 * 100 * 2**20
 
 
 def test_partition_limit_uses_the_partition_default():
     job = {**SCONTROL_JOB, "TimeLimit": "Partition_Limit"}
-    facts, _ = slurm.job_facts(PROLOG_ENV, job, SCONTROL_PARTITION, now=1)
+    facts, _ = slurm.job_facts(slurm.JobInput(PROLOG_ENV, job, SCONTROL_PARTITION), 1)
     assert facts["wall_limit_secs"] == (1800, "scontrol partition DefaultTime=00:30:00")
 
 
 def test_unlimited_jobs_get_no_wall_limit():
-    facts, warnings = slurm.job_facts(PROLOG_ENV, {**SCONTROL_JOB, "TimeLimit": "UNLIMITED"},
-                                         None, now=1)
+    facts, warnings = slurm.job_facts(
+        slurm.JobInput(PROLOG_ENV, {**SCONTROL_JOB, "TimeLimit": "UNLIMITED"}), 1)
     assert "wall_limit_secs" not in facts and warnings == []
 
 
 def test_garbage_in_scontrol_fields_is_a_warning_not_a_guess():
     job = {**SCONTROL_JOB, "TimeLimit": "soon", "MinMemoryNode": "lots", "StartTime": "x"}
-    facts, warnings = slurm.job_facts(PROLOG_ENV, job, None, now=42)
+    facts, warnings = slurm.job_facts(slurm.JobInput(PROLOG_ENV, job, None), 42)
     assert "wall_limit_secs" not in facts and "max_rss_bytes" not in facts
     assert facts["jobstart_secs"] == (42, "time the Prolog ran")
     assert len(warnings) == 2 and "'soon'" in warnings[0] and "'lots'" in warnings[1]
@@ -261,7 +261,7 @@ def test_garbage_in_scontrol_fields_is_a_warning_not_a_guess():
 def test_node_not_in_list_leaves_allocated_cpu_out_with_a_warning():
     environ = {**PROLOG_ENV, "SLURMD_NODENAME": "other", "SLURM_JOB_CPUS_PER_NODE": "2(x2)",
                "SLURM_NODELIST": "vm[1-2]"}
-    facts, warnings = slurm.job_facts(environ, SCONTROL_JOB, None, now=1)
+    facts, warnings = slurm.job_facts(slurm.JobInput(environ, SCONTROL_JOB, None), 1)
     assert "allocated_cpu" not in facts
     assert warnings == ["allocated_cpu not written: this node (SLURMD_NODENAME='other') is not "
                         "in the job's node list SLURM_NODELIST='vm[1-2]'"]
@@ -324,7 +324,7 @@ def test_a_start_and_end_pair_that_is_no_time_limit_is_named(start, end):
     environ = {"SLURM_JOB_ID": "9", "SLURM_JOB_CPUS_PER_NODE": "2", "SLURMD_NODENAME": "vm",
                "SLURM_JOB_NODELIST": "vm", "SLURM_JOB_START_TIME": start,
                "SLURM_JOB_END_TIME": end}
-    facts, warnings = slurm.job_facts(environ, None, None, 1795393300)
+    facts, warnings = slurm.job_facts(slurm.JobInput(environ, None, None), 1795393300)
     assert "wall_limit_secs" not in facts
     assert len(warnings) == 1 and warnings[0].startswith("wall_limit_secs not written: ")
     assert "SLURM_JOB_START_TIME" in warnings[0] and "SLURM_JOB_END_TIME" in warnings[0]
