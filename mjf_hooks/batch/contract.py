@@ -99,6 +99,20 @@ class Publisher(Protocol):
 
 PUBLISHER = ("read_query", "published", "write_commands")
 
+
+class SubmitOptions(Protocol):
+    """A module of its own for every batch system: ``mjf_hooks/submit/<NAME>.py``, what
+    `mjf submit-args --batch NAME` prints."""
+
+    DIRECTIVE: str | None
+    """What begins a job script's line of these options (``#SBATCH``); None where they
+    are lines of a submit description (HTCondor's, given with ``-append``)."""
+
+    def options(self, needs, settings) -> list[list[str]]:
+        """A job's needs (:class:`mjf_hooks.match.reduce.Needs`) and the site's settings
+        (:class:`mjf_hooks.submit.Settings`) -> the options, one list of words per line;
+        Unexpressible naming a clause the batch system cannot express."""
+
 REQUIRED = ("NAME", "TITLE", "JobInput", "job_facts", "installed", "job_store_dirs", "drain_query",
             "drains", "jobs_query", "running_jobs")
 OPTIONAL = {"job_id": JobIdFromEnvironment, "node_name": OwnNodeName}

@@ -174,7 +174,7 @@ def submit_args_command(batch: str, format_: str, jdl: str | None, hs06_per_cpu:
     is an error naming the clause: one line, exit status 2. Needs HTCondor's ClassAd
     library: pip install 'mjf-hooks[match]'.
     """
-    from ..match import submit_options
+    from .. import submit as submit_options
     from ..match.reduce import expression_needs, jdl_needs
 
     def fail(message: str) -> None:

@@ -165,7 +165,7 @@ def test_installed_command(tmp_path, judges):
 
 @pytest.mark.parametrize("case", MATCH_CASES, ids=repr)
 def test_submit_args_case(case, judges):
-    from mjf_hooks.match import submit_options
+    from mjf_hooks import submit as submit_options
     from mjf_hooks.match.reduce import Unexpressible, expression_needs, jdl_needs
 
     started = time.monotonic()

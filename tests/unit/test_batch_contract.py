@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mjf_hooks import batch, publish
+from mjf_hooks import batch, publish, submit
 from mjf_hooks.batch import contract
 from mjf_hooks.config import BACKEND_OPTIONS
 
@@ -50,6 +50,14 @@ def test_each_publisher_is_a_batch_system_with_the_declared_functions(name):
     assert publish.publisher("lsf") is None
 
 
+@pytest.mark.parametrize("name", batch.NAMES)
+def test_each_batch_system_has_its_submit_options(name):
+    module = submit.submitter(name)
+    assert _parameters(module.options) == _declared(contract.SubmitOptions, "options")
+    assert module.DIRECTIVE is None or isinstance(module.DIRECTIVE, str)
+    assert submit.BATCH_SYSTEMS == batch.NAMES
+
+
 def test_the_protocol_declares_what_the_conformance_test_checks():
     declared = {name for name in vars(contract.BatchModule) if not name.startswith("_")}
     declared |= set(contract.BatchModule.__annotations__)
@@ -66,22 +74,41 @@ def _scripts() -> list[str]:
     return [Path(line).name for line in setup["options"]["scripts"].split()]
 
 
+def _places() -> list[tuple[str, str]]:
+    """docs/adding-a-batch-system.md's table: (where, when) of each place."""
+    text = (ROOT / "docs/adding-a-batch-system.md").read_text()
+    rows = [line.split("|")[1:-1] for line in text.splitlines()
+            if line.startswith("| ") and line.count("`") >= 2]
+    return [(where.strip().strip("`"), when.strip()) for _, where, when in rows]
+
+
+def test_the_table_of_places_is_there():
+    places = dict(_places())
+    assert places["mjf_hooks/batch/<name>.py"] == "always"
+    assert places["mjf_hooks/publish/<name>.py"] == "if it publishes"
+    assert len(places) >= 15
+
+
 @pytest.mark.parametrize("name", batch.NAMES)
-def test_each_batch_system_has_what_adding_one_lists(name):
-    """docs/adding-a-batch-system.md: the pieces besides the batch module."""
-    missing = [piece for piece, present in [
-        (f"[{name}] in config.BACKEND_OPTIONS", name in BACKEND_OPTIONS),
-        (f"mjf_hooks/hooks/{name}.py", (ROOT / f"mjf_hooks/hooks/{name}.py").is_file()),
-        (f"a bin/mjf-{name}* launcher in setup.cfg's scripts",
-         any(script.startswith(f"mjf-{name}") and (ROOT / "bin" / script).is_file()
-             for script in _scripts())),
-        (f"contrib/{name}/", (ROOT / "contrib" / name).is_dir()),
-        (f"tests/fixtures/{name}-<version>/", any((ROOT / "tests/fixtures").glob(f"{name}-*"))),
-        (f"tests/unit/test_{name}.py", (ROOT / f"tests/unit/test_{name}.py").is_file()),
-        (f"tests/cli/test_mjf_{name}.py", (ROOT / f"tests/cli/test_mjf_{name}.py").is_file()),
-        (f"tests/corpus/backends/{name}.py",
-         (ROOT / f"tests/corpus/backends/{name}.py").is_file()),
-        (f"benchmarks/mjf_bench/scenarios/{name}.py",
-         (ROOT / f"benchmarks/mjf_bench/scenarios/{name}.py").is_file()),
-    ] if not present]
+def test_each_batch_system_has_every_place_adding_one_lists(name):
+    """docs/adding-a-batch-system.md: every place of its table, for this batch system."""
+    special = {
+        "batch.NAMES": lambda: name in batch.NAMES,
+        "config.BACKEND_OPTIONS": lambda: name in BACKEND_OPTIONS,
+        "bin/mjf-<name>*": lambda: any(script.startswith(f"mjf-{name}")
+                                       and (ROOT / "bin" / script).is_file()
+                                       for script in _scripts()),
+    }
+    missing = []
+    for where, when in _places():
+        if when == "if it publishes" and name not in publish.PUBLISHERS:
+            continue
+        assert when in ("always", "if it publishes"), where
+        if where in special:
+            present = special[where]()
+        else:
+            pattern = where.replace("<name>", name).replace("<version>", "*").rstrip("/")
+            present = any(ROOT.glob(pattern))
+        if not present:
+            missing.append(where.replace("<name>", name))
     assert not missing, f"{name}: missing {', '.join(missing)}"

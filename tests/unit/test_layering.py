@@ -39,7 +39,7 @@ LAYERS = (
      ("store", "store_locations", "hook_failures", "batch", "batch.contract", "batch.slurm",
       "batch.htcondor", "batch.lsf", "batch.gridengine", "batch.pbs", "features", "exports",
       "user_bounds", "job_record", "record_store", "records_format", "reader", "check",
-      "config_report", "containers", "describe", "match", "match.*")),
+      "config_report", "containers", "describe", "match", "match.*", "submit", "submit.*")),
     ("the batch systems this node runs, asked", ("batch.here",)),
     ("the steps", ("lifecycle", "drain", "drainplan", "record_filing", "record_reading",
                    "node_status", "status_format", "publish", "publish.*")),

@@ -391,7 +391,7 @@ def test_htcondor_slots_carry_every_node_fact_submit_args_asks_htcondor_for():
     import re
 
     from mjf_hooks.batch import htcondor
-    from mjf_hooks.match.submit_options import HTCONDOR_FACTS
+    from mjf_hooks.submit.htcondor import HTCONDOR_FACTS
 
     assert publish.publisher("htcondor") is None
     printed = htcondor.cron_attributes({"hs06": "62.5", "total_cpu": "4"})

@@ -1,5 +1,5 @@
 """`mjf submit-args`' library: a job's requirements reduced (mjf_hooks.match.reduce) and
-printed as each batch system's options (mjf_hooks.match.submit_options)."""
+printed as each batch system's options (mjf_hooks.submit)."""
 
 import importlib.util
 import re
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mjf_hooks.match import submit_options
+from mjf_hooks import submit as submit_options
 from mjf_hooks.match.reduce import Unexpressible, expression_needs, jdl_needs
-from mjf_hooks.match.submit_options import Settings, directives, options, words
+from mjf_hooks.submit import Settings, directives, options, words
 from tests.conftest import require
 
 GLITE = ("other.GlueHostBenchmarkSI00 > 500 ? other.GlueCEPolicyMaxCPUTime > 1000 "
