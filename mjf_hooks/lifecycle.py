@@ -3,6 +3,10 @@
 A backend gathers what its batch system says about a job (a mapping of MJF
 key names to ``(value, source)``) and calls these; they probe the host,
 compute the values, and write - or, in a dry run, only describe - the files.
+
+Every step takes its arguments in one order: ``config``, the ``store`` the job's (or the
+machine's) directory is in, the ``log``, then what the step is about (the job, its id),
+then the rest, ``dry_run`` among the last.
 """
 
 from __future__ import annotations
@@ -93,18 +97,18 @@ def _machine_shutdown(store: Store, log: Log | None = None) -> int | None:
         return None
 
 
-def machine_features_for_job(config: Config, site: Store, job_store: Store, log: Log,
+def machine_features_for_job(config: Config, store: Store, log: Log, site: Store,
                              dry_run: bool = False) -> tuple[Store, Features]:
-    """Machine features for a job whose directory lives in ``job_store``.
+    """Machine features for a job whose directory lives in ``store``.
 
     Where that is not the site's store (an unprivileged standalone run, an
     HTCondor job's scratch), the site's ``machinefeatures/`` is used as it is if
     it exists (it is not ours to rewrite); otherwise they are written beside
     the job. Returns the store whose ``machine_dir`` the job should get.
     """
-    if job_store.base_dir != site.base_dir and site.has_machine_dir(log):
+    if store.base_dir != site.base_dir and site.has_machine_dir(log):
         return site, machine_features(config, site, log, dry_run, write=False)
-    return job_store, machine_features(config, job_store, log, dry_run)
+    return store, machine_features(config, store, log, dry_run)
 
 
 class JobStart:
@@ -144,12 +148,12 @@ class JobStart:
         self.job_uid = job_uid if job_uid is not None else features_owner
 
 
-def set_up_job(config: Config, log: Log, site: Store, store: Store, job: JobStart,
+def set_up_job(config: Config, store: Store, log: Log, job: JobStart, site: Store,
                dry_run: bool = False) -> dict[str, str]:
     """A job started by its runner (a wrapper, a starter, ``mjf run``): machine features
     (the site's, or written beside the job), the job's directory in ``store``, and the
     variables the job gets - printed in a dry run."""
-    machine_store, machine = machine_features_for_job(config, site, store, log, dry_run)
+    machine_store, machine = machine_features_for_job(config, store, log, site, dry_run=dry_run)
     job_dir = start_job(config, store, log, machine, job, dry_run, machine_store)
     from .exports import export_lines, exports  # a job runner's: end hooks export nothing
 
@@ -218,8 +222,9 @@ def _follow_drains(store: Store, machine_store: Store, job_id: str, own: tuple |
         used = current
 
 
-def complete_if_pending(config: Config, store: Store, machine_store: Store, log: Log,
-                        job_id: str, batch: Mapping[str, tuple], dry_run: bool = False) -> None:
+def complete_if_pending(config: Config, store: Store, log: Log, job_id: str,
+                        batch: Mapping[str, tuple], machine_store: Store,
+                        dry_run: bool = False) -> None:
     """From inside the job: complete its values if its start left them pending
     (:func:`complete_job`), with the machine features of ``machine_store``."""
     read = store.read_job(job_id)
@@ -326,9 +331,8 @@ def report_usage(config: Config, log: Log, job_id: str, level, dry_run: bool = F
         store_for(config).write_usage_report(job_id, report)
 
 
-def end_job(store: Store, log: Log, job_id: str, dry_run: bool = False,
-            config: Config | None = None, ending: JobEnd | None = None,
-            say_if_absent: bool = True) -> bool:
+def end_job(config: Config | None, store: Store, log: Log, job_id: str, dry_run: bool = False,
+            ending: JobEnd | None = None, say_if_absent: bool = True) -> bool:
     """End a job here (idempotent); True if it had a directory.
 
     The first act is the rename of the job's directory out of sight (its hidden trash
@@ -383,7 +387,7 @@ def end_jobs_left_behind(config: Config, store: Store, log: Log, ending: JobEnd)
         if proof is None or proof[0] != ending.backend or proof[1] is None \
                 or process.still_running(proof[1]) is not False or not _names_itself(name):
             continue
-        if end_job(store, log, name, config=config, ending=ending, say_if_absent=False):
+        if end_job(config, store, log, name, ending=ending, say_if_absent=False):
             done.append(name)
             log.info(f"removed job {name}: the process it lived in has ended, and its "
                      "end left its directory")
@@ -397,8 +401,7 @@ def end_job_left_behind(config: Config, store: Store, log: Log, dir_name: str,
     ``ending`` says). A directory not named by its job's id as it is (an encoded
     character) is removed without a record. True if it was there."""
     if _names_itself(dir_name):
-        return end_job(store, log, dir_name, config=config, ending=ending,
-                       say_if_absent=False)
+        return end_job(config, store, log, dir_name, ending=ending, say_if_absent=False)
     return store.remove_job_dir(dir_name)
 
 

@@ -131,7 +131,7 @@ def _set_up(context: HookContext) -> dict[str, str]:
     store = store_for(config, os.path.join(scratch, htcondor.SCRATCH_STORE),
                                 given_dir=scratch)
     job = lifecycle.JobStart(htcondor.NAME, facts, cgroup_pid="self", scratch_dir=scratch)
-    return lifecycle.set_up_job(config, log, site, store, job, context.dry_run)
+    return lifecycle.set_up_job(config, store, log, job, site, dry_run=context.dry_run)
 
 
 EXIT_USAGE = """\
@@ -178,7 +178,7 @@ def _job_exit(context: HookContext) -> int:
         ending = lifecycle.JobEnd(htcondor.NAME, delivered, user=owner)
     store = store_for(config, os.path.join(scratch, htcondor.SCRATCH_STORE),
                                 given_dir=scratch)
-    lifecycle.end_job(store, log, job_id, context.dry_run, config, ending)
+    lifecycle.end_job(config, store, log, job_id, dry_run=context.dry_run, ending=ending)
     return 0
 
 

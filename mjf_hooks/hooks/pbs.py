@@ -217,8 +217,8 @@ def finish(context: HookContext, attributes: dict[str, str]) -> None:
         ending = lifecycle.JobEnd(pbs.NAME, delivered, user=attributes.get("euser") or None,
                                   queue=attributes.get("queue") or None, node=node,
                                   share=_node_share(context, attributes, node))
-    lifecycle.end_job(store_for(config), context.log, attributes["id"],
-                      context.dry_run, config, ending)
+    lifecycle.end_job(config, store_for(config), context.log, attributes["id"],
+                      dry_run=context.dry_run, ending=ending)
 
 
 def _node_share(context: HookContext, attributes: dict[str, str],

@@ -271,7 +271,7 @@ def epilog(context: HookContext, args: list[str]) -> int:
     # A job that recorded its runner (RunInJob) says the node's jobs do: what an earlier
     # end could not remove goes with this one.
     runs_in_job = lifecycle.records_runner(store, job_dir_name(job_id))
-    lifecycle.end_job(store, context.log, job_id, context.dry_run, config, ending)
+    lifecycle.end_job(config, store, context.log, job_id, dry_run=context.dry_run, ending=ending)
     if runs_in_job and not context.dry_run:
         context.fail_safe(lifecycle.end_jobs_left_behind, config, store, context.log,
                           _job_end({}, None, None))
@@ -313,8 +313,8 @@ def taskprolog(context: HookContext, args: list[str]) -> int:
     if not os.path.isdir(job_dir):
         context.log.warning(f"{job_dir} does not exist (did the Prolog run?): not exporting")
         return 0
-    context.fail_safe(lifecycle.complete_if_pending, config, store, store, context.log, job_id,
-                      slurm.task_memory_facts(environ), context.dry_run)
+    context.fail_safe(lifecycle.complete_if_pending, config, store, context.log, job_id,
+                      slurm.task_memory_facts(environ), store, context.dry_run)
     from ..exports import export_lines, exports  # the TaskProlog's alone of the four
 
     sys.stdout.write(export_lines(exports(config, store.machine_dir, job_dir)))

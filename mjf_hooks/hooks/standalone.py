@@ -49,8 +49,8 @@ def run(context: HookContext) -> int:
         status = _spawn_and_wait(context.args, environ, child)
     finally:
         if store is not None:
-            context.fail_safe(lifecycle.end_job, store, context.log, job_id, False,
-                              context.config, child.ending())
+            context.fail_safe(lifecycle.end_job, context.config, store, context.log, job_id,
+                              False, child.ending())
     return _exit_like(status)
 
 
@@ -120,7 +120,8 @@ def _set_up(context: HookContext, options: dict) -> tuple[Store, str, dict[str, 
     scratch_dir = context.environ.get("TMPDIR") or os.getcwd()
     job = lifecycle.JobStart(STANDALONE, batch, cgroup_pid="self", scratch_dir=scratch_dir,
                              runner=process.identity(os.getpid()))
-    return store, job_id, lifecycle.set_up_job(config, log, site, store, job, context.dry_run)
+    return store, job_id, lifecycle.set_up_job(config, store, log, job, site,
+                                               dry_run=context.dry_run)
 
 
 def _spawn_and_wait(argv: list[str], environ: dict[str, str], child: _Child) -> int:

@@ -55,9 +55,9 @@ def set_up(context: HookContext, backend: str, job_id: str, in_job: bool,
         for store in job_stores(context, site):
             if os.path.isdir(store.job_features_dir(job_id)):
                 machine_store = site if site.has_machine_dir(log) else store
-                lifecycle.complete_if_pending(config, store, machine_store, log, job_id,
+                lifecycle.complete_if_pending(config, store, log, job_id,
                                               completion() if completion else {},
-                                              context.dry_run)
+                                              machine_store, dry_run=context.dry_run)
                 return exports(config, machine_store.machine_dir,
                                store.job_features_dir(job_id))
     facts, warnings = gather()
@@ -80,7 +80,7 @@ def set_up(context: HookContext, backend: str, job_id: str, in_job: bool,
     job = lifecycle.JobStart(backend, facts, cgroup_pid="self" if in_job else None,
                              scratch_dir=scratch_dir,
                              gid=gid, features_owner=uid, pending=not in_job)
-    return lifecycle.set_up_job(config, log, site, store, job, context.dry_run)
+    return lifecycle.set_up_job(config, store, log, job, site, dry_run=context.dry_run)
 
 
 def end(context: HookContext, job_id: str, owner_variables: tuple[str, ...],
@@ -90,8 +90,8 @@ def end(context: HookContext, job_id: str, owner_variables: tuple[str, ...],
     (a starter without a root pre-start put it there). With ``ending``, the job's
     record is written first (where the site keeps records)."""
     looked = job_stores(context)
-    removed = [lifecycle.end_job(store, context.log, job_id, context.dry_run, context.config,
-                                 ending, say_if_absent=False)
+    removed = [lifecycle.end_job(context.config, store, context.log, job_id,
+                                 dry_run=context.dry_run, ending=ending, say_if_absent=False)
                for store in looked]
     if any(removed) or context.dry_run:
         return
@@ -103,8 +103,8 @@ def end(context: HookContext, job_id: str, owner_variables: tuple[str, ...],
         for store in store_locations.job_stores_elsewhere(context.config):
             if store.owner == uid and uid != 0:
                 looked.append(store)
-                if lifecycle.end_job(store, context.log, job_id, False, context.config,
-                                     ending, say_if_absent=False):
+                if lifecycle.end_job(context.config, store, context.log, job_id, ending=ending,
+                                     say_if_absent=False):
                     return
     lifecycle.say_nothing_to_remove(context.log, job_id, looked, context.config)
 

@@ -35,7 +35,7 @@ def test_a_job_elsewhere_gets_the_sites_machine_features_as_they_are(site, tmp_p
     config, store = site
     lifecycle.machine_features(config, store, Recorded())
     scratch = store_for(config, str(tmp_path / "scratch/.mjf"))
-    chosen, machine = lifecycle.machine_features_for_job(config, store, scratch, Recorded())
+    chosen, machine = lifecycle.machine_features_for_job(config, scratch, Recorded(), store)
     assert chosen is store and machine["total_cpu"][0] == 8
     assert not (tmp_path / "scratch").exists()
 
@@ -49,7 +49,7 @@ def test_a_planted_machinefeatures_symlink_is_not_exported(site, tmp_path):
     scratch_dir.mkdir()
     scratch = store_for(config, str(scratch_dir / ".mjf"))
     log = Recorded()
-    chosen, _ = lifecycle.machine_features_for_job(config, store, scratch, log)
+    chosen, _ = lifecycle.machine_features_for_job(config, scratch, log, store)
     assert chosen is scratch  # written beside the job instead
     assert (scratch_dir / ".mjf/machinefeatures/total_cpu").read_text() == "8"
     assert os.listdir(tmp_path / "elsewhere") == []
@@ -64,8 +64,8 @@ def test_a_job_is_started_recorded_and_ended(site):
     path = lifecycle.start_job(config, store, Recorded(), machine, job)
     assert Path(path, "allocated_cpu").read_text() == "2"
     assert Path(path).parent.joinpath("state/backend").read_text() == "slurm"
-    assert lifecycle.end_job(store, Recorded(), "7")
-    assert not Path(path).exists() and not lifecycle.end_job(store, Recorded(), "7")
+    assert lifecycle.end_job(None, store, Recorded(), "7")
+    assert not Path(path).exists() and not lifecycle.end_job(None, store, Recorded(), "7")
 
 
 def test_nothing_outside_base_dir_is_created(tmp_path):
@@ -83,17 +83,17 @@ def test_a_runner_sets_up_and_a_task_completes_what_was_pending(site, tmp_path, 
                                      "jobstart_secs": (1795400000, "test"),
                                      "max_rss_bytes": (2**31, "test")},
                              cgroup_pid=None, pending=True)
-    variables = lifecycle.set_up_job(config, Recorded(), store, elsewhere, job)
+    variables = lifecycle.set_up_job(config, elsewhere, Recorded(), job, store)
     assert variables["JOBFEATURES"] == f"{tmp_path}/private/jobs/9/jobfeatures"
     assert variables["MACHINEFEATURES"] == f"{tmp_path}/private/machinefeatures"  # no site's
     assert elsewhere.read_job("9")[1]  # pending
-    lifecycle.complete_if_pending(config, elsewhere, elsewhere, Recorded(), "9",
-                                  {"max_rss_bytes": (2**30, "the task")})
+    lifecycle.complete_if_pending(config, elsewhere, Recorded(), "9",
+                                  {"max_rss_bytes": (2**30, "the task")}, elsewhere)
     values, pending = elsewhere.read_job("9")
     assert not pending and values["max_rss_bytes"] == str(2**30)
     dry = lifecycle.JobStart("lsf", {"job_id": ("10", "test"),
                                      "jobstart_secs": (1795400000, "test")}, cgroup_pid=None)
-    lifecycle.set_up_job(config, Recorded(), store, elsewhere, dry, dry_run=True)
+    lifecycle.set_up_job(config, elsewhere, Recorded(), dry, store, dry_run=True)
     printed = capsys.readouterr().out
     assert f"export JOBFEATURES={tmp_path}/private/jobs/10/jobfeatures" in printed
     assert not (tmp_path / "private/jobs/10").exists()
@@ -114,8 +114,7 @@ def test_a_jobs_end_takes_its_directory_out_of_sight_before_it_reads_the_record(
         seen.append((store.job_dir_names(), taken, store.read_job(job_id, taken)[0]))
 
     monkeypatch.setattr(lifecycle, "record_job", record)
-    assert lifecycle.end_job(store, LeveledLog(), "7", config=config,
-                             ending=lifecycle.JobEnd("slurm"))
+    assert lifecycle.end_job(config, store, LeveledLog(), "7", ending=lifecycle.JobEnd("slurm"))
     [(visible, taken, values)] = seen
     assert visible == [] and taken.startswith(".old-7.")
     assert values == {"job_id": "7", "allocated_cpu": "2"}
@@ -127,13 +126,13 @@ def test_a_jobs_end_that_finds_nothing_says_where_it_looked_and_which_config(tmp
     store = store_for(config)
     log = LeveledLog()
     # No base_dir at all: this end read another config than the start did, or none.
-    assert not lifecycle.end_job(store, log, "9", config=config)
+    assert not lifecycle.end_job(config, store, log, "9")
     assert log.lines == [("warning", f"job 9: no directory to remove in base_dir {tmp_path}/base"
                           f" ({tmp_path}/base does not exist); config {tmp_path}/mjf.conf")]
     # A start made jobs/, not this job's: said, as information (a second end, say).
     store.create_job("8", {"job_id": "8"})
-    assert lifecycle.end_job(store, log, "8", config=config)
-    assert not lifecycle.end_job(store, log, "8", config=config)
+    assert lifecycle.end_job(config, store, log, "8")
+    assert not lifecycle.end_job(config, store, log, "8")
     assert log.lines[-1] == ("info", f"job 8: no directory to remove in base_dir "
                              f"{tmp_path}/base ({tmp_path}/base/jobs/8 does not exist); "
                              f"config {tmp_path}/mjf.conf")

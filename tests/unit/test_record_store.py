@@ -665,7 +665,7 @@ def test_end_job_writes_the_record_then_removes_the_directory(as_root, site, tmp
     config, store = site
     log = Recorded()
     ending = lifecycle.JobEnd("slurm", {"end_time": (1700003600, "clock")})
-    assert lifecycle.end_job(store, log, "job.1", config=config, ending=ending)
+    assert lifecycle.end_job(config, store, log, "job.1", ending=ending)
     assert not os.path.exists(store.job_features_dir("job.1"))
     assert [data["job_id"] for data in
             record_reading.read_all(str(tmp_path / "records")).records] == ["job.1"]
@@ -676,7 +676,7 @@ def test_an_unwritable_records_directory_does_not_keep_the_jobs_files(site, tmp_
     (tmp_path / "records").write_text("a regular file where the directory should be")
     log = Recorded()
     ending = lifecycle.JobEnd("slurm", {"end_time": (1700003600, "clock")})
-    assert lifecycle.end_job(store, log, "job.1", config=config, ending=ending)
+    assert lifecycle.end_job(config, store, log, "job.1", ending=ending)
     assert not os.path.exists(os.path.dirname(store.job_features_dir("job.1")))
     errors = log.at("error")
     assert len(errors) == 1 and "job job.1 not recorded" in errors[0]
@@ -694,7 +694,7 @@ def test_an_internal_error_in_the_record_does_not_keep_the_jobs_files(site, tmp_
     monkeypatch.setattr(lifecycle, "record_job", broken)
     log = Recorded()
     ending = lifecycle.JobEnd("slurm", {"end_time": (1700003600, "clock")})
-    assert lifecycle.end_job(store, log, "job.1", config=config, ending=ending)
+    assert lifecycle.end_job(config, store, log, "job.1", ending=ending)
     assert not os.path.exists(store.job_features_dir("job.1"))
     assert log.at("error") == ["job job.1 not recorded: internal error RuntimeError: a bug"]
 
@@ -702,8 +702,7 @@ def test_an_internal_error_in_the_record_does_not_keep_the_jobs_files(site, tmp_
 def test_a_dry_run_writes_no_record_and_removes_nothing(site, tmp_path, capsys):
     config, store = site
     ending = lifecycle.JobEnd("slurm", {"end_time": (1700003600, "clock")})
-    assert not lifecycle.end_job(store, Recorded(), "job.1", dry_run=True, config=config,
-                                 ending=ending)
+    assert not lifecycle.end_job(config, store, Recorded(), "job.1", dry_run=True, ending=ending)
     assert capsys.readouterr().out == f"would remove {store.job_features_dir('job.1')}\n"
     assert os.path.isdir(store.job_features_dir("job.1"))
     assert not (tmp_path / "records").exists()
@@ -711,12 +710,12 @@ def test_a_dry_run_writes_no_record_and_removes_nothing(site, tmp_path, capsys):
 
 def test_end_job_without_an_ending_or_a_records_dir_writes_no_record(site, tmp_path):
     config, store = site
-    assert lifecycle.end_job(store, Recorded(), "job.1", config=config)
+    assert lifecycle.end_job(config, store, Recorded(), "job.1")
     assert not (tmp_path / "records").exists()
     store.create_job("job.1", JOB_KEYS)
     config.records_dir = None
     ending = lifecycle.JobEnd("slurm", {"end_time": (1700003600, "clock")})
-    assert lifecycle.end_job(store, Recorded(), "job.1", config=config, ending=ending)
+    assert lifecycle.end_job(config, store, Recorded(), "job.1", ending=ending)
     assert not (tmp_path / "records").exists()
 
 
