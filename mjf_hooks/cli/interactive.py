@@ -1,8 +1,8 @@
-"""The interactive ``mjf`` subcommands (click): the group, the hooks it replays (``mjf
-run``, ``machine``, ``sync``, ``publish``, ``htcondor-wrapper``), and the commands of each
-subject, one module each (``mjf_show``, ``mjf_drain``, ``mjf_config``, ``mjf_records``,
-``mjf_metrics``, ``mjf_match``, ``mjf_container_args``), all imported here. Hooks never
-import this module."""
+"""The interactive ``mjf`` subcommands (click): the group, the click-free commands it
+lists (``mjf run``, ``machine``, ``sync``, ``publish``, ``htcondor-wrapper``), and the
+commands of each subject, one module each (``mjf_show``, ``mjf_drain``, ``mjf_status``,
+``mjf_config``, ``mjf_records``, ``mjf_metrics``, ``mjf_match``, ``mjf_container_args``),
+all imported here. Hooks never import this module."""
 
 from __future__ import annotations
 
@@ -19,7 +19,9 @@ from . import (
     mjf_metrics,
     mjf_records,
     mjf_show,
+    mjf_status,
 )
+from . import node_commands as node
 
 _PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True,
                  "help_option_names": []}
@@ -51,14 +53,14 @@ def machine(context: click.Context) -> None:
              help="Bring this node's MJF state up to date, for cron or a timer (see --help).")
 @click.pass_context
 def sync(context: click.Context) -> None:
-    sys.exit(hooks.sync_command(context.args))
+    sys.exit(node.sync_command(context.args))
 
 
 @cli.command(context_settings=_PASS_THROUGH, add_help_option=False,
              help="Publish this node's facts into its batch system, for a timer (see --help).")
 @click.pass_context
 def publish(context: click.Context) -> None:
-    sys.exit(hooks.publish_command(context.args))
+    sys.exit(node.publish_command(context.args))
 
 
 @cli.command("htcondor-wrapper", context_settings=_PASS_THROUGH, add_help_option=False,
@@ -69,7 +71,7 @@ def htcondor_wrapper(context: click.Context) -> None:
 
 
 for command in (mjf_show.show, mjf_show.get, mjf_show.remaining, mjf_show.check_command,
-                mjf_drain.drain_command, mjf_drain.status_command, mjf_records.records_command,
+                mjf_drain.drain_command, mjf_status.status_command, mjf_records.records_command,
                 mjf_metrics.metrics_command,
                 mjf_match.describe_command, mjf_match.match_command,
                 mjf_match.submit_args_command,

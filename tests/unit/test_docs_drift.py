@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mjf_hooks import batch, config, spec
-from mjf_hooks.cli.hook_commands import SYNC_USAGE
+from mjf_hooks.cli.node_commands import SYNC_USAGE
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"

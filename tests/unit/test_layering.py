@@ -132,8 +132,9 @@ def test_the_library_imports_no_entry_point():
 
 
 def test_the_entry_points_import_in_one_direction():
-    hooks = imported_modules(PACKAGE / "cli/hook_commands.py")
-    assert "mjf_hooks.cli.interactive" not in hooks and "mjf_hooks.cli.mjf" not in hooks
+    for click_free in ("hook_commands", "node_commands"):
+        hooks = imported_modules(PACKAGE / f"cli/{click_free}.py")
+        assert "mjf_hooks.cli.interactive" not in hooks and "mjf_hooks.cli.mjf" not in hooks
     assert "mjf_hooks.cli.mjf" not in imported_modules(PACKAGE / "cli/interactive.py")
 
 
