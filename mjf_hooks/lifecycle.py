@@ -317,8 +317,8 @@ def report_usage(config: Config, log: Log, job_id: str, level, dry_run: bool = F
     """From inside the job, as its user: leave the job's cgroup counters (the cgroup
     ``level`` picks, see :func:`mjf_hooks.probe.cgroup.usage`) in its ``usage/`` for the
     root end of the job, which runs once the cgroup is gone."""
-    from .job_record import usage_report
     from .probe import cgroup
+    from .records.job import usage_report
 
     usage = cgroup.usage("self", level)
     if usage is None:
@@ -449,8 +449,8 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
     (the batch system's, or its directory's name), never what its directory says; where
     its user may have written its values, they are bounded by the machine
     (:mod:`user_bounds`) and the record says so."""
-    from . import record_store
-    from .job_record import MAX_NODES, Record, out_of_bounds
+    from .records import store as record_store
+    from .records.job import MAX_NODES, Record, out_of_bounds
 
     try:
         written, _ = store.read_job(job_id, taken)
@@ -478,7 +478,7 @@ def record_job(config: Config, store: Store, log: Log, job_id: str, ending: JobE
     if ending.usage_source:
         report = store.read_usage_report(job_id, taken)
         if report is not None:
-            from .job_record import parse_usage_report
+            from .records.job import parse_usage_report
 
             delivered.update(parse_usage_report(report, ending.usage_source))
     delivered.update((name, fact) for name, fact in ending.delivered.items()

@@ -260,8 +260,9 @@ def _failures(families: Families, config: Config) -> None:
 
 
 def _records(families: Families, config: Config, now: int, log) -> None:
-    from . import job_record, record_reading
     from .errors import MJFError
+    from .records import job as job_record
+    from .records import reading as record_reading
 
     window = config.metrics_records_hours * 3600
     try:

@@ -149,7 +149,7 @@ def _empty_trash(store: Store, done: Pass) -> list[str]:
 
 
 def _file_records(config: Config, done: Pass) -> list[str]:
-    from . import record_filing
+    from .records import filing as record_filing
 
     if done.dry_run:
         waiting = record_filing.waiting(config)
@@ -168,7 +168,7 @@ def _file_records(config: Config, done: Pass) -> list[str]:
 
 
 def _expire_records(config: Config, now: float, done: Pass) -> list[str]:
-    from . import record_filing
+    from .records import filing as record_filing
 
     removed = record_filing.expire(config, now, done.dry_run)
     lines = [f"{'would remove' if done.dry_run else 'removed'} {removed} job record(s) older "

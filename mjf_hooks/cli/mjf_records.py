@@ -24,7 +24,10 @@ def records_command(since: str | None, as_json: bool, summary: bool, config) -> 
     it used - CPU efficiency, peak memory against max_rss_bytes, wall time against
     wall_limit_secs - and the jobs that went past a promise; --summary totals them.
     """
-    from .. import job_record, record_reading, records_format, timeparse
+    from .. import timeparse
+    from ..records import job as job_record
+    from ..records import reading as record_reading
+    from ..records import report as records_format
 
     try:
         if not config.records_dir:

@@ -314,7 +314,7 @@ def test_with_jobstatus_the_job_gets_one_beside_its_jobfeatures(site, pre_exec):
 
 def test_a_root_post_exec_records_the_job_before_removing_its_directory(site):
     require(os.geteuid() == 0, "needs root: records are root's (a user's post-exec hands "
-                               "its record in, see tests/unit/test_record_store.py)")
+                               "its record in, see tests/unit/records/test_filing.py)")
     records = site.tmp_path / "records"
     site.configure(f"[records]\ndir = {records}\n")
     assert site.run("pre-exec").returncode == 0

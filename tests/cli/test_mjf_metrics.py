@@ -326,7 +326,8 @@ def test_a_records_directory_that_cannot_be_read_leaves_out_only_its_figures(
 
 
 def test_the_record_figures_sum_the_window(write_config, tmp_path):
-    from mjf_hooks import job_record, record_store
+    from mjf_hooks.records import job as job_record
+    from mjf_hooks.records import store as record_store
 
     conf, _ = write_config(f"[records]\ndir = {tmp_path}/records\n[metrics]\nrecords_hours = 2\n")
     config = config_module.load(str(conf))
@@ -416,7 +417,9 @@ def test_jobs_only_a_user_vouches_for_never_take_a_batch_jobs_series(node, tmp_p
 def test_records_a_user_handed_in_are_shown_apart_from_roots(write_config, tmp_path):
     """Any local user may hand records in: absurd figures in them never reach the node's
     sums (the efficiency alert), only figures of their own."""
-    from mjf_hooks import job_record, record_filing, record_store
+    from mjf_hooks.records import filing as record_filing
+    from mjf_hooks.records import job as job_record
+    from mjf_hooks.records import store as record_store
 
     require(os.geteuid() == 0, "needs root: root files the hand-ins")
     conf, _ = write_config(f"[records]\ndir = {tmp_path}/records\n")

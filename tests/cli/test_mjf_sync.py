@@ -479,7 +479,7 @@ def test_a_dry_run_changes_nothing_anywhere_and_says_what_each_phase_would_do(
     metrics file. --dry-run leaves the whole tree as it was and runs no command that
     changes a batch system; the same pass without it does all of that."""
     require(os.geteuid() == 0, "needs root: sync files hand-ins of other users")
-    from mjf_hooks import record_store
+    from mjf_hooks.records import store as record_store
 
     fake = FakeBatchSystems(tmp_path, NODE)
     records, metrics = tmp_path / "records", tmp_path / "metrics"
@@ -693,7 +693,7 @@ def test_a_runinjob_job_left_behind_is_ended_by_sync_with_the_record_its_epilog_
     from mjf_hooks import lifecycle
     from mjf_hooks.batch import slurm
     from mjf_hooks.hooks.slurm import _job_end
-    from mjf_hooks.job_record import usage_report
+    from mjf_hooks.records.job import usage_report
     from tests.conftest import LeveledLog, config_writer
 
     records = {}

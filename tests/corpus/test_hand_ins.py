@@ -28,11 +28,14 @@ from pathlib import Path
 
 import pytest
 
-from mjf_hooks import classad_files, record_filing, record_reading, record_store, spec
+from mjf_hooks import classad_files, spec
 from mjf_hooks.batch import htcondor
 from mjf_hooks.config import parse
 from mjf_hooks.errors import StoreError
-from mjf_hooks.job_record import (
+from mjf_hooks.records import filing as record_filing
+from mjf_hooks.records import reading as record_reading
+from mjf_hooks.records import store as record_store
+from mjf_hooks.records.job import (
     MAX_NUMBER,
     MAX_TIME,
     Record,
@@ -156,7 +159,7 @@ def expected_filed(text: str | bytes) -> bool:
         limit = MAX_TIME if name in ("start_time", "end_time") else MAX_NUMBER
         return 0 <= value <= limit
 
-    from mjf_hooks.job_record import DELIVERED, REQUESTED
+    from mjf_hooks.records.job import DELIVERED, REQUESTED
 
     if not all(number_ok(name, requested.get(name)) for name in REQUESTED):
         return False

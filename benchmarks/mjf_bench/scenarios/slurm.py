@@ -95,7 +95,7 @@ class SlurmRecords(RecordsKept):
         """The Epilog's environment, the job's usage report left as its TaskEpilog leaves
         it in a Slurm job (here, outside one, the TaskEpilog finds no cgroup to read): the
         record gets the CPU time APEL needs, as a real job's does."""
-        from mjf_hooks.job_record import usage_report
+        from mjf_hooks.records.job import usage_report
         from mjf_hooks.store import Store
 
         source = "the benchmark, as a TaskEpilog"

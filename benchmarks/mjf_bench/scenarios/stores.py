@@ -166,11 +166,11 @@ class RecordsSummary(OverStores):
     noun = "records"
 
     def build(self, count: int) -> str:
-        """``count`` records laid out and written as :mod:`mjf_hooks.record_store` does (its
+        """``count`` records laid out and written as :mod:`mjf_hooks.records.store` does (its
         JSON), each a finished job's requested and delivered values, varied (some past a
         promise); checked: every job counted, nothing skipped."""
-        from mjf_hooks.job_record import Record, record_json
-        from mjf_hooks.record_store import day_name
+        from mjf_hooks.records.job import Record, record_json
+        from mjf_hooks.records.store import day_name
 
         per_day = self.bench.sizes.records_per_day
         directory = os.path.join(self.bench.work, f"records-{count}")

@@ -9,9 +9,11 @@ import os
 
 import pytest
 
-from mjf_hooks import job_record, record_filing, record_reading
-from mjf_hooks.job_record import Record, record_json
-from mjf_hooks.record_store import DIGESTS, day_name
+from mjf_hooks.records import filing as record_filing
+from mjf_hooks.records import job as job_record
+from mjf_hooks.records import reading as record_reading
+from mjf_hooks.records.job import Record, record_json
+from mjf_hooks.records.store import DIGESTS, day_name
 
 DAY = 86400
 FIRST = 1_790_000_000 // DAY * DAY

@@ -13,11 +13,11 @@ Records are root's. Where a job's end runs as the job's user (HTCondor's job-exi
 an LSF post-exec without ``LSB_PRE_POST_EXEC_USER=root``, ``mjf run``), its record is
 handed in: written to ``<dir>/incoming/`` (mode 1733, like a mail drop: anyone may
 add a file, nobody but root may list or read them, and only its owner remove it), and
-:func:`~mjf_hooks.record_filing.ingest` (``mjf sync``, as root) files it as root's,
+:func:`~mjf_hooks.records.filing.ingest` (``mjf sync``, as root) files it as root's,
 each of its Delivered sources marked with the uid that handed it in.
 
-This module writes records, as the end hooks do; :mod:`mjf_hooks.record_reading` reads
-them (`mjf records`, `mjf metrics`) and :mod:`mjf_hooks.record_filing` files hand-ins and
+This module writes records, as the end hooks do; :mod:`mjf_hooks.records.reading` reads
+them (`mjf records`, `mjf metrics`) and :mod:`mjf_hooks.records.filing` files hand-ins and
 expires old records (`mjf sync`): an end hook loads none of their code.
 
 How a record is kept whole:
@@ -30,7 +30,7 @@ How a record is kept whole:
   reached without following a symlink someone else could plant (the walk of
   :func:`~mjf_hooks.safefs.check_trusted_path`); its day directories likewise;
 * what a killed writer left (hidden names carrying its pid) goes with the next
-  :func:`~mjf_hooks.record_filing.expire`, which also removes records older than
+  :func:`~mjf_hooks.records.filing.expire`, which also removes records older than
   ``keep_days``.
 """
 
@@ -40,15 +40,15 @@ import os
 import stat
 import time
 
-from .errors import StoreError
-from .job_record import Record, apel, record_json, sss_xml
-from .json_text import json_text
-from .safefs import Dir, check_trusted_path, describe
-from .store import job_dir_name
+from ..errors import StoreError
+from ..json_text import json_text
+from ..safefs import Dir, check_trusted_path, describe
+from ..store import job_dir_name
+from .job import Record, apel, record_json, sss_xml
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .config import Config
+    from ..config import Config
 
 RECORD_SUFFIX = ".json"
 FORMAT_SUFFIXES = {"sss": ".xml", "apel": ".apel"}
@@ -61,13 +61,13 @@ _ENDED_MODE = 0o700
 DAY_SECS = 86400
 DIR_MODE = 0o755
 FILE_MODE = 0o644
-# The digests of days `mjf records --summary` keeps (record_reading): DIGESTS/<day> +
+# The digests of days `mjf records --summary` keeps (records/reading.py): DIGESTS/<day> +
 # DIGEST_SUFFIX.
 DIGESTS = ".digests"
 DIGEST_SUFFIX = ".marshal"
 # A record is well under 4 KiB; anything much larger is not one of ours.
 MAX_RECORD_BYTES = 65536
-# The separator of the uid in a handed-in record's name (record_filing names it):
+# The separator of the uid in a handed-in record's name (records/filing.py names it):
 # never in a job directory name, so it tells a user's hand-in from root's own record.
 HANDED_IN_MARK = "~"
 
@@ -185,7 +185,7 @@ def _write_whole(directory: Dir, stem: str, files: dict[str, bytes]) -> None:
 
 def hand_in(config: Config, record: Record) -> str:
     """As a job's user: put ``record`` (its JSON) in the drop box for
-    :func:`~mjf_hooks.record_filing.ingest`; the path. StoreError if there is no drop box
+    :func:`~mjf_hooks.records.filing.ingest`; the path. StoreError if there is no drop box
     (``mjf sync`` makes it) or it is not root's, or the record cannot be written (then
     nothing of it is left)."""
     assert config.records_dir is not None
@@ -228,8 +228,8 @@ def _write_new(directory: Dir, name: str, data: bytes) -> None:
 def _note_ended(top: Dir, dir_name: str, now: float) -> None:
     """Note that root's hooks ended the job of ``dir_name`` here and wrote its record
     (``<dir>/ended/<day>/<job dir name>``, the day of ``now``), so that no job user's
-    hand-in for it is ever filed (:func:`~mjf_hooks.record_filing.ingest`). Kept as long as
-    records are (:func:`~mjf_hooks.record_filing.expire`). StoreError if it cannot be
+    hand-in for it is ever filed (:func:`~mjf_hooks.records.filing.ingest`). Kept as long as
+    records are (:func:`~mjf_hooks.records.filing.expire`). StoreError if it cannot be
     noted."""
     day = day_name(now)
     try:

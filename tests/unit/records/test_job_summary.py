@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mjf_hooks.job_record import (
+from mjf_hooks.records.job import (
     DELIVERED,
     REQUESTED,
     Record,
@@ -19,7 +19,7 @@ from mjf_hooks.job_record import (
     record_json,
     summary,
 )
-from tests.unit.test_job_record import full
+from tests.unit.records.test_job import full
 
 GIB, MIB = 2**30, 2**20
 

@@ -451,7 +451,7 @@ def summary_row(record: Record) -> list:
     """What :func:`summary` takes of a record: CPU seconds allocated and used (None where
     CPU time, wall time or allocated_cpu is unknown), peak memory and wall time as
     fractions of their promise, the promises it went past. Plain JSON values: the
-    records directory keeps each day's rows as that day's digest (record_reading)."""
+    records directory keeps each day's rows as that day's digest (records/reading.py)."""
     known = record.consumption_rate is not None
     return [record.wall_secs * record.allocated_cpu if known else None,  # type: ignore[operator]
             record.cpu_secs if known else None,

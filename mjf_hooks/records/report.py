@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from . import job_record
-from .job_record import Record
-from .terminal import figure, printable
+from ..terminal import figure, printable
+from . import job as job_record
+from .job import Record
 
 TABLE_HEADER = (f"{'END (UTC)':<19} {'JOB':<24} {'USER':<10} {'CPUS':>4} {'CPU EFF':>7} "
                 f"{'PEAK MEM':>9} {'OF MAX':>6} {'WALL':>9} {'OF LIMIT':>8}  OVER")
@@ -34,7 +34,7 @@ def records_json(found: list[Record]) -> list[dict]:
 
 def handed_in_totals(rows: list[list]) -> dict:
     """What records jobs' users handed in add up to, apart from root's (their word)."""
-    from .job_record import summary_of
+    from .job import summary_of
 
     totals = summary_of(rows)
     return {name: totals[name] for name in ("jobs", "allocated_core_hours", "used_core_hours")}

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mjf_hooks import job_record
-from mjf_hooks.job_record import Record, apel, record_json, sss_xml
 from mjf_hooks.json_text import json_text
+from mjf_hooks.records import job as job_record
+from mjf_hooks.records.job import Record, apel, record_json, sss_xml
 from tests.conftest import any_character
 
 GIB, MIB = 2**30, 2**20
@@ -325,11 +325,11 @@ def test_record_has_slots_and_repr():
 
 def test_module_imports_only_itself():
     # __future__ (annotations) is preloaded from 3.10 on, imported by 3.9: tiny either way.
-    code = ("import sys; before = set(sys.modules); import mjf_hooks.job_record; "
+    code = ("import sys; before = set(sys.modules); import mjf_hooks.records.job; "
             "print(sorted(set(sys.modules) - before - {'__future__'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
-    assert out.strip() == "['mjf_hooks', 'mjf_hooks.job_record']"
+    assert out.strip() == "['mjf_hooks', 'mjf_hooks.records', 'mjf_hooks.records.job']"
 
 
 # --- property: any text gives parseable XML --------------------------------------------

@@ -11,11 +11,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mjf_hooks import classad_files, job_record
+from mjf_hooks import classad_files
 from mjf_hooks.batch import gridengine, htcondor, slurm
 from mjf_hooks.probe import cgroup
+from mjf_hooks.records import job as job_record
 
-FIXTURES = Path(__file__).parent.parent / "fixtures"
+FIXTURES = Path(__file__).parents[2] / "fixtures"
 MIB = 2**20
 V1_MOUNTS = {"cpuacct": ("/", "/sys/fs/cgroup/cpuacct"),
              "memory": ("/", "/sys/fs/cgroup/memory"),

@@ -1,7 +1,7 @@
 """Filing what jobs' users handed in (``mjf sync``, as root), and expiring old records.
 
 A record written by an end hook that runs as the job's user is handed in
-(:func:`mjf_hooks.record_store.hand_in`) to the records directory's drop box;
+(:func:`mjf_hooks.records.store.hand_in`) to the records directory's drop box;
 :func:`ingest` files it as root's. What a user hands in is that user's word, so filing it
 can never touch anyone else's:
 
@@ -15,7 +15,7 @@ can never touch anyone else's:
   knows such a job by its directory in ``base_dir/jobs`` (made by a root hook: root's,
   live or in the trash of its end) and, once it has ended, by the note root leaves as it
   writes a job's record (``<dir>/ended/<YYYY-MM-DD>/<job dir name>``, which
-  :func:`~mjf_hooks.record_store.write` leaves, kept as long as records are);
+  :func:`~mjf_hooks.records.store.write` leaves, kept as long as records are);
 * a hand-in that is not a record within bounds (a number no job reaches, a wrong type,
   JSON nested too deep, anything that makes a conversion raise) is removed with one log
   line, and filing goes on with the others;
@@ -33,8 +33,11 @@ import os
 import stat
 import time
 
-from .errors import StoreError
-from .record_store import (
+from ..errors import StoreError
+from ..safefs import TRASH_PREFIX as _TRASH_PREFIX
+from ..safefs import Dir, describe, owner_is_gone
+from ..store import JOB_DIR_NAME_CHARS, Store, job_dir_name
+from .store import (
     DAY_SECS,
     DIGEST_SUFFIX,
     DIGESTS,
@@ -55,14 +58,11 @@ from .record_store import (
     open_records_dir,
     write_temps,
 )
-from .safefs import TRASH_PREFIX as _TRASH_PREFIX
-from .safefs import Dir, describe, owner_is_gone
-from .store import JOB_DIR_NAME_CHARS, Store, job_dir_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .config import Config
-    from .job_record import Record
+    from ..config import Config
+    from .job import Record
 
 # The most hand-ins of one uid one `mjf sync` looks at (a user could hand in millions: they
 # hold up only that user's, the rest wait for the next run).
@@ -81,7 +81,7 @@ _NAME_MAX = 255
 
 def ingest(config: Config, log) -> int:
     """As root: file the records jobs' users handed in
-    (:func:`~mjf_hooks.record_store.hand_in`) as root's, each Delivered source marked with
+    (:func:`~mjf_hooks.records.store.hand_in`) as root's, each Delivered source marked with
     the uid that handed it in; return how many. Makes the drop box if absent.
 
     Each hand-in is filed under a name root chooses (its end, its job, the uid), never
@@ -160,7 +160,7 @@ def _open_if_present(records_dir: str) -> Dir | None:
 
 
 def _well_formed(name: str) -> bool:
-    """Whether a drop box name is what :func:`~mjf_hooks.record_store.hand_in` makes:
+    """Whether a drop box name is what :func:`~mjf_hooks.records.store.hand_in` makes:
     ``<end>-<...>.json`` of the characters of a job directory name (and those of earlier
     versions)."""
     if len(name) > _NAME_MAX or not name.endswith(RECORD_SUFFIX):
@@ -219,7 +219,7 @@ class _Survey:
 
 
 def _is_temp(name: str) -> bool:
-    """Whether a hidden name is one :func:`~mjf_hooks.record_store.write_temps` gives a file
+    """Whether a hidden name is one :func:`~mjf_hooks.records.store.write_temps` gives a file
     being written: ``.new-<what>.<pid>.<8 hex digits>``."""
     parts = name.rsplit(".", 2)
     return len(parts) == 3 and parts[0].startswith(TEMP_PREFIX) and parts[1].isdigit() \
@@ -272,7 +272,7 @@ class _Filing:
         exception if it is not one."""
         import json
 
-        from .job_record import record_from_json
+        from .job import record_from_json
 
         record = record_from_json(json.loads(text))
         if record.end_time is None:
@@ -323,7 +323,7 @@ def _short(value) -> str:
 class _RootJobs:
     """The jobs root's hooks ran here, asked about one job directory name at a time: one
     whose directory a root hook made in base_dir (live, or in the trash of its end), read
-    once; then one whose record root wrote (:func:`~mjf_hooks.record_store.write` notes it).
+    once; then one whose record root wrote (:func:`~mjf_hooks.records.store.write` notes it).
     In that order: a root end notes the job once its directory is out of sight (renamed to
     the trash), so no moment of a root job's end escapes both."""
 
@@ -469,7 +469,7 @@ def _expire_digests(top: Dir) -> None:
 
 
 def _expire_notes(top: Dir, cutoff: float) -> None:
-    """Remove the days of the notes :func:`~mjf_hooks.record_store.write` leaves wholly
+    """Remove the days of the notes :func:`~mjf_hooks.records.store.write` leaves wholly
     before ``cutoff``: what a job's user may hand in for a job that long gone would be
     removed by the next expire anyway."""
     try:

@@ -1,4 +1,4 @@
-"""Reading the records directory (:mod:`mjf_hooks.record_store` has its layout): every
+"""Reading the records directory (:mod:`mjf_hooks.records.store` has its layout): every
 record (``mjf records``), or what a summary takes of each (``mjf records --summary``,
 ``mjf metrics``), from each day's digest where that day is unchanged."""
 
@@ -7,8 +7,9 @@ from __future__ import annotations
 import marshal
 import os
 
-from .errors import StoreError
-from .record_store import (
+from ..errors import StoreError
+from ..safefs import Dir
+from .store import (
     DAY_SECS,
     DIGEST_SUFFIX,
     DIGESTS,
@@ -21,7 +22,6 @@ from .record_store import (
     end_of,
     open_records_dir,
 )
-from .safefs import Dir
 
 
 class Listing:
@@ -162,8 +162,8 @@ def _day_entries(day: Dir, name: str, digests: tuple[Dir, bool] | None) -> list:
 
 def _read_day(day: Dir) -> list:
     """A day's entries (see :func:`_day_entries`), from its records."""
-    from .job_record import record_from_json, summary_row
-    from .terminal import printable
+    from ..terminal import printable
+    from .job import record_from_json, summary_row
 
     entries = []
     for name in _record_names(day):
