@@ -642,48 +642,6 @@ def test_a_job_whose_user_owns_its_state_is_removed_when_no_batch_system_here_ru
         "user's)" in result.stdout
 
 
-def test_a_users_private_jobs_go_when_their_batch_system_no_longer_runs_them_here(
-        tmp_path, write_config, monkeypatch):
-    """An LSF job's share of a host other than its first is set up by its user's starter
-    (LSF_JOB_STARTER of a task RES starts) in their private directory, /tmp/mjf-<uid>,
-    and no post-exec ends it there: sync does, once bjobs no longer lists the job on this
-    host. Left: a job LSF still runs, one naming no batch system here (or none: `mjf
-    run`'s ends itself); a private directory its user broke fails no pass."""
-    require(os.geteuid() == 0, "needs root to give the private directories to their users")
-    from mjf_hooks import config as config_module
-    from mjf_hooks import store_locations, sync
-
-    parents = (tmp_path / "tmp", tmp_path / "run-user")
-    for parent in parents:
-        parent.mkdir()
-    monkeypatch.setattr(store_locations, "PRIVATE_PARENTS", tuple(map(str, parents)))
-    private, broken = parents[0] / "mjf-65534", parents[0] / "mjf-65533"
-    user_store = Store(str(private))
-    for job_id, backend in (("33", "lsf"), ("34", "lsf"), ("35", None), ("36", "slurm"),
-                            ("1[2]", "lsf")):
-        user_store.create_job(job_id, {"job_id": job_id},
-                              state={BACKEND_MARKER: backend} if backend else {})
-    broken.mkdir()
-    (broken / "jobs").symlink_to(private / "jobs")
-    for path in (private, broken):
-        subprocess.run(["chown", "-hR", f"{path.name[4:]}:{path.name[4:]}", str(path)],
-                       check=True)
-    bjobs = tmp_path / "bin" / "bjobs"
-    write_script(bjobs, printing("JOBID   USER    STAT  QUEUE      FROM_HOST   EXEC_HOST   "
-                                 "JOB_NAME   SUBMIT_TIME\n"
-                                 f"34      nobody  RUN   mjf        wn1         wn1:{NODE} "
-                                 "multi      Dec  3 06:57\n"))
-    write_script(tmp_path / "bin" / "badmin", printing(""))  # no host closed
-    conf, _ = write_config(f"batch_systems = lsf\n[lsf]\nbjobs = {bjobs}\n")
-    done = sync.sync(config_module.load(str(conf)), LeveledLog(), {})
-    assert done.failed == []
-    assert sorted(os.listdir(private / "jobs")) == ["34", "35", "36"]
-    assert [line for line in done.done if "removed" in line] == [
-        f"removed job {name}: LSF no longer runs it on this node (in {private}, its user's)"
-        for name in ("1[2]", "33")]
-    assert os.path.islink(broken / "jobs")
-
-
 def test_a_runinjob_job_left_behind_is_ended_by_sync_with_the_record_its_epilog_writes(
         tmp_path, ended_runner):
     """Its extern slurmstepd has ended and its directory is in sight: sync ends it as
@@ -694,7 +652,7 @@ def test_a_runinjob_job_left_behind_is_ended_by_sync_with_the_record_its_epilog_
     from mjf_hooks.batch import slurm
     from mjf_hooks.hooks.slurm import _job_end
     from mjf_hooks.records.job import usage_report
-    from tests.conftest import LeveledLog, config_writer
+    from tests.conftest import config_writer
 
     records = {}
     for how in ("sync", "epilog"):
@@ -736,7 +694,7 @@ def test_a_dry_run_follows_no_htcondor_drain_into_the_jobs_scratch(tmp_path, wri
     from mjf_hooks import config as config_module
     from mjf_hooks import store_locations, sync
     from mjf_hooks.batch import htcondor
-    from tests.conftest import JOB_USER, LeveledLog
+    from tests.conftest import JOB_USER
 
     calls, answer = tmp_path / "calls", tmp_path / "condor_status.out"
     completion = int(time.time()) + 7200

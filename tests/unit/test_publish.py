@@ -338,25 +338,6 @@ def test_slurm_a_string_value_is_replaced_by_the_number():
     assert argv[1:] == ["update", "NodeName=vm", 'Extra={"hs06":62.5}']
 
 
-# --- mjf sync ----------------------------------------------------------------------------
-
-def test_sync_publishes_only_when_the_site_says_so(node, monkeypatch, tmp_path):
-    from mjf_hooks import sync
-
-    calls = []
-    monkeypatch.setattr(publish, "publish", lambda *args: calls.append(args) or
-                        publish.Outcome())
-    base = f"[mjf]\nbase_dir = {tmp_path}\nbatch_systems = gridengine\n"
-    monkeypatch.setattr(sync, "_remove_stale_jobs", lambda *args: [])
-    sync.sync(config.parse(base), LeveledLog(), {})
-    assert calls == []
-    failed = publish.Outcome()
-    failed.failed = True
-    monkeypatch.setattr(publish, "publish", lambda *args: calls.append(args) or failed)
-    done = sync.sync(config.parse(base + "[publish]\nsync = yes\n"), LeveledLog(), {})
-    assert len(calls) == 1 and done.failed == ["publishing node facts"]
-
-
 def test_a_command_error_is_the_warning_line(node, monkeypatch):
     """The real `ask`: a command that cannot run is one warning naming it."""
     from mjf_hooks import external_command
