@@ -1,6 +1,6 @@
-"""The RPM (packaging/rpm): built with rpmbuild from a clean copy of the checkout.
+"""The RPM (rpm): built with rpmbuild from a clean copy of the checkout.
 
-packaging/rpm/build makes the source RPM and the noarch RPM; these tests check what
+rpm/build makes the source RPM and the noarch RPM; these tests check what
 EL9 would install - the file list, the config file, the declared dependencies, the
 version, the commands' interpreters, the payload itself - and that a source tree
 missing a file the spec installs fails cleanly, naming it, with nothing written.
@@ -27,7 +27,7 @@ from tests.packaging.sources import clean_copy, commands, man_pages, not_ours, p
 
 pytestmark = pytest.mark.integration
 
-BUILD = Path("packaging/rpm/build")
+BUILD = Path("rpm/build")
 SITE = re.compile(r"^/usr/lib/python3\.\d+/site-packages/")
 UNITDIR = "/usr/lib/systemd/system"
 DOCDIR = "/usr/share/doc/mjf-hooks"
@@ -167,18 +167,18 @@ def test_the_licence_is_the_packages_licence(built):
 
 
 def test_rpmlint_finds_nothing_but_what_the_rpmlintrc_explains(built):
-    """rpmlint with EL9's conventions (packaging/rpm/rpmlint.toml) and the reasons for
-    what the package lacks on purpose (packaging/rpm/mjf-hooks.rpmlintrc): no error, no
+    """rpmlint with EL9's conventions (rpm/rpmlint.toml) and the reasons for
+    what the package lacks on purpose (rpm/mjf-hooks.rpmlintrc): no error, no
     warning - and every filter is used, so none hides a fixed problem."""
     require(shutil.which("rpmlint") is not None, "needs rpmlint (apt-get install rpmlint)")
     result = subprocess.run(
-        ["rpmlint", "-c", str(CHECKOUT_ROOT / "packaging/rpm/rpmlint.toml"),
-         "-r", str(CHECKOUT_ROOT / "packaging/rpm/mjf-hooks.rpmlintrc"), str(built["rpm"])],
+        ["rpmlint", "-c", str(CHECKOUT_ROOT / "rpm/rpmlint.toml"),
+         "-r", str(CHECKOUT_ROOT / "rpm/mjf-hooks.rpmlintrc"), str(built["rpm"])],
         capture_output=True, text=True, timeout=300)
     found = [line for line in result.stdout.splitlines() if re.search(r": [EW]: ", line)]
     assert (result.returncode, found) == (0, []), result.stdout + result.stderr
     assert " 0 errors, 0 warnings" in result.stdout
-    lines = (CHECKOUT_ROOT / "packaging/rpm/mjf-hooks.rpmlintrc").read_text().splitlines()
+    lines = (CHECKOUT_ROOT / "rpm/mjf-hooks.rpmlintrc").read_text().splitlines()
     for before, line in zip(lines, lines[1:]):
         if line.startswith("addFilter"):
             assert before.startswith("# "), line  # its reason, on the line before it

@@ -58,7 +58,7 @@ def code_spans(text: str) -> list[str]:
 # The installed commands.
 
 def test_the_rpm_spec_installs_every_command():
-    text = (ROOT / "packaging/rpm/mjf-hooks.spec.in").read_text()
+    text = (ROOT / "rpm/mjf-hooks.spec.in").read_text()
     listed = re.search(r"^%global mjf_commands (.*)$", text, re.M).group(1).split()
     assert sorted(listed) == sorted(scripts())
     files = text[text.index("\n%files\n"):]
@@ -114,7 +114,7 @@ def package_descriptions() -> dict[str, str]:
     setup.read(ROOT / "setup.cfg")
     control = (ROOT / "debian/control").read_text()
     deb = control[control.index("\nDescription: "):]
-    spec_ = (ROOT / "packaging/rpm/mjf-hooks.spec.in").read_text()
+    spec_ = (ROOT / "rpm/mjf-hooks.spec.in").read_text()
     rpm = spec_[spec_.index("\n%description\n"):spec_.index("\n%prep\n")]
     return {"setup.cfg": setup["metadata"]["description"], "debian/control": deb,
             "mjf-hooks.spec.in": rpm}
@@ -292,7 +292,7 @@ def test_every_relative_link_resolves(path):
 
 def test_both_packages_ship_the_docs():
     assert "docs" in (ROOT / "debian/mjf-hooks.docs").read_text().split()
-    doc_line = re.search(r"^%doc (.*)$", (ROOT / "packaging/rpm/mjf-hooks.spec.in").read_text(),
+    doc_line = re.search(r"^%doc (.*)$", (ROOT / "rpm/mjf-hooks.spec.in").read_text(),
                          re.M).group(1)
     assert "docs" in doc_line.split()
 
