@@ -29,6 +29,13 @@ if TYPE_CHECKING:
     from ..config import Config
 
 COMMAND = "mjf describe"
+# `mjf describe`'s command line, defined once: the click command
+# (:func:`mjf_hooks.cli.mjf_match.describe_command`) declares its --format from FORMAT
+# (its --config is every subcommand's), and :func:`fast` reads what VALUED names; a test
+# holds the two the same.
+FORMAT = {"name": "--format", "dest": "format_", "default": "classad", "metavar": "FORMAT",
+          "help": "classad (default), dirac, glue2 or json."}
+VALUED = {"--format": "format_", "--config": "config"}
 # Set, click completes the command line instead of running it (the variable of prog "mjf").
 _COMPLETION = "_MJF_COMPLETE"
 
@@ -97,27 +104,25 @@ def fast(argv: list[str]) -> int | None:
     module says which), having written nothing."""
     if _COMPLETION in os.environ:
         return None  # a shell asks click to complete the command line
-    format_, locations, options_end, named = "classad", [], False, None
+    values: dict[str, str | None] = {"format_": FORMAT["default"], "config": None}
+    locations, options_end = [], False
     arguments = iter(argv)
     for arg in arguments:
         if options_end or arg == "-" or not arg.startswith("-"):
             locations.append(arg)
-        elif arg == "--":
+            continue
+        if arg == "--":
             options_end = True
-        elif arg.startswith("--format="):
-            format_ = arg[len("--format="):]
-        elif arg == "--format":
-            format_ = next(arguments, "-")  # none: click's message
-            if format_.startswith("-"):
-                return None  # click decides whether that is a value or an option
-        elif arg.startswith("--config="):
-            named = arg[len("--config="):]
-        elif arg == "--config":
-            named = next(arguments, "-")
-            if named.startswith("-"):
-                return None
-        else:
+            continue
+        name, equals, value = arg.partition("=")
+        if name not in VALUED:
             return None
+        if not equals:
+            value = next(arguments, "-")  # none: click's message
+            if value.startswith("-"):
+                return None  # click decides whether that is a value or an option
+        values[VALUED[name]] = value
+    format_, named = values["format_"], values["config"]
     if format_ not in describe.FORMATS:
         return None
     try:

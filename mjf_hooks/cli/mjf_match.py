@@ -19,8 +19,9 @@ from .locations import UNREADABLE
 
 
 @click.command("describe")
-@click.option("--format", "format_", default="classad", metavar="FORMAT",
-              help="classad (default), dirac, glue2 or json.")
+@click.option(mjf_describe.FORMAT["name"], mjf_describe.FORMAT["dest"],
+              default=mjf_describe.FORMAT["default"], metavar=mjf_describe.FORMAT["metavar"],
+              help=mjf_describe.FORMAT["help"])
 @click.argument("locations", nargs=-1)
 @config_option()
 def describe_command(format_: str, locations: tuple[str, ...], config) -> None:

@@ -291,3 +291,16 @@ def test_the_fast_path_serves_a_config_given_by_option(joined, tmp_path, capsys,
     assert fast(args) == 0 and "LCG.Example.org" in capsys.readouterr().out
     served, clicked = _both(args, None)
     assert served == clicked and b"LCG.Example.org" in served[1]
+
+
+def test_the_fast_path_reads_the_options_the_click_command_declares():
+    """One definition of the command line: every option of the click command but --help
+    is one the fast path reads (mjf_describe.VALUED), with the same default."""
+    from mjf_hooks.cli import mjf_describe
+    from mjf_hooks.cli.mjf_match import describe_command
+
+    declared = {name for param in describe_command.params for name in param.opts
+                if name.startswith("--")}
+    assert declared == set(mjf_describe.VALUED)
+    (fmt,) = (param for param in describe_command.params if "--format" in param.opts)
+    assert fmt.default == mjf_describe.FORMAT["default"]
