@@ -25,8 +25,11 @@ import time
 from . import spec
 from .errors import MJFError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .http_deadline import Exchange
+
 MAX_VALUE_BYTES = 4096
-MAX_ANSWER_BYTES = 1 << 20  # status line, headers and body of one HTTP answer
 DEFAULT_TIMEOUT_SECS = 10.0
 
 
@@ -145,7 +148,9 @@ def _http_get(url: str, timeout_secs: float) -> tuple[str | None, float]:
     """
     import http.client  # only payloads reading over HTTP pay for it (urllib: _proxy_for)
 
-    exchange = _Exchange(timeout_secs)
+    from .http_deadline import Exchange
+
+    exchange = Exchange(timeout_secs)
     try:
         current, visited = url, {}
         while True:
@@ -180,7 +185,7 @@ def _http_get(url: str, timeout_secs: float) -> tuple[str | None, float]:
     return body.decode("ascii", "replace"), cache_lifetime(headers)
 
 
-def _get_once(url: str, exchange: _Exchange) -> tuple:
+def _get_once(url: str, exchange: Exchange) -> tuple:
     """GET url without following redirects: (status, reason, headers, body).
 
     The connection is taken from the pool and put back only when the answer was read to
@@ -217,7 +222,7 @@ def _get_once(url: str, exchange: _Exchange) -> tuple:
     raise AssertionError("unreachable")
 
 
-def _answer(connection, route: _Route, exchange: _Exchange) -> tuple:
+def _answer(connection, route: _Route, exchange: Exchange) -> tuple:
     """One request and its answer: (status, reason, headers, body, reusable)."""
     connection.request("GET", route.target, headers=route.headers)
     response = connection.getresponse()  # closed by the exchange
@@ -317,14 +322,15 @@ def _proxy_for(scheme: str, host: str) -> str | None:
 
 
 def _new_connection(route: _Route):
-    classes = _connection_classes()
+    from . import http_deadline
+
     if route.tls:
-        if len(classes) < 2:
+        if http_deadline.HTTPSConnection is None:
             raise OSError("this Python has no ssl module: https is not available")
         # No context given: HTTPSConnection makes the default one, verifying certificates.
-        connection = classes[1](route.address)
+        connection = http_deadline.HTTPSConnection(route.address)
     else:
-        connection = classes[0](route.address)
+        connection = http_deadline.HTTPConnection(route.address)
     if route.tunnel:
         connection.set_tunnel(route.tunnel, headers=route.tunnel_headers)
     return connection
@@ -410,161 +416,6 @@ def _failure(error: BaseException, timeout_secs: float) -> str:
         return _printable(error.strerror or str(error))
     # BadStatusLine, RemoteDisconnected, LineTooLong, InvalidURL, ValueError...
     return f"{type(error).__name__}: {_printable(str(error))}"
-
-
-class _Exchange:
-    """One read: the deadline all its steps share, and the answers it opened.
-
-    A failed read can leave an answer open: closing them all here frees the sockets now
-    rather than whenever the GC gets to them.
-    """
-
-    def __init__(self, timeout_secs: float) -> None:
-        self.deadline = time.monotonic() + timeout_secs
-        self.answers: list = []  # http.client.HTTPResponse
-
-    def time_left(self) -> float:
-        """Seconds left, for a socket timeout (never 0, which would mean non-blocking)."""
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            import socket
-
-            raise socket.timeout("timed out")
-        return left
-
-    def close(self) -> None:
-        for answer in self.answers:
-            answer.close()
-
-
-_CONNECTION_CLASSES: tuple = ()  # defined on first use, by _define_connection_classes
-
-
-def _connection_classes() -> tuple:
-    """(HTTPConnection, HTTPSConnection) keeping to each request's deadline."""
-    global _CONNECTION_CLASSES
-    if not _CONNECTION_CLASSES:
-        _CONNECTION_CLASSES = _define_connection_classes()
-    return _CONNECTION_CLASSES
-
-
-def _define_connection_classes() -> tuple:
-    """http.client connections whose every request keeps to its own deadline over connect,
-    TLS handshake, request, status line, headers and body.
-
-    A socket timeout bounds each wait, not the request: a server trickling one header line a
-    second would hold a 3 s reader for as long as it likes. Here each wait gets only what is
-    left of the deadline of the request under way (``connection.exchange``, set before each
-    one, so a kept connection never carries one request's deadline into the next). (Name
-    resolution stays unbounded: getaddrinfo takes no timeout.) Defined here, not at module
-    level, so that hooks never import http.client.
-    """
-    import http.client
-    import io
-    import socket
-
-    class DeadlineReader(io.RawIOBase):
-        """A socket's input where every recv waits at most until the deadline."""
-
-        def __init__(self, sock, exchange: _Exchange) -> None:
-            super().__init__()
-            self._sock = sock
-            self._exchange = exchange
-            # The socket's own raw stream keeps it open until the answer is closed.
-            self._stream = sock.makefile("rb", buffering=0)
-            # http.client reads some bodies whole (a redirect's; a chunk of negative size):
-            # a server must not fill memory for as long as the deadline lasts.
-            self._budget = MAX_ANSWER_BYTES
-
-        def readable(self) -> bool:
-            return True
-
-        def readinto(self, buffer) -> int | None:
-            if self._budget <= 0:
-                raise http.client.HTTPException(f"answer longer than {MAX_ANSWER_BYTES} bytes")
-            self._sock.settimeout(self._exchange.time_left())
-            count = self._stream.readinto(memoryview(buffer)[:self._budget])
-            self._budget -= count or 0
-            return count
-
-        def fileno(self) -> int:
-            return self._stream.fileno()
-
-        def close(self) -> None:
-            self._stream.close()
-            super().close()
-
-    class DeadlineSocket:
-        """What http.client.HTTPResponse uses of a socket - makefile("rb") - under the deadline."""
-
-        def __init__(self, sock, exchange: _Exchange) -> None:
-            self._sock = sock
-            self._exchange = exchange
-
-        def makefile(self, mode: str = "rb") -> io.BufferedReader:
-            return io.BufferedReader(DeadlineReader(self._sock, self._exchange))
-
-    class DeadlineConnection:
-        """Mixin for http.client connections: every step waits only until the deadline of
-        the request under way."""
-
-        exchange: _Exchange
-
-        def __init__(self, host: str, **kwargs) -> None:
-            super().__init__(host, **kwargs)
-            self._create_connection = self._connect_socket  # an instance attribute upstream
-
-        def _connect_socket(self, address, timeout=None, source_address=None):
-            """socket.create_connection, with one deadline over every address tried (an IPv6
-            address that drops packets must not take the whole timeout per address)."""
-            host, port = address
-            error: OSError = OSError(f"{host}: no address")
-            for family, kind, proto, _, target in socket.getaddrinfo(host, port, 0,
-                                                                     socket.SOCK_STREAM):
-                sock = socket.socket(family, kind, proto)
-                try:
-                    if source_address:
-                        sock.bind(source_address)
-                    sock.settimeout(self.exchange.time_left())
-                    sock.connect(target)
-                    # Small requests answered at once: Nagle would hold each one back.
-                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                    # A TLS handshake takes the socket timeout as its total: what is left.
-                    sock.settimeout(self.exchange.time_left())
-                    return sock
-                except OSError as failure:
-                    sock.close()
-                    error = failure
-            raise error
-
-        def send(self, data) -> None:
-            # The request is one sendall, which takes the socket timeout as its total.
-            if self.sock is not None:
-                self.sock.settimeout(self.exchange.time_left())
-            super().send(data)
-
-        def connect(self) -> None:
-            super().connect()
-            self.sock.settimeout(self.exchange.time_left())
-
-        def response_class(self, sock, *args, **kwargs) -> http.client.HTTPResponse:
-            # http.client reads every answer - a proxy's answer to CONNECT too - through the
-            # response_class it makes from the socket.
-            answer = http.client.HTTPResponse(DeadlineSocket(sock, self.exchange), *args,
-                                              **kwargs)
-            self.exchange.answers.append(answer)
-            return answer
-
-    class HTTPConnection(DeadlineConnection, http.client.HTTPConnection):
-        pass
-
-    if not hasattr(http.client, "HTTPSConnection"):  # a Python built without ssl
-        return (HTTPConnection,)
-
-    class HTTPSConnection(DeadlineConnection, http.client.HTTPSConnection):
-        pass
-
-    return HTTPConnection, HTTPSConnection
 
 
 def cache_lifetime(headers) -> float:

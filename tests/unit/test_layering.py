@@ -34,7 +34,7 @@ LAYERS = (
     ("foundations", ("mjf_hooks", "errors", "log", "signals", "terminal", "json_text", "spec",
                      "options", "timeparse", "jobstatus", "classad_files")),
     ("reading the host, safely; the config",
-     ("safefs", "probe", "probe.*", "config", "external_command")),
+     ("safefs", "probe", "probe.*", "config", "external_command", "http_deadline")),
     ("the layout and the facts: pure functions of what was read",
      ("store", "store_locations", "hook_failures", "batch", "batch.contract", "batch.slurm",
       "batch.htcondor", "batch.lsf", "batch.gridengine", "batch.pbs", "features", "exports",

@@ -10,6 +10,8 @@ CHECKOUT = Path(__file__).resolve().parents[2]
 
 # Modules whose tests are not where the rule looks, with where they are and why.
 ELSEWHERE = {
+    "mjf_hooks/http_deadline.py": ("tests/unit/test_reader_http.py",
+                                   "the reader's requests, against servers that trickle"),
     "mjf_hooks/__init__.py": ("tests/unit/test_own_modules.py",
                               "the package's own module finder is all it holds"),
     "mjf_hooks/check.py": ("tests/unit/test_reader_and_check.py",
