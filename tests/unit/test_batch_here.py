@@ -51,3 +51,15 @@ def test_a_drain_is_asked_only_of_an_installed_batch_system(monkeypatch):
     module = SimpleNamespace(NAME="slurm", TITLE="Slurm", installed=lambda options: False,
                              drain_query=lambda *args: asked.append(args))
     assert here.drain_time(module, parse(""), LeveledLog()) is None and asked == []
+
+
+def test_asking_loads_no_typing():
+    """`mjf publish` and HTCondor's cron run every minute: typing (with re, enum and
+    collections) would cost each ~10 ms, as it did once."""
+    import subprocess
+    import sys
+
+    code = "import sys, mjf_hooks.batch.here; print('typing' in sys.modules)"
+    out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "False"
