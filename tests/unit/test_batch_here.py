@@ -60,6 +60,6 @@ def test_asking_loads_no_typing():
     import sys
 
     code = "import sys, mjf_hooks.batch.here; print('typing' in sys.modules)"
-    out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "False"
