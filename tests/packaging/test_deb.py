@@ -231,7 +231,7 @@ def test_man_shows_every_page(root):
 @pytest.mark.integration
 def test_the_conffile_is_all_comments_and_means_the_defaults(root):
     conffile = (root.path / "etc/mjf/mjf.conf").read_text()
-    assert conffile == (CHECKOUT_ROOT / "packaging" / "mjf.conf").read_text()
+    assert conffile == (CHECKOUT_ROOT / "contrib" / "mjf.conf").read_text()
     lines = [line for line in conffile.splitlines() if line.strip()]
     assert lines and all(line.startswith("#") for line in lines)
     # Short (the sh TaskProlog reads it a byte at a time per task), and what it names is

@@ -141,7 +141,7 @@ def test_config_file_is_noreplace_and_all_comments(built):
     member, content = built["payload"]["/etc/mjf/mjf.conf"]
     assert member.mode & 0o777 == 0o644
     text = content.decode()
-    assert text == (CHECKOUT_ROOT / "packaging" / "mjf.conf").read_text()
+    assert text == (CHECKOUT_ROOT / "contrib" / "mjf.conf").read_text()
     for line in text.splitlines():
         assert line.strip() == "" or line.startswith(("#", ";")), line
     # The example it names is in the package (every option, commented), and it reads as
@@ -213,7 +213,7 @@ def test_version_comes_from_the_package(built):
         assert rpm_query("-qp", "--qf", "%{NAME} %{VERSION}", str(package)) == [
             f"mjf-hooks {version}"]
     # The SRPM's spec was filled in; the template holds no number of its own.
-    template = (CHECKOUT_ROOT / "packaging" / "rpm" / "mjf-hooks.spec.in").read_text()
+    template = (CHECKOUT_ROOT / "rpm" / "mjf-hooks.spec.in").read_text()
     assert "@VERSION@" in template and version not in template
 
 
