@@ -222,9 +222,7 @@ def _remove_stale_jobs(config: Config, store: Store, environ: dict[str, str],
             continue
         removed = lifecycle.end_job_left_behind(config, store, done.log, name, ending) \
             if ending else store.remove_job_dir(name)
-        if removed:
-            lines.append(f"removed job {name}: {why}")
-            done.log.info(f"sync removed job {name}: {why}")
+        _said_removed(removed, name, why, lines, done)
     if os.geteuid() == 0:
         for private in private_job_stores(config):
             lines += _remove_stale_private_jobs(private, listings, done)
@@ -256,10 +254,16 @@ def _remove_stale_private_jobs(store: Store, listings: here.BatchListings,
                f"{store.base_dir}, its user's)")
         if done.dry_run:
             lines.append(f"would remove job {name}: {why}")
-        elif store.remove_job_dir(name):
-            lines.append(f"removed job {name}: {why}")
-            done.log.info(f"sync removed job {name}: {why}")
+        else:
+            _said_removed(store.remove_job_dir(name), name, why, lines, done)
     return lines
+
+
+def _said_removed(removed: bool, name: str, why: str, lines: list[str], done: Pass) -> None:
+    """A removed job's line, in what the pass did and in the log."""
+    if removed:
+        lines.append(f"removed job {name}: {why}")
+        done.log.info(f"sync removed job {name}: {why}")
 
 
 def _proven_gone(name: str, proof: list[str | None] | None,

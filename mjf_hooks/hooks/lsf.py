@@ -142,9 +142,10 @@ def set_up(context: HookContext, in_job: bool) -> dict[str, str]:
     """Write the job's features (or, in the starter, complete the pre-exec's); return exports."""
     environ = context.environ
     job_id = lsf.job_id(environ)
+    host_names = [os.uname().nodename]
 
     def gather() -> tuple[dict, list[str]]:
-        given = lsf.JobInput(environ, [os.uname().nodename], limits=None,
+        given = lsf.JobInput(environ, host_names, limits=None,
                              run_limit=_run_limit(context, job_id))
         return lsf.job_facts(given, int(time.time()))
 
@@ -152,8 +153,7 @@ def set_up(context: HookContext, in_job: bool) -> dict[str, str]:
                              _scratch_dir(context, in_job), OWNER_VARIABLES,
                              completion=lambda: {**_limits(), **_tmpdir_size(context)})
     if in_job:
-        task_starter = lsf.remote_task_starter(environ, [os.uname().nodename],
-                                               f"{_own_command()} starter")
+        task_starter = lsf.remote_task_starter(environ, host_names, f"{_own_command()} starter")
         if task_starter:
             exports["LSF_JOB_STARTER"] = task_starter
     return exports
