@@ -7,7 +7,7 @@ boot; ``mjf htcondor-wrapper``, a replay): no click.
 
 from __future__ import annotations
 
-from ..hooks.frame import COMMON_HELP, run_hook
+from ..hooks.frame import COMMON_HELP, CommandLine, run_hook
 
 RUN_USAGE = """\
 usage: mjf run [options] [--] CMD [ARGS...]
@@ -35,9 +35,11 @@ line, or a config that cannot be used (nothing written).
 def run_command(argv: list[str]) -> int:
     from ..hooks.standalone import run
 
-    return run_hook("mjf run", argv, run, RUN_USAGE, arguments=None,
-                    valued=("--cpus", "--wall-limit", "--memory", "--job-id"),
-                    positional_stop=True, usage_exit=2, runs_job=True, admin=True)
+    return run_hook("mjf run", argv, run,
+                    CommandLine(RUN_USAGE, arguments=None,
+                                valued=("--cpus", "--wall-limit", "--memory", "--job-id"),
+                                positional_stop=True, usage_exit=2),
+                    runs_job=True, admin=True)
 
 
 def machine_command(argv: list[str]) -> int:
@@ -49,7 +51,8 @@ def machine_command(argv: list[str]) -> int:
         lifecycle.machine_features(context.config, store, context.log, context.dry_run)
         return 0
 
-    return run_hook("mjf machine", argv, body, MACHINE_USAGE, usage_exit=2, admin=True)
+    return run_hook("mjf machine", argv, body, CommandLine(MACHINE_USAGE, usage_exit=2),
+                    admin=True)
 
 
 def htcondor_wrapper_command(argv: list[str]) -> int:

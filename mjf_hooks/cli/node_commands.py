@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from ..hooks.frame import COMMON_HELP, run_hook
+from ..hooks.frame import COMMON_HELP, CommandLine, run_hook
 
 SYNC_USAGE = """\
 usage: mjf sync [options]
@@ -40,7 +40,7 @@ def sync_command(argv: list[str]) -> int:
             sys.stdout.write(line + "\n")
         return 1 if done.failed else 0  # each failed phase logged its line
 
-    return run_hook("mjf sync", argv, body, SYNC_USAGE, usage_exit=2, admin=True)
+    return run_hook("mjf sync", argv, body, CommandLine(SYNC_USAGE, usage_exit=2), admin=True)
 
 
 PUBLISH_USAGE = """\
@@ -67,7 +67,8 @@ def publish_command(argv: list[str]) -> int:
             sys.stdout.write(line + "\n")
         return 1 if outcome.failed else 0
 
-    return run_hook("mjf publish", argv, body, PUBLISH_USAGE, usage_exit=2, admin=True)
+    return run_hook("mjf publish", argv, body, CommandLine(PUBLISH_USAGE, usage_exit=2),
+                    admin=True)
 
 
 NODE_COMMANDS = {"sync": sync_command, "publish": publish_command}

@@ -94,16 +94,29 @@ class HookContext:
             return None
 
 
+class CommandLine:
+    """A hook command's command line: its ``usage`` text; how many of its words may be
+    arguments, not options (``arguments``; None: any, the body's to check); its own
+    ``flags`` and ``valued`` options beside the common ones; whether options end at the
+    first argument (``positional_stop``: the rest is a job's command); and the status of
+    a wrong command line (``usage_exit``: 2 for commands a person types, 0 (logged) for
+    hooks a batch system calls)."""
+
+    __slots__ = ("arguments", "flags", "positional_stop", "usage", "usage_exit", "valued")
+
+    def __init__(self, usage: str, arguments: int | None = 0, flags: tuple[str, ...] = (),
+                 valued: tuple[str, ...] = (), positional_stop: bool = False,
+                 usage_exit: int = 0) -> None:
+        self.usage, self.arguments, self.flags, self.valued = usage, arguments, flags, valued
+        self.positional_stop, self.usage_exit = positional_stop, usage_exit
+
+
 def run_hook(
     context_name: str,
     argv: list[str] | None,
     body: Callable[[HookContext], int | None],
-    usage: str,
-    arguments: int | None = 0,
-    flags: tuple[str, ...] = (),
-    valued: tuple[str, ...] = (),
-    positional_stop: bool = False,
-    usage_exit: int = 0,
+    command_line: CommandLine,
+    *,
     runs_job: bool = False,
     failure_exit: int = 1,
     job_environment: bool = False,
@@ -111,11 +124,9 @@ def run_hook(
 ) -> int:
     """Run ``body`` under the fail-safe rule and return the hook's exit status.
 
-    ``argv``: the command line after the command's name (None: ``sys.argv[1:]``), of
-    which at most ``arguments`` are not options (None: any, the body's to check); more
-    is a wrong command line. ``usage_exit`` is the status for a wrong command line: 2 for commands a
-    person types, 0 (logged) for hooks a batch system calls. A hook that
-    ``runs_job`` (a wrapper) gets its body called even when the config is
+    ``argv``: the command line after the command's name (None: ``sys.argv[1:]``), read
+    as ``command_line`` says; more arguments than it allows is a wrong command line. A
+    hook that ``runs_job`` (a wrapper) gets its body called even when the config is
     broken, so it can run the job without MJF. ``failure_exit`` is the status of a
     failure with ``on_error = fail``: 1, or what the batch system reads as "this job
     failed" without blaming the node (Grid Engine: 100). ``job_environment``: the hook
@@ -128,6 +139,8 @@ def run_hook(
     and a config that cannot be used exits 2 - unless the command ``runs_job``, whose job
     still runs (the log says why without MJF) and whose status is the job's.
     """
+    usage, arguments, usage_exit = command_line.usage, command_line.arguments, \
+        command_line.usage_exit
     log = Log(context_name)
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -135,8 +148,9 @@ def run_hook(
         if argv:
             from ..options import parse
 
-            options, args = parse(argv, COMMON_FLAGS + flags, COMMON_VALUED + valued,
-                                  positional_stop)
+            options, args = parse(argv, COMMON_FLAGS + command_line.flags,
+                                  COMMON_VALUED + command_line.valued,
+                                  command_line.positional_stop)
         if arguments is not None and len(args) > arguments:
             raise UsageError(f"unexpected argument {args[arguments][:200]!r}")
     except UsageError as error:
@@ -196,6 +210,7 @@ def run_roles(
     with_arguments: tuple[str, ...] = (),
     job: Callable[[Mapping[str, str]], str] | None = None,
     role_of: Callable[[HookContext], tuple[str, list[str]]] | None = None,
+    positional_stop: bool = False,
     **options,
 ) -> int:
     """A hook command with roles (``mjf-lsf pre-exec``...) in the fail-safe frame.
@@ -203,8 +218,8 @@ def run_roles(
     The role is the first argument (or what ``role_of`` tells from the context), one of
     ``roles`` (in the order the usage message lists them); only roles in
     ``with_arguments`` take more. ``job`` names the job in every log line, from the
-    environment. ``argv`` is ``sys.argv[1:]`` when None; ``options`` go to
-    :func:`run_hook`.
+    environment. ``argv`` is ``sys.argv[1:]`` when None; ``positional_stop`` is the
+    command line's (:class:`CommandLine`); ``options`` go to :func:`run_hook`.
     """
 
     def dispatch(context: HookContext) -> int | None:
@@ -219,7 +234,9 @@ def run_roles(
             (f" job {job(context.environ)}" if job else "")
         return roles[role](context, args)
 
-    return run_hook(command, argv, dispatch, usage, arguments=None, **options)
+    return run_hook(command, argv, dispatch,
+                    CommandLine(usage, arguments=None, positional_stop=positional_stop),
+                    **options)
 
 
 def _first_argument(context: HookContext) -> tuple[str, list[str]]:

@@ -27,7 +27,7 @@ from .. import classad_files, features, lifecycle, spec
 from ..batch import htcondor
 from ..errors import SiteInputError, UsageError
 from ..store_locations import store_for
-from .frame import COMMON_HELP, HookContext, exec_job, run_hook
+from .frame import COMMON_HELP, CommandLine, HookContext, exec_job, run_hook
 
 WRAPPER_USAGE = """\
 usage: mjf htcondor-wrapper [options] -- CMD [ARGS...]
@@ -52,14 +52,14 @@ def wrapper_main() -> int:
     """USER_JOB_WRAPPER: every argument belongs to the job."""
     job_argv = sys.argv[1:]
     return run_hook("mjf-htcondor-wrapper", [], lambda context: wrap(context, job_argv),
-                    WRAPPER_USAGE, runs_job=True)
+                    CommandLine(WRAPPER_USAGE), runs_job=True)
 
 
 def wrapper_command(argv: list[str]) -> int:
     """``mjf htcondor-wrapper [options] -- CMD``: the wrapper, replayable with options."""
     return run_hook("mjf htcondor-wrapper", argv, lambda context: wrap(context, context.args),
-                    WRAPPER_USAGE, arguments=None, positional_stop=True, usage_exit=2,
-                    runs_job=True)
+                    CommandLine(WRAPPER_USAGE, arguments=None, positional_stop=True,
+                                usage_exit=2), runs_job=True)
 
 
 def wrap(context: HookContext, job_argv: list[str]) -> int:
@@ -146,7 +146,8 @@ directory. REASON (exit, evict...) is HTCondor's.
 
 
 def job_exit_main(argv: list[str] | None = None) -> int:
-    return run_hook("mjf-htcondor-job-exit", argv, _job_exit, EXIT_USAGE, arguments=1)
+    return run_hook("mjf-htcondor-job-exit", argv, _job_exit,
+                    CommandLine(EXIT_USAGE, arguments=1))
 
 
 def _job_exit(context: HookContext) -> int:
@@ -183,7 +184,7 @@ def _job_exit(context: HookContext) -> int:
 
 
 def cron_main(argv: list[str] | None = None) -> int:
-    return run_hook("mjf-htcondor-cron", argv, _cron, CRON_USAGE)
+    return run_hook("mjf-htcondor-cron", argv, _cron, CommandLine(CRON_USAGE))
 
 
 def _cron(context: HookContext) -> int:

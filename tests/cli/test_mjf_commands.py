@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from mjf_hooks.hooks.frame import read_env_file, run_hook
+from mjf_hooks.hooks.frame import CommandLine, read_env_file, run_hook
 from mjf_hooks.log import Log
 from tests.conftest import CHECKOUT_ROOT, FIXTURES, installed_command
 
@@ -120,11 +120,11 @@ def test_hook_frame_turns_our_bugs_into_one_logged_line(capsys, tmp_path):
 
     conf = tmp_path / "mjf.conf"
     conf.write_text("[mjf]\nlog = stderr\n")
-    assert run_hook("test hook", ["--config", str(conf)], buggy, "usage: test") == 0
+    assert run_hook("test hook", ["--config", str(conf)], buggy, CommandLine("usage: test")) == 0
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "internal error KeyError at test_mjf_commands.py" in err
     conf.write_text("[mjf]\nlog = stderr\non_error = fail\n")
-    assert run_hook("test hook", ["--config", str(conf)], buggy, "usage: test") == 1
+    assert run_hook("test hook", ["--config", str(conf)], buggy, CommandLine("usage: test")) == 1
 
 
 @pytest.mark.parametrize(("command", "args", "status"), [
