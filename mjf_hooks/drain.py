@@ -49,7 +49,7 @@ def _grace(config: Config, store: Store) -> tuple[int, str]:
     """The notice promised to jobs: the longest of grace_secs and the jobs' grace_secs_job."""
     grace = config.machine.get("grace_secs")
     if grace is None:
-        written = store.read_machine_key("grace_secs")
+        written = store.machine.read_key("grace_secs")
         grace = spec.digits_value(written) if written else None
     promises = [(grace, "grace_secs")] if grace is not None else []
     job_grace = config.job.get("grace_secs_job")
@@ -156,24 +156,24 @@ class Drains:
         """As kept in ``state/`` (a value that is not one counts as none); a drain an
         earlier version wrote only to ``machinefeatures/`` is taken over once (``write``
         false: read as taken over, nothing written)."""
-        admin = _time(store.read_machine_state(ADMIN_DRAIN))
-        batch_text = store.read_machine_state(BATCH_DRAIN) or ""
+        admin = _time(store.machine.read_state(ADMIN_DRAIN))
+        batch_text = store.machine.read_state(BATCH_DRAIN) or ""
         seconds, _, what = batch_text.partition(" ")
         batch = (_time(seconds), what) if _time(seconds) is not None and what else None
         drains = cls(admin, batch)
-        legacy = store.read_machine_key(_LEGACY_SOURCE_MARKER)
-        current = None if admin or batch else _time(store.read_machine_key("shutdowntime"))
+        legacy = store.machine.read_key(_LEGACY_SOURCE_MARKER)
+        current = None if admin or batch else _time(store.machine.read_key("shutdowntime"))
         if current is not None:  # announced by an earlier version: taken over once
             drains = cls(None, (current, legacy)) if legacy else cls(current, None)
             if write:
                 drains.save(store)
         if legacy is not None and write:
-            store.set_machine_key(_LEGACY_SOURCE_MARKER, None)
+            store.machine.set_key(_LEGACY_SOURCE_MARKER, None)
         return drains
 
     def save(self, store: Store) -> None:
-        store.set_machine_state(ADMIN_DRAIN, None if self.admin is None else str(self.admin))
-        store.set_machine_state(BATCH_DRAIN, None if self.batch is None
+        store.machine.set_state(ADMIN_DRAIN, None if self.admin is None else str(self.admin))
+        store.machine.set_state(BATCH_DRAIN, None if self.batch is None
                                 else f"{self.batch[0]} {printable(self.batch[1])}")
 
     def shutdown(self) -> int | None:
@@ -195,9 +195,9 @@ def apply(config: Config, store: Store, log: Log, drains: Drains,
     whether anything changed (``dry_run``: would change; nothing is written)."""
     shutdown = drains.shutdown()
     value = None if shutdown is None else spec.format_value("shutdowntime", shutdown)
-    changed = store.read_machine_key("shutdowntime") != value
+    changed = store.machine.read_key("shutdowntime") != value
     if changed and not dry_run:
-        store.set_machine_key("shutdowntime", value)
+        store.machine.set_key("shutdowntime", value)
     if shutdown is None:
         jobs = _update_jobs(config, store, log, lambda own: own, dry_run)
         return f"shutdowntime removed; shutdowntime_job restored in {jobs} job(s)", \

@@ -62,7 +62,7 @@ def record(base_dir: str, entry: str, reason: str | BaseException,
         name = file_name(entry, reason if isinstance(reason, str) else reason_of(reason))
         if name is None or not os.path.isdir(base_dir):
             return
-        with Store(base_dir, dir_mode).open_machine_state(create=True) as state, \
+        with Store(base_dir, dir_mode).machine.open_state(create=True) as state, \
                 state.subdir(COUNTERS_DIR, dir_mode, None, create=True) as counters:
             fd = os.open(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
                          | os.O_NONBLOCK | os.O_CLOEXEC, 0o644, dir_fd=counters.fd)
@@ -82,7 +82,7 @@ def counts(base_dir: str) -> dict[tuple[str, str], int]:
 
     found: dict[tuple[str, str], int] = {}
     try:
-        with Store(base_dir).open_machine_state() as state, \
+        with Store(base_dir).machine.open_state() as state, \
                 state.subdir(COUNTERS_DIR, 0o755, None) as counters:
             for name in os.listdir(counters.fd):
                 key = _parse_name(name)

@@ -57,7 +57,7 @@ def machine_features(config: Config, store: Store, log: Log, dry_run: bool = Fal
     features, rendered = _machine_values(config)
     report(log, store.machine_dir, features, rendered, dry_run)
     if write and not dry_run:
-        changed = store.write_machine(rendered, _MANAGED_MACHINE_KEYS)
+        changed = store.machine.write(rendered, _MANAGED_MACHINE_KEYS)
         if changed:
             log.info(f"{store.machine_dir}: updated {', '.join(changed)}")
     shutdown = _machine_shutdown(store, log)
@@ -80,13 +80,13 @@ def _machine_values(config: Config) -> tuple[Features, dict[str, str]]:
 def machine_changes(config: Config, store: Store) -> dict[str, str | None]:
     """What :func:`machine_features` would change in ``machinefeatures/``, changing
     nothing: ``{key: new content}``, None for a key it would remove."""
-    return store.machine_changes(_machine_values(config)[1], _MANAGED_MACHINE_KEYS)
+    return store.machine.changes(_machine_values(config)[1], _MANAGED_MACHINE_KEYS)
 
 
 def _machine_shutdown(store: Store, log: Log | None = None) -> int | None:
     """The shutdowntime a drain set, or None; one that is not a valid value is ignored
     (and logged, given a log)."""
-    written = store.read_machine_key("shutdowntime")
+    written = store.machine.read_key("shutdowntime")
     if written is None:
         return None
     try:
@@ -106,7 +106,7 @@ def machine_features_for_job(config: Config, store: Store, log: Log, site: Store
     it exists (it is not ours to rewrite); otherwise they are written beside
     the job. Returns the store whose ``machine_dir`` the job should get.
     """
-    if store.base_dir != site.base_dir and site.has_machine_dir(log):
+    if store.base_dir != site.base_dir and site.machine.exists(log):
         return site, machine_features(config, site, log, dry_run, write=False)
     return store, machine_features(config, store, log, dry_run)
 

@@ -152,7 +152,7 @@ def _machine(families: Families, config: Config) -> None:
     store = store_for(config)
     values = {}
     for key in ("shutdowntime", "grace_secs", "total_cpu"):
-        text = store.read_machine_key(key)
+        text = store.machine.read_key(key)
         number = spec.digits_value(text) if text else None
         if number is not None:
             values[key] = number

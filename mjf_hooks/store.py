@@ -119,7 +119,8 @@ def job_id_of_dir_name(name: str) -> str:
 
 
 class Store:
-    """One ``base_dir``: machine features and per-job directories."""
+    """One ``base_dir``: its per-job directories, and (as ``machine``, a
+    :class:`MachineArea`) the host's machine features and bookkeeping."""
 
     def __init__(self, base_dir: str, dir_mode: int = 0o755, file_mode: int = 0o644,
                  owner: int | None = None, given_dir: str | None = None) -> None:
@@ -137,6 +138,7 @@ class Store:
         # The path to base_dir was found trusted once: nobody else can change it since
         # (see check_trusted_path), so a hook opening the store again does not walk it again.
         self._path_trusted = False
+        self.machine = MachineArea(self)
 
     # Paths, for exporting to jobs and for messages.
     @property
@@ -148,95 +150,6 @@ class Store:
 
     def job_status_dir(self, job_id: str) -> str:
         return f"{self.base_dir}/{JOBS_DIR}/{job_dir_name(job_id)}/{JOB_STATUS_DIR}"
-
-    # Machine features.
-    def write_machine(self, values: dict[str, str], managed: frozenset[str]) -> list[str]:
-        """Make the machine keys in ``managed`` equal ``values``; return what changed.
-
-        Unchanged files are not rewritten; managed keys without a value are
-        removed; other files (dynamic keys like shutdowntime) are left alone.
-        """
-        changed = []
-        with self._open_top(MACHINE_DIR, create=True) as machine:
-            machine.sweep_leftovers()
-            for name, content in values.items():
-                if machine.read(name) != content:
-                    machine.replace(name, content, self.file_mode)
-                    changed.append(name)
-            for name in sorted(managed - values.keys()):
-                if machine.unlink_file(name):
-                    changed.append(name)
-        return changed
-
-    def machine_changes(self, values: dict[str, str],
-                        managed: frozenset[str]) -> dict[str, str | None]:
-        """What :meth:`write_machine` would change, changing nothing: ``{name: new
-        content}``, None for a key it would remove."""
-        try:
-            machine = self._open_top(MACHINE_DIR)
-        except FileNotFoundError:
-            return dict(values)
-        with machine:
-            changes: dict[str, str | None] = {
-                name: content for name, content in values.items()
-                if machine.read(name) != content}
-            present = set(os.listdir(machine.fd))
-        changes.update((name, None) for name in sorted(managed - values.keys())
-                       if name in present)
-        return changes
-
-    def has_machine_dir(self, log=None) -> bool:
-        """Whether ``machinefeatures/`` exists here and may be trusted (not a symlink,
-        nobody else's); one that is refused is logged, given a log."""
-        if not os.path.lexists(self.base_dir):
-            return False
-        try:
-            self._open_top(MACHINE_DIR).close()
-        except FileNotFoundError:
-            return False
-        except StoreError as error:
-            if log is not None:
-                log.warning(f"{error}: not exported")
-            return False
-        return True
-
-    def read_machine_key(self, name: str) -> str | None:
-        """A machine key's current content, or None if absent or unreadable."""
-        return self._read_top_file(MACHINE_DIR, name)
-
-    def set_machine_key(self, name: str, content: str | None) -> None:
-        """Replace (or with None remove) one dynamic machine key atomically."""
-        self._set_top_file(MACHINE_DIR, name, content)
-
-    def read_machine_state(self, name: str) -> str | None:
-        """A file of the machine's bookkeeping (``<base_dir>/state/``), or None."""
-        return self._read_top_file(STATE_DIR, name)
-
-    def set_machine_state(self, name: str, content: str | None) -> None:
-        """Replace (or with None remove) a file of the machine's bookkeeping atomically."""
-        self._set_top_file(STATE_DIR, name, content)
-
-    def open_machine_state(self, create: bool = False) -> Dir:
-        """``<base_dir>/state/``, opened safely (``create``: made if absent, base_dir
-        too); FileNotFoundError if absent, StoreError if refused."""
-        return self._open_top(STATE_DIR, create)
-
-    def _read_top_file(self, top: str, name: str) -> str | None:
-        try:
-            with self._open_top(top) as directory:
-                return directory.read(name)
-        except (FileNotFoundError, StoreError):
-            return None
-
-    def _set_top_file(self, top: str, name: str, content: str | None) -> None:
-        if content is None and self._read_top_file(top, name) is None:
-            return  # nothing to remove: nothing to create either
-        with self._open_top(top, create=True) as directory:
-            directory.sweep_leftovers()
-            if content is None:
-                directory.unlink_file(name)
-            else:
-                directory.replace(name, content, self.file_mode)
 
     # Job features.
     def create_job(self, job_id: str, values: dict[str, str], gid: int | None = None,
@@ -634,6 +547,105 @@ class Store:
             )
         self._path_trusted = self.owner is None
         return fd
+
+
+class MachineArea:
+    """The host's own part of a store: ``machinefeatures/`` (the keys every job on this
+    node reads) and ``state/`` (the suite's bookkeeping for the node: drains, hook
+    failures). Reached as ``store.machine``; opened through the store, as safely."""
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def write(self, values: dict[str, str], managed: frozenset[str]) -> list[str]:
+        """Make the machine keys in ``managed`` equal ``values``; return what changed.
+
+        Unchanged files are not rewritten; managed keys without a value are
+        removed; other files (dynamic keys like shutdowntime) are left alone.
+        """
+        changed = []
+        with self._store._open_top(MACHINE_DIR, create=True) as machine:
+            machine.sweep_leftovers()
+            for name, content in values.items():
+                if machine.read(name) != content:
+                    machine.replace(name, content, self._store.file_mode)
+                    changed.append(name)
+            for name in sorted(managed - values.keys()):
+                if machine.unlink_file(name):
+                    changed.append(name)
+        return changed
+
+    def changes(self, values: dict[str, str],
+                managed: frozenset[str]) -> dict[str, str | None]:
+        """What :meth:`write` would change, changing nothing: ``{name: new
+        content}``, None for a key it would remove."""
+        try:
+            machine = self._store._open_top(MACHINE_DIR)
+        except FileNotFoundError:
+            return dict(values)
+        with machine:
+            changes: dict[str, str | None] = {
+                name: content for name, content in values.items()
+                if machine.read(name) != content}
+            present = set(os.listdir(machine.fd))
+        changes.update((name, None) for name in sorted(managed - values.keys())
+                       if name in present)
+        return changes
+
+    def exists(self, log=None) -> bool:
+        """Whether ``machinefeatures/`` exists here and may be trusted (not a symlink,
+        nobody else's); one that is refused is logged, given a log."""
+        if not os.path.lexists(self._store.base_dir):
+            return False
+        try:
+            self._store._open_top(MACHINE_DIR).close()
+        except FileNotFoundError:
+            return False
+        except StoreError as error:
+            if log is not None:
+                log.warning(f"{error}: not exported")
+            return False
+        return True
+
+    def read_key(self, name: str) -> str | None:
+        """A machine key's current content, or None if absent or unreadable."""
+        return self._read_file(MACHINE_DIR, name)
+
+    def set_key(self, name: str, content: str | None) -> None:
+        """Replace (or with None remove) one dynamic machine key atomically."""
+        self._set_file(MACHINE_DIR, name, content)
+
+    def read_state(self, name: str) -> str | None:
+        """A file of the machine's bookkeeping (``<base_dir>/state/``), or None."""
+        return self._read_file(STATE_DIR, name)
+
+    def set_state(self, name: str, content: str | None) -> None:
+        """Replace (or with None remove) a file of the machine's bookkeeping atomically."""
+        self._set_file(STATE_DIR, name, content)
+
+    def open_state(self, create: bool = False) -> Dir:
+        """``<base_dir>/state/``, opened safely (``create``: made if absent, base_dir
+        too); FileNotFoundError if absent, StoreError if refused."""
+        return self._store._open_top(STATE_DIR, create)
+
+    def _read_file(self, top: str, name: str) -> str | None:
+        try:
+            with self._store._open_top(top) as directory:
+                return directory.read(name)
+        except (FileNotFoundError, StoreError):
+            return None
+
+    def _set_file(self, top: str, name: str, content: str | None) -> None:
+        if content is None and self._read_file(top, name) is None:
+            return  # nothing to remove: nothing to create either
+        with self._store._open_top(top, create=True) as directory:
+            directory.sweep_leftovers()
+            if content is None:
+                directory.unlink_file(name)
+            else:
+                directory.replace(name, content, self._store.file_mode)
 
 
 def _ours_alone(info: os.stat_result) -> bool:

@@ -41,8 +41,8 @@ class MachineLimits:
 
         from .probe import process
 
-        total = store.read_machine_key("total_cpu")
-        hs06 = store.read_machine_key("hs06")
+        total = store.machine.read_key("total_cpu")
+        hs06 = store.machine.read_key("hs06")
         try:
             benchmark = None if hs06 is None else spec.parse_value("hs06", hs06)
         except ValueError:

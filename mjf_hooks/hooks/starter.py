@@ -54,7 +54,7 @@ def set_up(context: HookContext, backend: str, job_id: str, in_job: bool,
     if in_job:
         for store in job_stores(context, site):
             if os.path.isdir(store.job_features_dir(job_id)):
-                machine_store = site if site.has_machine_dir(log) else store
+                machine_store = site if site.machine.exists(log) else store
                 lifecycle.complete_if_pending(config, store, log, job_id,
                                               completion() if completion else {},
                                               machine_store, dry_run=context.dry_run)

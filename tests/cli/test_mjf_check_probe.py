@@ -33,7 +33,7 @@ def run(*args, env=None):
 def node(base, jobs=()):
     """A base_dir as the hooks write it: machine features and these jobs' directories."""
     store = Store(str(base))
-    store.write_machine(MACHINE, frozenset(MACHINE))
+    store.machine.write(MACHINE, frozenset(MACHINE))
     for job_id in jobs:
         store.create_job(job_id, {**JOB, "job_id": job_id,
                                   "jobstart_secs": str(int(time.time()) - 100)})
@@ -114,7 +114,7 @@ def test_the_plugin_states_a_monitoring_system_acts_on(tmp_path):
         "MJF OK - the machine features and 2 job directories pass (3 notes) | "
         "jobs=2 errors=0 warnings=0")
     shutdown = int(time.time()) + 7200
-    store.set_machine_key("shutdowntime", str(shutdown))
+    store.machine.set_key("shutdowntime", str(shutdown))
     draining = run("check", str(base))
     assert draining.returncode == 1, draining.stdout
     first = draining.stdout.splitlines()[0]

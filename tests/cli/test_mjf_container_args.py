@@ -17,7 +17,7 @@ from tests.conftest import installed_command
 def job(write_config, tmp_path):
     conf, base = write_config("jobstatus = yes\nurl_base = http://node.example:8480/\n")
     store = Store(str(base))
-    store.write_machine({"total_cpu": "4"}, frozenset())
+    store.machine.write({"total_cpu": "4"}, frozenset())
     features = store.create_job("12#a,b", {"job_id": "12#a,b"}, status=True)
     env = {"PATH": os.environ["PATH"], "MJF_CONFIG": str(conf),
            "MACHINEFEATURES": str(base / "machinefeatures"), "JOBFEATURES": features,

@@ -648,7 +648,7 @@ def test_a_root_epilogs_record_takes_the_slots_execd_gave_not_those_the_user_wro
     subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh",
                     "-c", f"printf 1000000 > {features}/.new && mv {features}/.new "
                     f"{features}/allocated_cpu"], check=True)
-    Store(str(site.base)).set_machine_key("total_cpu", "16")  # more than the job's 2
+    Store(str(site.base)).machine.set_key("total_cpu", "16")  # more than the job's 2
     ended = site.run("epilog", environ=site.environ("epilog", **nobody))
     assert ended.returncode == 0 and not (site.base / "jobs/13").exists(), ended.stderr
     [path] = (public_tmp_path / "records").glob("*/*.json")

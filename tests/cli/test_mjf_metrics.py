@@ -79,8 +79,8 @@ def promtool_check(text: str) -> None:
 def test_the_node_its_jobs_and_their_pilots(node):
     conf, _, store = node
     now = int(time.time())
-    store.set_machine_key("shutdowntime", str(now + 7200))
-    store.set_machine_key("grace_secs", "600")
+    store.machine.set_key("shutdowntime", str(now + 7200))
+    store.machine.set_key("grace_secs", "600")
     add_job(store, "41", cpus=4, start=now - 100, wall=3600, status=False)
     status_dir = add_job(store, "42", cpus=8, start=now - 200, wall=7200)
     jobstatus.update({"used_CPU": 6, "last_job_start": now - 50,
@@ -356,7 +356,7 @@ def test_a_job_is_labelled_by_its_directory_never_by_the_id_its_user_wrote(node)
     (and a million cores): each job keeps its own series, one label set each."""
     require(os.geteuid() == 0, "needs root: the jobfeatures/ is another user's")
     conf, _, store = node
-    store.set_machine_key("total_cpu", "16")
+    store.machine.set_key("total_cpu", "16")
     add_job(store, "victim", cpus=4)
     pending_job(store, "forger", job_id="victim", allocated_cpu="1000000")
     result = mjf("metrics", config=conf)

@@ -442,8 +442,8 @@ def test_the_epilogs_record_of_a_pending_job_bounds_what_its_user_wrote(
     require(os.geteuid() == 0, "needs root: the jobfeatures/ is another user's")
     slurm_site.configure(f"[records]\ndir = {slurm_site.tmp_path / 'records'}\n")
     store = Store(str(slurm_site.base))
-    store.set_machine_key("total_cpu", "16")
-    store.set_machine_key("hs06", "160")
+    store.machine.set_key("total_cpu", "16")
+    store.machine.set_key("hs06", "160")
     began = int(time.time())
     pending_job(store, "5", job_id="7", allocated_cpu="1000000", hs06_job="1000000",
                 jobstart_secs="0" if start == "0" else str(began + 10**6))

@@ -604,7 +604,7 @@ def test_a_standalone_run_counts_while_its_runner_runs_bounded_by_the_kernel(bus
     bounded by the CPUs that process may run on and by when it started (on a machine
     whose CPUs the batch jobs leave enough of)."""
     now, base = busy
-    Store(str(base)).set_machine_key("total_cpu", "64")
+    Store(str(base)).machine.set_key("total_cpu", "64")
     alive, _ = sleeper
     pid = int(alive.split()[0])
     top = plant(private_store(tmp_path), "run", backend="standalone", runner=alive,
@@ -657,7 +657,7 @@ def test_what_a_pending_jobs_user_writes_names_and_weighs_nothing_beyond_the_mac
     require(os.geteuid() == 0, "needs root: the jobfeatures/ is another user's")
     _, base = busy
     store = Store(str(base))
-    store.set_machine_key("total_cpu", "16")
+    store.machine.set_key("total_cpu", "16")
     pending_job(store, "forger", job_id="pilot", allocated_cpu="1000000",
                 jobstart_secs="946684800")
     reports = node_status.collect(config_module.load())
@@ -696,7 +696,7 @@ def test_jobs_only_users_vouch_for_share_what_batch_jobs_leave_of_the_machine(bu
     million cores: together they weigh no more than the machine's CPUs the batch jobs
     (14 of 16) do not hold."""
     _, base = busy
-    Store(str(base)).set_machine_key("total_cpu", "16")
+    Store(str(base)).machine.set_key("total_cpu", "16")
     store = private_store(tmp_path)
     with sleeping(3) as runners:
         for number, runner in enumerate(runners):

@@ -170,13 +170,13 @@ def test_cancelling_leaves_no_mark_that_withdraws_a_later_admin_drain(node):
 
 
 def test_a_drain_an_earlier_version_announced_is_taken_over(node):
-    node.store.write_machine({"total_cpu": "4"}, frozenset())
+    node.store.machine.write({"total_cpu": "4"}, frozenset())
     admin = int(time.time()) + 3600
     (node.base / "machinefeatures/shutdowntime").write_text(str(admin))
     node.sync()  # no batch-system drain: the admin's stands
     assert node.machine("shutdowntime") == str(admin)
     batch = int(time.time()) + 1800
-    node.store.set_machine_key("shutdowntime", str(batch))
+    node.store.machine.set_key("shutdowntime", str(batch))
     (node.base / "state/shutdowntime_admin").unlink()
     (node.base / "machinefeatures/.shutdowntime_source").write_text("Slurm reservation x")
     node.sync()  # that one was the batch system's, and it is gone

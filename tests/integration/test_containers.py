@@ -108,7 +108,7 @@ class Node:
                                + (f"url_base = {url_base}\n" if url_base else "")
                                + "[machinefeatures]\ngrace_secs = 600\n")
         store = Store(str(self.base))
-        store.write_machine({"total_cpu": "16", "hs06": "160", "grace_secs": "600"},
+        store.machine.write({"total_cpu": "16", "hs06": "160", "grace_secs": "600"},
                             frozenset())
         features = store.create_job(JOB_ID, {**JOB, "jobstart_secs": str(int(time.time()))},
                                     gid=gid, status=True, status_uid=uid)

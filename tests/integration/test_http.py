@@ -105,7 +105,7 @@ def server(tmp_path_factory):
             os.chmod(parent, os.stat(parent).st_mode | 0o711)
     running = Server(root)
     store = Store(str(running.base))
-    store.write_machine({"total_cpu": "16", "hs06": "200", "grace_secs": "600"}, frozenset())
+    store.machine.write({"total_cpu": "16", "hs06": "200", "grace_secs": "600"}, frozenset())
     store.create_job("vm#1.0#17", {**JOB, "jobstart_secs": str(int(time.time()) - 60)})
     running.start()
     yield running

@@ -138,7 +138,7 @@ def test_a_drain_while_the_job_directory_is_built_reaches_the_job(tmp_path, read
     store = store_for(conf)
     machine = features.machine_features(conf, (16, "probe"), physical_cores=8)
     machine["shutdowntime"] = (read, "machinefeatures/shutdowntime as the Prolog read it")
-    store.set_machine_key("shutdowntime", None if now is None else str(now))
+    store.machine.set_key("shutdowntime", None if now is None else str(now))
     path = lifecycle.start_job(conf, store, Log("test", ("stderr",)), machine,
                                lifecycle.JobStart("slurm", BATCH, cgroup_pid=None))
     found = tmp_path / "jobs/42/jobfeatures/shutdowntime_job"

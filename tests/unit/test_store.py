@@ -122,7 +122,7 @@ def test_symlinked_top_directories_are_refused(tmp_path, planted):
         if planted == "jobs":
             store.create_job("7", VALUES)
         else:
-            store.write_machine({"total_cpu": "4"}, frozenset())
+            store.machine.write({"total_cpu": "4"}, frozenset())
     assert listing(victim) == []
 
 
@@ -253,13 +253,13 @@ def test_read_only_base_dir_is_a_clear_error_and_changes_nothing(fs):
 def test_machine_keys_are_only_rewritten_when_changed(tmp_path):
     store = Store(str(tmp_path / "base"))
     managed = frozenset({"total_cpu", "hs06", "grace_secs"})
-    assert store.write_machine({"total_cpu": "4", "hs06": "40"}, managed) == ["total_cpu", "hs06"]
+    assert store.machine.write({"total_cpu": "4", "hs06": "40"}, managed) == ["total_cpu", "hs06"]
     before = os.stat(f"{store.machine_dir}/total_cpu").st_ino
-    store.set_machine_key("shutdowntime", "1795400000")
-    assert store.write_machine({"total_cpu": "4"}, managed) == ["hs06"]  # hs06 unconfigured
+    store.machine.set_key("shutdowntime", "1795400000")
+    assert store.machine.write({"total_cpu": "4"}, managed) == ["hs06"]  # hs06 unconfigured
     assert os.stat(f"{store.machine_dir}/total_cpu").st_ino == before
     assert listing(store.machine_dir) == ["shutdowntime", "total_cpu"]  # dynamic key kept
-    assert store.read_machine_key("shutdowntime") == "1795400000"
+    assert store.machine.read_key("shutdowntime") == "1795400000"
 
 
 def test_readers_never_see_a_partial_value(tmp_path):
@@ -307,9 +307,9 @@ def test_leftovers_of_a_killed_hook_are_removed_by_the_next_one(tmp_path):
     assert listing(jobs) == sorted(["7", "10", f".new-9.{alive}.0badcafe"])
     store.set_job_keys("7", {"shutdowntime_job": "1795400000"})
     assert listing(features) == sorted([*VALUES, "shutdowntime_job"])
-    store.write_machine({"total_cpu": "4"}, frozenset({"total_cpu"}))
+    store.machine.write({"total_cpu": "4"}, frozenset({"total_cpu"}))
     (Path(store.machine_dir) / f".total_cpu.{dead}.0badcafe").write_text("4")
-    store.write_machine({"total_cpu": "4"}, frozenset({"total_cpu"}))
+    store.machine.write({"total_cpu": "4"}, frozenset({"total_cpu"}))
     assert listing(store.machine_dir) == ["total_cpu"]
 
 
@@ -375,7 +375,7 @@ def test_a_base_dir_below_a_directory_another_user_owns_is_refused(tmp_path):
     # Its owner swaps the base_dir the site meant for a symlink to anywhere.
     os.symlink(target, home / "mjf")
     with pytest.raises(StoreError, match=r"home belongs to uid 4321\b.* could redirect"):
-        Store(str(home / "mjf")).write_machine({"total_cpu": "4"}, frozenset({"total_cpu"}))
+        Store(str(home / "mjf")).machine.write({"total_cpu": "4"}, frozenset({"total_cpu"}))
     assert listing(target) == []
     (home / "mjf").unlink()
     (home / "mjf").mkdir()  # even a real directory of root's: its parent's owner can swap it

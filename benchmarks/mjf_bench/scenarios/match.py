@@ -95,7 +95,7 @@ class Match(Scenario):
         from mjf_hooks.store import Store
 
         store = Store(os.path.join(self.bench.work, "slot"))
-        store.write_machine({"total_cpu": "16", "hs06": "200", "grace_secs": "600"},
+        store.machine.write({"total_cpu": "16", "hs06": "200", "grace_secs": "600"},
                             frozenset())
         store.create_job("1", {"job_id": "1", "allocated_cpu": "4", "hs06_job": "50",
                                "jobstart_secs": str(int(time.time())),

@@ -65,7 +65,7 @@ class Reading(Scenario):
         from mjf_hooks.store import Store
 
         store = Store(os.path.join(self.bench.work, "read"))
-        store.write_machine({"total_cpu": "16", "hs06": "200", "grace_secs": "600",
+        store.machine.write({"total_cpu": "16", "hs06": "200", "grace_secs": "600",
                              "shutdowntime": "1900000000"}, frozenset())
         store.create_job("7", {"job_id": "7", "allocated_cpu": "2",
                                "jobstart_secs": "1800000000", "wall_limit_secs": "3600",
