@@ -8,6 +8,7 @@ A scenario module not listed here would never run: the smoke test fails on it.""
 
 from __future__ import annotations
 
+from .devices import StartupDevices
 from .floors import Floors
 from .gridengine import GridEngine, GridEngineRecords
 from .htcondor import HTCondor, HTCondorRecords, ShellWrapper
@@ -23,6 +24,6 @@ from .standalone import Standalone
 from .stores import Drain, RecordsSummary, Status
 from .storm import Storm
 
-ALL = (Floors, Standalone, Slurm, Lsf, GridEngine, HTCondor, Pbs, ShellWrapper,
+ALL = (Floors, Standalone, Slurm, StartupDevices, Lsf, GridEngine, HTCondor, Pbs, ShellWrapper,
        SlurmRecords, GridEngineRecords, HTCondorRecords, PbsRecords,
        Pilot, Storm, Drain, Status, RecordsSummary, Reading, Match, Publish, Packaged)

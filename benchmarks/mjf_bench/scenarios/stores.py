@@ -21,6 +21,8 @@ from ..scenario import Scenario
 from .pilot import pilot_values
 
 # `mjf status`'s floor: its system calls alone, from C.
+# Holds a command to one CPU (util-linux, on every Debian and EL host).
+TASKSET = "/usr/bin/taskset"
 STATUS_SYSCALLS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "status_syscalls.c")
 
 
@@ -92,16 +94,20 @@ class Drain(OverStores):
 class Status(OverStores):
     """Besides ``mjf status`` itself, in every repeat, its floor: the system calls its
     safe-read rules make for the same store, made from C with nothing else
-    (status_syscalls.c, built with the machine's ``cc``; without one, not measured)."""
+    (status_syscalls.c, built with the machine's ``cc``; without one, not measured); and
+    ``mjf status`` held to one CPU (``taskset -c 0``), so that it reads every job in one
+    process: what its forked readers (node_status._Worker) save."""
 
     size = "status"
     columns = ("`mjf status` over, every job reporting", "÷ python floor", "s", "µs per job",
-               "µs per job added", "its system calls alone (C), s", "÷ system calls alone")
+               "µs per job added", "its system calls alone (C), s", "÷ system calls alone",
+               "on one CPU (one process), s")
 
     def __init__(self, bench: Bench) -> None:
         super().__init__(bench)
         self.syscalls: str | None = None  # the floor's program, once built
         self.syscall_runs: list[list[float]] = []  # per repeat: seconds, one per count
+        self.one_cpu_runs: list[list[float]] = []  # the same, mjf status on one CPU
 
     def prepare(self) -> None:
         super().prepare()
@@ -136,6 +142,9 @@ class Status(OverStores):
 
     def repeat(self) -> None:
         super().repeat()
+        self.one_cpu_runs.append([
+            measure([TASKSET, "-c", "0", self.bench.bin("mjf"), "status"],
+                    self.bench.env_for(config)) for config in self.stores])
         if self.syscalls is not None:
             self.syscall_runs.append([
                 measure([self.syscalls, os.path.join(self.bench.work, f"status-{count}", "jobs"),
@@ -151,12 +160,13 @@ class Status(OverStores):
             cells.append("" if previous is None else
                          f"{(median - previous[1]) / (count - previous[0]) * 1e6:.0f}")
             previous = count, median
+            one_cpu = f"{statistics.median(run[index] for run in self.one_cpu_runs):.2f}"
             if not self.syscall_runs:  # no cc on this machine
-                cells += [NOT_MEASURED, ""]
+                cells += [NOT_MEASURED, "", one_cpu]
                 continue
             floor = [run[index] for run in self.syscall_runs]
             cells += [f"{statistics.median(floor):.2f}",
-                      per_floor([run[index] for run in self.runs], floor)]
+                      per_floor([run[index] for run in self.runs], floor), one_cpu]
         return [table]
 
 
