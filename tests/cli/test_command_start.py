@@ -159,3 +159,27 @@ def test_atexit_functions_run_before_a_command_ends_at_once(tmp_path):
                     f"import sys\nsys.path.append({site_packages!r})\n{code}"],
                    check=True, timeout=60)
     assert marker.exists()
+
+
+# The object's end is seen only where the collection at exit is not frozen away either:
+# the device alone, and (the control, showing the probe would see a teardown) the
+# interactive defaults, which undo both.
+@pytest.mark.parametrize(("undo", "said"), [
+    ("import atexit, gc; atexit.unregister(gc.freeze)", ""),
+    ("mjf_hooks.interactive_defaults()", "torn down"),
+])
+def test_a_command_started_as_packaged_skips_the_interpreters_teardown(undo, said):
+    """What run_command saves (docs/performance.md): a -S command ends without the
+    interpreter freeing every module's objects one by one, so an object that says when
+    it is freed never says so."""
+    # Written straight to the descriptor: sys.stderr may be gone by then.
+    code = ("import os, sys\nimport mjf_hooks\n"
+            "class Noisy:\n    def __del__(self, write=os.write):\n"
+            "        write(2, b'torn down')\n"
+            f"kept = Noisy()\n{undo}\n"
+            "mjf_hooks.run_command(lambda: 0)\n")
+    site_packages = str(Path(mjf_hooks.__file__).parent.parent)
+    result = subprocess.run([sys.executable, "-IS", "-c",
+                             f"import sys\nsys.path.append({site_packages!r})\n{code}"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stderr == said, result
