@@ -5,16 +5,26 @@ package's own set-up, and prepares its own job, so that no two rows meet.
 
 The devices: mjf_hooks' own module finder (undone: Python's general search for every
 module), the cyclic collector off and frozen at exit (undone: on, as Python starts) and
-the end at once (undone: the interpreter's own teardown)."""
+the end at once (undone: the interpreter's own teardown).
+
+Wall time on a shared machine moves by about a tenth of a bare start from run to run,
+more than one device saves; so a table of its own also counts each variant's
+instructions (valgrind's callgrind, once after the repeats), as a ratio to a bare
+start's: a deterministic figure, which shows each device apart (without valgrind,
+"not measured")."""
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
+import subprocess
 import sys
 import time
 
 from ..bench import Bench
-from ..measure import PYTHON_FLOOR, Command, measure
+from ..measure import NOT_MEASURED, PYTHON_FLOOR, Command, measure
+from ..report import Table
 from ..scenario import Scenario
 from .slurm import job_env
 
@@ -29,6 +39,7 @@ VARIANTS = (
     ("… finding its modules by Python's own search", (_SEARCH,)),
     ("… with the cyclic collector on, as Python starts", (_COLLECTOR,)),
     ("… ending through the interpreter's teardown", (_TEARDOWN,)),
+    ("… with the collector on and ending through the teardown", (_COLLECTOR, _TEARDOWN)),
     ("… none of the three", (_SEARCH, _COLLECTOR, _TEARDOWN)),
 )
 # The installed command's line after which a variant's lines go: the package is imported
@@ -44,13 +55,32 @@ class StartupDevices(Scenario):
             Command(label, [self._variant(number, undone)], PYTHON_FLOOR,
                     job_env(bench.config, str(3000 + number), "prolog_slurmd", start))
             for number, (label, undone) in enumerate(VARIANTS)]
+        self.instructions: list[int] = []  # per variant, then a bare start's last
 
     def finish(self) -> list[str]:
-        """Each variant's job ended by the packaged Epilog."""
+        """Each variant's instructions counted (its job already there, as in the repeats),
+        then its job ended by the packaged Epilog."""
+        if shutil.which("valgrind") is not None:
+            self.instructions = [
+                *(instructions(command.argv, command.env()) for command in self.commands),
+                instructions([self.bench.python, "-I", "-c", "pass"], self.bench.env)]
         for command in self.commands:
             measure([self.bench.bin("mjf-slurm")],
                     {**command.env(), "SLURM_SCRIPT_CONTEXT": "epilog_slurmd"})
         return []
+
+    def tables(self, floors: dict[str, Command]) -> list[Table]:
+        table = Table(("the Slurm Prolog's start-up devices", "instructions ÷ a bare start's",
+                       "million instructions"))
+        if not self.instructions:
+            for command in self.commands:
+                table.add(command.label, NOT_MEASURED, "")
+            return [table]
+        *counts, floor = self.instructions
+        for command, count in zip(self.commands, counts):
+            table.add(command.label, f"{count / floor:.3f}", f"{count / 1e6:.1f}")
+        table.note = f"A bare start (`python -I -c pass`): {floor / 1e6:.1f} million."
+        return [table]
 
     def _variant(self, number: int, undone: tuple[str, ...]) -> str:
         with open(self.bench.bin("mjf-slurm")) as handle:
@@ -62,3 +92,14 @@ class StartupDevices(Scenario):
         path = self.bench.file(f"mjf-slurm-devices-{number}", text.replace(_RUN, lines + _RUN))
         os.chmod(path, 0o700)  # run by this user alone
         return path
+
+
+def instructions(argv: list[str], env: dict[str, str]) -> int:
+    """The instructions one run of argv executes, as valgrind's callgrind counts them."""
+    result = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+                             *argv], env=env, capture_output=True, text=True)
+    found = re.search(r"Collected : (\d+)", result.stderr)
+    if result.returncode != 0 or found is None:
+        sys.exit(f"callgrind of {' '.join(argv)}: exit {result.returncode} "
+                 f"{result.stderr[-500:]}")
+    return int(found.group(1))
