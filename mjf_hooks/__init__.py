@@ -15,11 +15,12 @@ most often a hook on a job's start or end, and starts the way such a process sho
   tearing down every module's objects one by one.
 
 What each saves, in the Slurm Prolog's instructions as a ratio to a bare start's
-(callgrind; the benchmark's start-up devices table, docs/performance.md): 1.07 with all
-three, 1.42 with none; undoing one at a time, the search 1.13, the collector 1.10, the
-teardown 1.17 - and the collector and the teardown together 1.37, as a teardown with the
-collector on walks every object. tests/unit/test_own_modules.py and
-tests/cli/test_command_start.py notice any of them undone.
+(callgrind, a job of the same id already there; the benchmark's start-up devices table,
+docs/performance.md): 1.075 with all three, 1.47 with none; undoing one at a time, the
+search 1.18, the collector 1.15, the teardown 1.22 - and the collector and the teardown
+together 1.42, as a teardown with the collector on walks every object.
+tests/unit/test_own_modules.py and tests/cli/test_command_start.py notice any of them
+undone.
 
 An interactive ``mjf`` subcommand, which may run long, keeps Python's defaults for all of
 it (:func:`interactive_defaults`).

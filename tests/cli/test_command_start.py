@@ -125,6 +125,15 @@ def test_a_command_loads_its_own_modules_without_searching_and_skips_collections
                                                           "True"]
 
 
+def started_as_packaged(code: str) -> subprocess.CompletedProcess:
+    """``code`` run by this interpreter started -IS, as the packages start a command, with
+    this package's install on its path."""
+    site_packages = str(Path(mjf_hooks.__file__).parent.parent)
+    return subprocess.run([sys.executable, "-IS", "-c",
+                           f"import sys\nsys.path.append({site_packages!r})\n{code}"],
+                          capture_output=True, text=True, timeout=60)
+
+
 @pytest.mark.parametrize(("body", "status", "out", "err"), [
     ("print('done', end='')", 0, "done", ""),  # buffered output is written
     ("return 3", 3, "", ""),
@@ -137,27 +146,19 @@ def test_a_command_loads_its_own_modules_without_searching_and_skips_collections
 def test_a_command_started_as_packaged_ends_as_sys_exit_would(body, status, out, err):
     """run_command ends a -S command at once, after its atexit functions and with its
     output flushed; anything unusual ends the normal way."""
-    code = ("import sys, atexit\nimport mjf_hooks\n"
-            "atexit.register(lambda: sys.stderr.write(''))\n"
-            f"def main():\n    {body}\n"
-            "mjf_hooks.run_command(main)\n")
-    site_packages = str(Path(mjf_hooks.__file__).parent.parent)
-    result = subprocess.run([sys.executable, "-IS", "-c",
-                             f"import sys\nsys.path.append({site_packages!r})\n{code}"],
-                            capture_output=True, text=True, timeout=60)
+    result = started_as_packaged("import sys, atexit\nimport mjf_hooks\n"
+                                 "atexit.register(lambda: sys.stderr.write(''))\n"
+                                 f"def main():\n    {body}\n"
+                                 "mjf_hooks.run_command(main)\n")
     assert result.returncode == status and result.stdout == out, result
     assert err in result.stderr if err else result.stderr == ""
 
 
 def test_atexit_functions_run_before_a_command_ends_at_once(tmp_path):
     marker = tmp_path / "ran"
-    code = (f"import atexit\nimport mjf_hooks\n"
-            f"atexit.register(lambda: open({str(marker)!r}, 'w').close())\n"
-            "mjf_hooks.run_command(lambda: 0)\n")
-    site_packages = str(Path(mjf_hooks.__file__).parent.parent)
-    subprocess.run([sys.executable, "-IS", "-c",
-                    f"import sys\nsys.path.append({site_packages!r})\n{code}"],
-                   check=True, timeout=60)
+    started_as_packaged(f"import atexit\nimport mjf_hooks\n"
+                        f"atexit.register(lambda: open({str(marker)!r}, 'w').close())\n"
+                        "mjf_hooks.run_command(lambda: 0)\n").check_returncode()
     assert marker.exists()
 
 
@@ -173,13 +174,9 @@ def test_a_command_started_as_packaged_skips_the_interpreters_teardown(undo, sai
     interpreter freeing every module's objects one by one, so an object that says when
     it is freed never says so."""
     # Written straight to the descriptor: sys.stderr may be gone by then.
-    code = ("import os, sys\nimport mjf_hooks\n"
-            "class Noisy:\n    def __del__(self, write=os.write):\n"
-            "        write(2, b'torn down')\n"
-            f"kept = Noisy()\n{undo}\n"
-            "mjf_hooks.run_command(lambda: 0)\n")
-    site_packages = str(Path(mjf_hooks.__file__).parent.parent)
-    result = subprocess.run([sys.executable, "-IS", "-c",
-                             f"import sys\nsys.path.append({site_packages!r})\n{code}"],
-                            capture_output=True, text=True, timeout=60)
+    result = started_as_packaged("import os, sys\nimport mjf_hooks\n"
+                                 "class Noisy:\n    def __del__(self, write=os.write):\n"
+                                 "        write(2, b'torn down')\n"
+                                 f"kept = Noisy()\n{undo}\n"
+                                 "mjf_hooks.run_command(lambda: 0)\n")
     assert result.returncode == 0 and result.stderr == said, result
