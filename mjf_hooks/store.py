@@ -557,6 +557,8 @@ class MachineArea:
     __slots__ = ("_store",)
 
     def __init__(self, store: Store) -> None:
+        # Its directories are opened by the store's own safe opening (_open_top), the one
+        # way into base_dir: this class is the store's part, in the store's module.
         self._store = store
 
     def write(self, values: dict[str, str], managed: frozenset[str]) -> list[str]:

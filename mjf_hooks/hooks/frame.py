@@ -139,8 +139,7 @@ def run_hook(
     and a config that cannot be used exits 2 - unless the command ``runs_job``, whose job
     still runs (the log says why without MJF) and whose status is the job's.
     """
-    usage, arguments, usage_exit = command_line.usage, command_line.arguments, \
-        command_line.usage_exit
+    usage, usage_exit = command_line.usage, command_line.usage_exit  # said in several places
     log = Log(context_name)
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -151,8 +150,9 @@ def run_hook(
             options, args = parse(argv, COMMON_FLAGS + command_line.flags,
                                   COMMON_VALUED + command_line.valued,
                                   command_line.positional_stop)
-        if arguments is not None and len(args) > arguments:
-            raise UsageError(f"unexpected argument {args[arguments][:200]!r}")
+        allowed = command_line.arguments
+        if allowed is not None and len(args) > allowed:
+            raise UsageError(f"unexpected argument {args[allowed][:200]!r}")
     except UsageError as error:
         log.error(f"{error} (usage: {usage.splitlines()[0]})")
         return usage_exit
