@@ -34,9 +34,17 @@ def site(tmp_path):
     return write
 
 
+def read(path: str) -> str:
+    with open(path) as handle:
+        return handle.read()
+
+
+def drop_ins(main: str) -> tuple[tuple[str, str], ...]:
+    return tuple((path, read(path)) for path in config.drop_in_paths(main))
+
+
 def loaded(site, host="wn-001.example.org", cpu=EPYC, **kwargs) -> config.Config:
-    texts = [(path, open(path).read()) for path in config.drop_in_paths(site.main)]
-    return config.parse(open(site.main).read(), site.main, drop_ins=tuple(texts),
+    return config.parse(read(site.main), site.main, drop_ins=drop_ins(site.main),
                         node=Node(host, cpu), **kwargs)
 
 
@@ -72,7 +80,7 @@ def test_an_unreadable_drop_in_is_a_config_problem(site):
     path = f"{site.main}.d/20-bad.conf"
     with open(path, "wb") as handle:
         handle.write(b"[machinefeatures]\nhs06 = \xff\n")
-    with pytest.raises(SiteInputError, match="20-bad.conf: not UTF-8"):
+    with pytest.raises(SiteInputError, match=r"20-bad\.conf: not UTF-8"):
         config.load(site.main)
     _, found = problems(site.main, missing_ok=False)
     assert len(found) == 1 and "20-bad.conf: not UTF-8" in found[0]
@@ -178,12 +186,11 @@ def test_the_cpu_model_is_read_only_where_a_section_asks(site, monkeypatch):
     asked = []
     monkeypatch.setattr(cpu, "model_name", lambda: asked.append(1) or EPYC)
     site("50-hs06.conf", "[machinefeatures host=wn-*]\nhs06_per_cpu = 11\n")
-    config.parse(open(site.main).read(), site.main, drop_ins=(
-        (f"{site.main}.d/50-hs06.conf", open(f"{site.main}.d/50-hs06.conf").read()),))
+    config.parse(read(site.main), site.main, drop_ins=drop_ins(site.main))
     assert asked == []
     site("50-hs06.conf", HS06_TABLE)
-    texts = tuple((path, open(path).read()) for path in config.drop_in_paths(site.main))
-    assert config.parse("", site.main, drop_ins=texts, node=Node("wn-1")).hs06_per_cpu == 18.5
+    assert config.parse("", site.main, drop_ins=drop_ins(site.main),
+                        node=Node("wn-1")).hs06_per_cpu == 18.5
     assert asked == [1]  # once, however many sections ask
 
 
