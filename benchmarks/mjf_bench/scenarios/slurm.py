@@ -10,7 +10,7 @@ import sys
 import time
 
 from .. import FIXTURES
-from ..bench import Bench
+from ..bench import CONFIG, Bench
 from ..measure import PYTHON_FLOOR, SH_FLOOR, Command, measure
 from ..scenario import RecordsKept, Scenario
 
@@ -31,6 +31,30 @@ def task_job(slurm: list[str], env: dict[str, str], context: str) -> None:
     measure(slurm, {**env, "SLURM_SCRIPT_CONTEXT": context})
 
 
+def site_config(bench: Bench) -> str:
+    """The benchmark's config as a 500-node site might split it: the main file, and ten
+    drop-ins in its ``.d`` directory, one of them a table of ``hs06_per_cpu`` for 50 CPU
+    models (this host's among them, so that its model is read and matched), one a
+    section for GPU nodes. Its path."""
+    from mjf_hooks.probe import cpu
+
+    path = bench.file("site.conf", CONFIG.format(base=bench.base))
+    drop_ins = f"{path}.d"
+    os.mkdir(drop_ins)
+    models = [f"Intel(R) Xeon(R) Gold {6100 + number} CPU @ 2.10GHz" for number in range(49)]
+    models.append(cpu.model_name() or "this host's")
+    table = "".join(f'[machinefeatures cpu="{model}"]\nhs06_per_cpu = {10 + number / 4}\n'
+                    for number, model in enumerate(models))
+    parts = {"50-hs06.conf": table,
+             "60-gpu.conf": "[machinefeatures host=wn-gpu-*]\nhs06_per_cpu = 30\n"}
+    parts.update((f"{10 + number}-part.conf", f"[jobfeatures]\nmax_swap_bytes = {number}\n")
+                 for number in range(8))
+    for name, text in parts.items():
+        with open(os.path.join(drop_ins, name), "w") as handle:
+            handle.write(text)
+    return path
+
+
 def recorded_env(name: str, config: str) -> dict[str, str]:
     """A hook's environment as Slurm 24.11 gave it in a real job (``name``: cgv1-prolog or
     cgv1-epilog; recorded with ``env``, NAME=value lines), with ``config``."""
@@ -47,6 +71,8 @@ class Slurm(Scenario):
         # The TaskProlog's job: its own id, so it never meets the Prolog's and Epilog's.
         self.task_env = {**job_env(bench.config, "2000", "prolog_task", start),
                          "SLURM_MEM_PER_NODE": "2000"}
+        # The site-config Prolog's job: its own id too, ended by finish().
+        self.site_env = job_env(site_config(bench), "1001", "prolog_slurmd", start)
         self.commands = [
             Command("`mjf-slurm` Prolog", [slurm], PYTHON_FLOOR,
                     job_env(bench.config, "1000", "prolog_slurmd", start)),
@@ -59,6 +85,8 @@ class Slurm(Scenario):
             Command("`mjf-slurm-taskprolog` (per task), reading `$MJF_CONFIG` itself",
                     [bench.bin("mjf-slurm-taskprolog")],
                     SH_FLOOR, self.task_env),
+            Command("`mjf-slurm` Prolog, one config for a cluster: ten drop-ins, one an "
+                    "hs06 table of 50 CPU models", [slurm], PYTHON_FLOOR, self.site_env),
         ]
 
     def prepare(self) -> None:
@@ -68,6 +96,8 @@ class Slurm(Scenario):
 
     def finish(self) -> list[str]:
         self._task_job("epilog_slurmd")
+        measure([self.bench.bin("mjf-slurm")],
+                {**self.site_env, "SLURM_SCRIPT_CONTEXT": "epilog_slurmd"})
         return []
 
     def _task_job(self, context: str) -> None:
