@@ -158,6 +158,7 @@ def test_the_package_holds_what_it_should(deb):
     assert "/usr/lib/python3/dist-packages/mjf_hooks/__init__.py" in paths
     assert "/usr/share/doc/mjf-hooks/contrib/mjf.conf.example" in paths
     assert "/etc/mjf/mjf.conf.d/" in paths  # the drop-ins' directory, the package's
+    assert "/usr/share/bash-completion/completions/mjf" in paths
     assert "/usr/share/doc/mjf-hooks/docs/README.md" in paths  # the map; larger pages .gz
     assert "/usr/share/doc/mjf-hooks/contrib/systemd/mjf-sync.timer" in paths
     assert not [path for path in paths if "/tests/" in path or "egg-info" in path]

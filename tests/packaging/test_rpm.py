@@ -89,6 +89,7 @@ def test_file_list_is_what_el9_installs(built):
     assert f"{sitelib}mjf_hooks-{package_version()}.dist-info/METADATA" in files
     assert "/etc/mjf/mjf.conf" in files
     assert "/etc/mjf/mjf.conf.d" in files  # the drop-ins' directory, the package's
+    assert "/usr/share/bash-completion/completions/mjf" in files
     for unit in UNITS:
         assert f"{UNITDIR}/{unit}" in files
     for snippet in (CHECKOUT_ROOT / "contrib").rglob("*"):
