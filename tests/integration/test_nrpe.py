@@ -2,7 +2,8 @@
 nagios-nrpe-server) on loopback, asked by the real check_nrpe, as a monitoring server asks
 a worker node: OK on a healthy node, WARNING on a draining one, CRITICAL on a broken job
 directory, UNKNOWN on a bad call (a command line naming no base_dir). NRPE runs the check
-as its own user (nagios), as on a site's node."""
+as its own user (nagios), as on a site's node: the command is the hooks' install (the
+system Python's, as a package's), which that user can run."""
 
 from __future__ import annotations
 
@@ -17,15 +18,16 @@ from pathlib import Path
 import pytest
 
 from mjf_hooks.store import Store
-from tests.conftest import CHECKOUT_ROOT, installed_command, require
+from tests.conftest import CHECKOUT_ROOT, require
+from tests.integration.site import HOOKS_BIN
 
 pytestmark = pytest.mark.integration
 
 NRPE = "/usr/sbin/nrpe"
 CHECK_NRPE = "/usr/lib/nagios/plugins/check_nrpe"
-JOB = {"job_id": "7", "allocated_cpu": "2", "jobstart_secs": "1", "wall_limit_secs": "3600",
+JOB = {"job_id": "7", "allocated_cpu": "2", "wall_limit_secs": "3600",
        "cpu_limit_secs": "7200", "max_rss_bytes": str(2**31), "max_swap_bytes": "0",
-       "scratch_limit_bytes": str(10**11), "hs06_job": "25"}
+       "scratch_limit_bytes": str(10**11), "hs06_job": "20"}  # hs06_per_cpu 10 x 2 CPUs
 
 
 def free_port() -> int:
@@ -48,14 +50,14 @@ class Node:
         self.process: subprocess.Popen | None = None
 
     def mjf(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([installed_command("mjf"), *args], capture_output=True,
+        return subprocess.run([str(HOOKS_BIN / "mjf"), *args], capture_output=True,
                               text=True, timeout=60,
                               env={"PATH": "/usr/bin:/bin", "MJF_CONFIG": str(self.config)})
 
     def start(self) -> None:
         example = (CHECKOUT_ROOT / "contrib/nagios/mjf.cfg").read_text()
         line = next(line for line in example.splitlines() if line.startswith("command["))
-        ours = line.replace("/usr/bin/mjf", installed_command("mjf")).replace(
+        ours = line.replace("/usr/bin/mjf", str(HOOKS_BIN / "mjf")).replace(
             " /run/mjf", f" {self.base}")
         typo = ours.replace("check_mjf", "check_mjf_typo").replace(
             f" {self.base}", f" {self.base}-typo")
@@ -106,6 +108,8 @@ def node():
     require(os.geteuid() == 0 and os.access(NRPE, os.X_OK) and os.access(CHECK_NRPE, os.X_OK),
             "needs root, Debian's nagios-nrpe-server and nagios-nrpe-plugin "
             "(tests/setup-system)")
+    require((HOOKS_BIN / "mjf").exists(), f"needs the hooks installed in {HOOKS_BIN} "
+            "(tests/run does it)")
     # Not under the test's own tmp: NRPE's user must reach base_dir and the config.
     root = Path(tempfile.mkdtemp(prefix="mjf-nrpe-", dir="/var/tmp"))
     os.chmod(root, 0o755)
@@ -138,7 +142,7 @@ def test_a_draining_node_is_a_warning(node):
 
 def test_a_broken_job_directory_is_critical(node):
     store = Store(str(node.base))
-    store.create_job("7", JOB)
+    store.create_job("7", {**JOB, "jobstart_secs": str(int(time.time()) - 60)})
     status, line = node.ask()
     assert status == 0, line  # a whole job: still OK
     with open(node.base / "jobs/7/jobfeatures/allocated_cpu", "w") as handle:
