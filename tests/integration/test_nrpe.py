@@ -3,7 +3,8 @@ nagios-nrpe-server) on loopback, asked by the real check_nrpe, as a monitoring s
 a worker node: OK on a healthy node, WARNING on a draining one, CRITICAL on a broken job
 directory, UNKNOWN on a bad call (a command line naming no base_dir). NRPE runs the check
 as its own user (nagios), as on a site's node: the command is the hooks' install (the
-system Python's, as a package's), which that user can run."""
+system Python's, as a package's), which that user can run. Then the Icinga 2 example
+(contrib/nagios/mjf-icinga2.conf) in a real Icinga 2, through that NRPE and as an agent."""
 
 from __future__ import annotations
 
@@ -100,7 +101,9 @@ include={self.root}/mjf.cfg
         """What the monitoring server gets: check_nrpe's exit status and first line."""
         result = subprocess.run([CHECK_NRPE, "-H", "127.0.0.1", "-p", str(self.port),
                                  "-c", command], capture_output=True, text=True, timeout=90)
-        return result.returncode, result.stdout.splitlines()[0] if result.stdout else ""
+        line = result.stdout.splitlines()[0] if result.stdout else ""
+        print(f"check_nrpe -c {command}: exit {result.returncode}: {line}")  # pytest -s
+        return result.returncode, line
 
 
 @pytest.fixture(scope="module")
@@ -158,3 +161,116 @@ def test_a_broken_job_directory_is_critical(node):
 def test_a_bad_call_is_unknown(node):
     status, line = node.ask("check_mjf_typo")
     assert status == 3 and line.startswith("MJF UNKNOWN - "), line
+
+
+ICINGA2 = "/usr/sbin/icinga2"
+
+
+class Icinga:
+    """Debian's Icinga 2 in the foreground with contrib/nagios/mjf-icinga2.conf as a site
+    includes it: a host for the node, its service through the ITL's ``nrpe`` (asking the
+    node's NRPE) and the example's CheckCommand run directly, as an Icinga agent on the node
+    runs it. Each check result is written by a PerfdataWriter, its first line marked."""
+
+    def __init__(self, root: Path, node: Node) -> None:
+        self.root, self.results = root, root / "results"
+        for sub in ("data", "cache", "spool", "log", "run", "results"):
+            (root / sub).mkdir()
+        example = (CHECKOUT_ROOT / "contrib/nagios/mjf-icinga2.conf").read_text()
+        (root / "mjf-icinga2.conf").write_text(
+            example.replace('"/usr/bin/mjf"', f'"{HOOKS_BIN / "mjf"}"'))
+        (root / "icinga2.conf").write_text(f"""\
+const PluginDir = "/usr/lib/nagios/plugins"
+include <itl>
+include <plugins>
+object IcingaApplication "app" {{ }}
+object CheckerComponent "checker" {{ }}
+object PerfdataWriter "results" {{
+  service_perfdata_path = "{self.results}/service"
+  service_temp_path = "{self.results}/service.tmp"
+  host_perfdata_path = "{self.results}/host"
+  host_temp_path = "{self.results}/host.tmp"
+  service_format_template = "RESULT\\t$service.name$\\t$service.state$\\t$service.output$"
+  rotation_interval = 1s
+}}
+object Host "wn-001" {{
+  address = "127.0.0.1"
+  check_command = "dummy"
+  enable_active_checks = false
+  vars.mjf_worker_node = true
+  vars.nrpe_port = {node.port}
+  vars.mjf_base_dir = "{node.base}"
+}}
+template Service "generic-service" {{
+  check_interval = 1s
+  retry_interval = 1s
+}}
+apply Service "mjf-agent" {{
+  import "generic-service"
+  check_command = "mjf"
+  assign where host.vars.mjf_worker_node
+}}
+include "{root}/mjf-icinga2.conf"
+""")
+        shutil.chown(root, "nagios", "nagios")
+        for path in root.rglob("*"):
+            shutil.chown(path, "nagios", "nagios")
+        self.process: subprocess.Popen | None = None
+
+    def command(self, *extra: str) -> list[str]:
+        places = {"DataDir": "data", "CacheDir": "cache", "SpoolDir": "spool",
+                  "LogDir": "log", "InitRunDir": "run"}
+        return [ICINGA2, "daemon", "-c", str(self.root / "icinga2.conf"),
+                *[f"-D{name}={self.root / sub}" for name, sub in places.items()],
+                "-DRunAsUser=nagios", "-DRunAsGroup=nagios", *extra]
+
+    def results_of(self, timeout: float = 60) -> dict[str, tuple[str, str]]:
+        """Each service's first result (state, output), once both have one."""
+        self.process = subprocess.Popen(self.command(), stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+        seen: dict[str, tuple[str, str]] = {}
+        deadline = time.monotonic() + timeout
+        while len(seen) < 2 and time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                break
+            for written in sorted(self.results.glob("service.[0-9]*")):
+                # A result's output goes on over the lines after its first: the first is
+                # the plugin's summary.
+                for line in written.read_text().splitlines():
+                    if line.startswith("RESULT\t"):
+                        name, state, output = line.split("\t", 3)[1:]
+                        seen.setdefault(name, (state, output))
+            time.sleep(0.2)
+        return seen
+
+    def stop(self) -> str:
+        if self.process is None:
+            return ""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=30)
+        return self.process.stdout.read().decode(errors="replace")
+
+
+def test_icinga2_asks_through_nrpe_and_runs_the_check_command(node):
+    """The Icinga 2 example, in a real Icinga 2: its CheckCommand as an agent runs it, and
+    its service through the node's NRPE, both OK on a healthy node."""
+    require(os.access(ICINGA2, os.X_OK), "needs Debian's icinga2-bin (tests/setup-system)")
+    root = Path(tempfile.mkdtemp(prefix="mjf-icinga2-", dir="/var/tmp"))
+    icinga = Icinga(root, node)
+    try:
+        checked = subprocess.run(icinga.command("-C"), capture_output=True, text=True,
+                                 timeout=60)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        seen = icinga.results_of()
+        log = icinga.stop()
+        assert set(seen) == {"mjf", "mjf-agent"}, log[-3000:]
+        for name, (state, output) in seen.items():
+            assert state == "OK" and output.startswith("MJF OK - "), (name, state, output)
+    finally:
+        icinga.stop()
+        shutil.rmtree(root, ignore_errors=True)
