@@ -6,12 +6,21 @@ kept the Prolog, TaskEpilog and the Epilog writing the job's record."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 
 from .. import FIXTURES
 from ..bench import CONFIG, Bench
-from ..measure import PYTHON_FLOOR, SH_FLOOR, Command, measure
+from ..measure import (
+    NOT_MEASURED,
+    PYTHON_FLOOR,
+    SH_FLOOR,
+    Command,
+    instructions,
+    measure,
+)
+from ..report import Table
 from ..scenario import RecordsKept, Scenario
 
 
@@ -73,6 +82,7 @@ class Slurm(Scenario):
                          "SLURM_MEM_PER_NODE": "2000"}
         # The site-config Prolog's job: its own id too, ended by finish().
         self.site_env = job_env(site_config(bench), "1001", "prolog_slurmd", start)
+        self.instructions: list[int] = []  # per config (_configs), then a bare start's
         self.commands = [
             Command("`mjf-slurm` Prolog", [slurm], PYTHON_FLOOR,
                     job_env(bench.config, "1000", "prolog_slurmd", start)),
@@ -95,10 +105,34 @@ class Slurm(Scenario):
         measure([self.bench.bin("mjf-slurm-taskprolog")], self.task_env)
 
     def finish(self) -> list[str]:
+        """The two configs' Prologs counted in instructions (their jobs there, as in the
+        repeats), then their jobs ended."""
+        if shutil.which("valgrind") is not None:
+            self.instructions = [
+                *(instructions(command.argv, command.env()) for command in self._configs()),
+                instructions([self.bench.python, "-I", "-c", "pass"], self.bench.env)]
         self._task_job("epilog_slurmd")
         measure([self.bench.bin("mjf-slurm")],
                 {**self.site_env, "SLURM_SCRIPT_CONTEXT": "epilog_slurmd"})
         return []
+
+    def tables(self, floors: dict[str, Command]) -> list[Table]:
+        """What one config for a cluster costs the Prolog, in instructions: wall time moves
+        by about a tenth of a bare start between runs, instructions do not."""
+        table = Table(("the Slurm Prolog's config", "instructions ÷ a bare start's",
+                       "million instructions"))
+        if not self.instructions:
+            for command in self._configs():
+                table.add(command.label, NOT_MEASURED, "")
+            return [table]
+        *counts, floor = self.instructions
+        for command, count in zip(self._configs(), counts):
+            table.add(command.label, f"{count / floor:.3f}", f"{count / 1e6:.1f}")
+        return [table]
+
+    def _configs(self) -> list[Command]:
+        """The Prolog with one config file, and with the site's drop-ins."""
+        return [self.commands[0], self.commands[-1]]
 
     def _task_job(self, context: str) -> None:
         task_job([self.bench.bin("mjf-slurm")], self.task_env, context)
