@@ -54,14 +54,18 @@ class RoleWiredCluster(SlurmCluster):
 
 
 class PlayRun:
-    """One ansible-playbook run: its exit status, output and PLAY RECAP line."""
+    """One ansible-playbook run: its exit status, output and PLAY RECAP line (its
+    counts: changed, failed, ...)."""
 
     def __init__(self, returncode: int, output: str) -> None:
         self.returncode = returncode
         self.output = output
+        # Empty where the play never ran (a syntax error): the assertions show the output.
         lines = output.splitlines()
-        after = lines[next(i for i, line in enumerate(lines) if line.startswith("PLAY RECAP")):]
-        self.recap = next(line.strip() for line in after if line.startswith("localhost"))
+        start = next((i for i, line in enumerate(lines) if line.startswith("PLAY RECAP")),
+                     len(lines))
+        self.recap = next((line.strip() for line in lines[start:]
+                           if line.startswith("localhost")), "")
         self.counts = {key: int(value) for key, value in re.findall(r"(\w+)=(\d+)", self.recap)}
 
 
