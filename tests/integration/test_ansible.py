@@ -95,13 +95,16 @@ def test_a_first_run_changes_the_node_and_a_second_nothing(node, capsys):
     assert "RUNNING HANDLER [mjf_hooks : Reconfigure Slurm]" in node.first.output
 
 
-def test_a_job_reads_the_values_the_role_set(node):
+def test_a_job_reads_the_values_the_role_set(node, capsys):
     cluster = node.cluster
     try:
         cluster.start()
         submitted = time.time()
         job_id = sbatch(cluster, "mjfuser1", "ansible", "--time=5", "--mem=200M", "-c", "2")
         view = seen(cluster, "ansible")
+        with capsys.disabled():
+            print(f"\njob {job_id} read: MACHINEFEATURES {view['MACHINEFEATURES']}, "
+                  f"JOBFEATURES {view['JOBFEATURES']}")
         assert view["env"]["MACHINEFEATURES"] == f"{node.site.base}/machinefeatures"
         assert view["env"]["JOBFEATURES"] == f"{node.site.base}/jobs/{job_id}/jobfeatures"
         cpus = os.cpu_count()
@@ -129,11 +132,13 @@ def test_htcondor_gets_the_packages_config_file(node):
     assert node.cluster.conf.read_text() == conf_before
 
 
-def test_a_bad_setting_fails_before_the_drop_in_lands(node):
+def test_a_bad_setting_fails_before_the_drop_in_lands(node, capsys):
     kept = (node.merged / DROP_IN).read_bytes()
     bad = settings(node)
     bad["mjf_config"]["machinefeatures"]["hs06_per_cpu"] = "lots"
     result = node.play(bad)
+    with capsys.disabled():
+        print(f"\na bad hs06_per_cpu: {result.recap}")
     assert result.returncode != 0 and result.counts.get("failed") == 1, result.output
     assert "failed to validate" in result.output and "must be a plain number" in result.output, \
         result.output
