@@ -34,6 +34,11 @@ MUNGE_SOCKET_DIR = Path("/run/munge")
 SLURM24_ROOT = Path(os.environ.get("MJF_SLURM24_ROOT", "/srv/mjf-slurm24-root"))
 VERSIONS = ("22.05", "24.11")
 HOOKS = ("mjf", "mjf-slurm", "mjf-slurm-taskprolog")
+# dbus: what slurmd asks systemd through, where systemd runs the VM (cgroup2_vm).
+# ansible-core, python3-apt (its apt module) and python3-click (the .deb's one dependency
+# the root lacks): test_ansible.py applies the role inside, offline.
+SLURM24_PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge", "dbus", "ansible-core",
+                    "python3-apt", "python3-click")
 
 
 def ensure_munge() -> None:
@@ -405,9 +410,7 @@ def require_slurm(version: str) -> None:
 
 def slurm24_root() -> TrixieRoot:
     """The Slurm 24.11 chroot, built once and prepared with the hooks (not mounted)."""
-    # dbus: what slurmd asks systemd through, where systemd runs the VM (cgroup2_vm).
-    chroot = TrixieRoot(SLURM24_ROOT, ("slurmctld", "slurmd", "slurm-client", "munge", "dbus"),
-                        HOOKS)
+    chroot = TrixieRoot(SLURM24_ROOT, SLURM24_PACKAGES, HOOKS)
     chroot.prepare()
     return chroot
 
