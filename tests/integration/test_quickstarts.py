@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import shutil
 import subprocess
 import tempfile
@@ -23,7 +24,7 @@ import pytest
 
 from tests.conftest import run
 from tests.integration import quickstart
-from tests.integration.site import HOOKS_BIN, SITE_CONFIG
+from tests.integration.site import HOOKS_BIN, SITE_CONFIG, assert_no_job_directories_left
 
 pytestmark = pytest.mark.integration
 
@@ -148,9 +149,16 @@ def run_lsf(page: quickstart.Page) -> None:
 
     # The page's queue beside the harness's (lsb.params names its default queue).
     queues = default_queues() + quickstart.mapped(page.hooks, PATHS["lsf"])
+    # Its hooks run as the job's user, who may not write base_dir: they write in the
+    # user's own directory (docs/lsf.md), removed afterwards unless it was there before.
+    private = Path(f"/tmp/mjf-{pwd.getpwnam(USER).pw_uid}")
+    existed = private.exists()
     with lsf_cluster(queues) as cluster, config_written(page, SITE_CONFIG.parent), \
             user_directory() as directory:
         assert_printed(page, as_user(directory, cluster.env, page.job), cluster.logs())
+    if not existed and private.exists():
+        assert_no_job_directories_left(private)
+        shutil.rmtree(private)
 
 
 RUNS = {"slurm": run_slurm, "htcondor": run_htcondor, "gridengine": run_gridengine,
