@@ -253,8 +253,7 @@ def busy_node(debs):
         tear_down(root, running)
 
 
-def test_it_is_an_upgrade_from_the_earlier_package(busy_node, debs):
-    assert f"Preparing to unpack ./{debs['new'].name} ..." in busy_node["upgrade"].stdout
+def test_it_is_an_upgrade_from_the_earlier_package(busy_node):
     assert f"Unpacking mjf-hooks ({package_version()}) over ({OLD_VERSION})" in \
         busy_node["upgrade"].stdout
     root = busy_node["root"]
