@@ -402,3 +402,26 @@ def test_removal_and_a_fresh_install_leave_the_tmpfs_mounted(mounted_node, debs)
     assert changes(before, manifest(root.path / "run/mjf")) == \
         {"added": [], "removed": [], "changed": []}
     assert our_unit_links(root) == []
+
+
+def test_unattended_an_edited_conffile_the_package_changed_stops_dpkg(debs):
+    """Without --force-conf* options and with no terminal, dpkg stops at its question:
+    the new files are unpacked, the package is not configured, and the admin's file is
+    still there; configuring it with the options finishes the upgrade."""
+    root = booted_root()
+    try:
+        install(root, debs["old"])
+        conffile = root.path / "etc/mjf/mjf.conf"
+        edited = conffile.read_text() + ADMIN_EDIT
+        conffile.write_text(edited)
+        with pytest.raises(AssertionError) as stopped:
+            install(root, debs["new"])
+        assert "end of file on stdin at conffile prompt" in str(stopped.value)
+        assert installed_version(root) == f"install ok unpacked {package_version()}"
+        assert conffile.read_text() == edited
+        sh(root, "dpkg --force-confdef --force-confold --configure -a < /dev/null")
+        assert installed_version(root) == f"install ok installed {package_version()}"
+        assert conffile.read_text() == edited
+        assert (root.path / "etc/mjf/mjf.conf.dpkg-dist").is_file()
+    finally:
+        tear_down(root)
