@@ -107,12 +107,7 @@ def test_bump_version_changes_both(tmp_path, unreleased):
 
 @pytest.fixture(scope="module")
 def deb(tmp_path_factory) -> Path:
-    require(os.geteuid() == 0, "building and installing the .deb in a chroot needs root")
-    missing = bookworm_root.build_prerequisites()
-    require(not missing, f"needs {', '.join(missing)} (apt-get install debhelper dh-python "
-                         "pybuild-plugin-pyproject python3-all python3-setuptools "
-                         "python3-wheel python3-click python3-pytest python3-hypothesis "
-                         "python3-pyfakefs help2man dpkg-dev fakeroot debootstrap)")
+    bookworm_root.require_build_tools()
     return bookworm_root.build_deb(tmp_path_factory.mktemp("deb"))
 
 
