@@ -105,15 +105,17 @@ class Slurm(Scenario):
         measure([self.bench.bin("mjf-slurm-taskprolog")], self.task_env)
 
     def finish(self) -> list[str]:
-        """The two configs' Prologs counted in instructions (their jobs there, as in the
-        repeats), then their jobs ended."""
+        """The two configs' Prologs counted in instructions, each making its job (the plain
+        one's Epilog row has ended its job; the other's is ended first), then both ended."""
+        site_epilog = {**self.site_env, "SLURM_SCRIPT_CONTEXT": "epilog_slurmd"}
         if shutil.which("valgrind") is not None:
+            measure([self.bench.bin("mjf-slurm")], site_epilog)
             self.instructions = [
                 *(instructions(command.argv, command.env()) for command in self._configs()),
                 instructions([self.bench.python, "-I", "-c", "pass"], self.bench.env)]
+            measure(self.commands[1].argv, self.commands[1].env())
         self._task_job("epilog_slurmd")
-        measure([self.bench.bin("mjf-slurm")],
-                {**self.site_env, "SLURM_SCRIPT_CONTEXT": "epilog_slurmd"})
+        measure([self.bench.bin("mjf-slurm")], site_epilog)
         return []
 
     def tables(self, floors: dict[str, Command]) -> list[Table]:
