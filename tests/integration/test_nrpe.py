@@ -37,6 +37,17 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def end(process: subprocess.Popen) -> None:
+    """Stop a daemon this test started (by its own pid): asked first, then killed."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=30)
+
+
 class Node:
     """A worker node's base_dir and config, and an NRPE serving the example's check of
     it (plus the same line with a base_dir mistyped) on a port of its own."""
@@ -89,13 +100,8 @@ include={self.root}/mjf.cfg
         raise RuntimeError("nrpe did not listen within 20 s")
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=20)
+        if self.process is not None:
+            end(self.process)
 
     def ask(self, command: str = "check_mjf") -> tuple[int, str]:
         """What the monitoring server gets: check_nrpe's exit status and first line."""
@@ -246,13 +252,7 @@ include "{root}/mjf-icinga2.conf"
     def stop(self) -> str:
         if self.process is None:
             return ""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=30)
+        end(self.process)
         return self.process.stdout.read().decode(errors="replace")
 
 
