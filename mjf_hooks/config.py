@@ -207,11 +207,33 @@ def require_readable(named: str | None) -> None:
 
 def load(path: str | None = None, missing_ok: bool = True,
          origins: dict[tuple[str, str], tuple[str, int, str]] | None = None) -> Config:
-    """Read and validate the config file. A missing file gives the defaults where
-    ``missing_ok`` (the default path; a hook's), and is an error where not (a file an admin
-    named). ``origins``, where given, is filled as :func:`parse` fills it."""
+    """Read and validate the config file and its drop-ins (:func:`drop_in_paths`). A
+    missing file gives the defaults where ``missing_ok`` (the default path; a hook's), and
+    is an error where not (a file an admin named); its drop-ins are read either way.
+    ``origins``, where given, is filled as :func:`parse` fills it."""
     path = path or config_path()
-    return parse(decoded(read_bytes(path, missing_ok), path), path, origins=origins)
+    text = decoded(read_bytes(path, missing_ok), path)
+    drop_ins = tuple((drop_in, decoded(read_bytes(drop_in, missing_ok=False), drop_in))
+                     for drop_in in drop_in_paths(path))
+    return parse(text, path, origins=origins, drop_ins=drop_ins)
+
+
+def drop_in_paths(path: str) -> list[str]:
+    """The drop-ins of the config file at ``path``: the ``*.conf`` files of ``PATH.d/``
+    (``/etc/mjf/mjf.conf.d/``), in the order they are read, which is their names' (by
+    code point, as ``LC_ALL=C ls`` lists them); hidden ones, and anything else an editor
+    or a package manager leaves there (``.rpmnew``, ``.dpkg-dist``, ``~``), are not read.
+    Empty without the directory; SiteInputError where it cannot be read."""
+    directory = f"{path}.d"
+    try:
+        names = os.listdir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except OSError as error:
+        raise SiteInputError(f"{shown_path(directory)}: cannot read the config's drop-in "
+                             f"directory: {error.strerror}") from None
+    return [f"{directory}/{name}" for name in sorted(names)
+            if name.endswith(".conf") and not name.startswith(".")]
 
 
 def read_bytes(path: str, missing_ok: bool = True) -> bytes:
@@ -245,34 +267,65 @@ def shown_path(path: str) -> str:
 
 
 def parse(text: str, path: str = DEFAULT_PATH, problems: list[str] | None = None,
-          origins: dict[tuple[str, str], tuple[str, int, str]] | None = None) -> Config:
-    """Validate config text; ``path`` is only used in messages.
+          origins: dict[tuple[str, str], tuple[str, int, str]] | None = None,
+          drop_ins: tuple[tuple[str, str], ...] = (), node: Node | None = None) -> Config:
+    """Validate config text; ``path`` is only used in messages. ``drop_ins``: the
+    (path, text) of the files read after it, in that order (:func:`drop_in_paths`).
 
     Without ``problems`` the first problem is a SiteInputError (a hook's parse stops
     there); with it, every problem is appended to it, one message each, and the options
     that were valid are applied (`mjf config check`).
 
+    Which line sets an option (docs/configuration.md, "One config for a cluster"): of the
+    sections that apply to ``node`` (this host where None), the most specific - a
+    ``host=`` section over a ``cpu=`` one over a plain one; at the same level a later file
+    over an earlier one, but two different sections that both apply and give the option
+    different values are a problem, never a silent pick. Every line is validated, whether
+    it applies here or not, so that a file is equally valid on every node.
+
     ``origins``, where given, gets where each option applied was set: (section, key) ->
-    (file, line, the section whose line set it). Only `mjf config show` asks: a hook's
-    parse records nothing. A file read later (a drop-in) overwrites what an earlier one
-    set, its origin with it."""
+    (file, line, the section header as written). Only `mjf config show` asks: a hook's
+    parse records nothing."""
     config = Config(path)
-    lines: dict[str, tuple[str, int]] = {}  # [machinefeatures] key -> (where, line)
-    for section, key, value, line in _entries(text, path, problems):
-        where = f"{path}, line {line}: [{section}] {key} = {value!r}"
-        if section == "machinefeatures":
-            lines[key] = (where, line)
-        try:
-            _apply(config, section, key, value)
-        except ValueError as error:
-            _refuse(problems, f"{where}: {error}")
-            continue
-        if origins is not None:
-            origins[(section, key)] = (path, line, section)
+    chosen: dict[tuple[str, str], _Entry] = {}
+    scratch: Config | None = None  # where a line that does not apply here is validated
+    node = node or Node()
+    # Each line is applied once, in the files' order (so problems come in that order, and
+    # a hook stops at the first): to the config where it is the one that applies so far
+    # (a later one that applies then overwrites it), else to a scratch config.
+    for file, file_text in ((path, text), *drop_ins):
+        for entry in _entries(file_text, file, problems):
+            target = (entry.section, entry.key)
+            held = chosen.get(target)
+            here = entry.when is None or node.matches(*entry.when)
+            applies = here and (
+                held is None or entry.level > held.level
+                or (entry.level == held.level and (entry.level == 0 or entry.when == held.when)))
+            if here and not applies and entry.level == held.level \
+                    and entry.when != held.when and entry.value != held.value:
+                _refuse(problems, f"{entry.where()}: clashes with {held.where()}: both "
+                        "sections apply to this node, and neither is more specific")
+                continue
+            if not applies and scratch is None:
+                scratch = Config(path)
+            try:
+                _apply(config if applies else scratch, entry.section, entry.key, entry.value)
+            except ValueError as error:
+                _refuse(problems, f"{entry.where()}: {error}")
+                continue
+            if applies:
+                chosen[target] = entry
+    if origins is not None:
+        origins.update((target, (entry.file, entry.line, entry.header))
+                       for target, entry in chosen.items())
+    lines = {key: entry for (section, key), entry in chosen.items()
+             if section == "machinefeatures"}
     problem = _derived_hs06_problem(config)
     if problem:
-        where, _ = lines["hs06_per_cpu"]
-        _refuse(problems, f"{where}: {problem} (total_cpu on line {lines['total_cpu'][1]})")
+        per_cpu, cpus = lines["hs06_per_cpu"], lines["total_cpu"]
+        elsewhere = "" if cpus.file == per_cpu.file else f" of {cpus.file}"
+        _refuse(problems, f"{per_cpu.where()}: {problem} (total_cpu on line "
+                f"{cpus.line}{elsewhere})")
     if "apel" in config.record_formats and config.records_dir \
             and not (config.records_site or config.describe.get("site")):
         _refuse(problems, f"{path}: [records] format apel needs the site's name: set "
@@ -283,6 +336,78 @@ def parse(text: str, path: str = DEFAULT_PATH, problems: list[str] | None = None
     return config
 
 
+class _Entry:
+    """One ``key = value`` line: its section, and the node it is for (``when``: None for
+    every node, else (``host`` or ``cpu``, the pattern)), as written in ``header``."""
+
+    __slots__ = ("file", "header", "key", "level", "line", "section", "value", "when")
+
+    def __init__(self, section: str, when: tuple[str, str] | None, header: str, key: str,
+                 value: str, file: str, line: int) -> None:
+        self.section, self.when, self.header = section, when, header
+        self.key, self.value, self.file, self.line = key, value, file, line
+        self.level = 0 if when is None else _LEVELS[when[0]]
+
+    def where(self) -> str:
+        return f"{self.file}, line {self.line}: [{self.header}] {self.key} = {self.value!r}"
+
+
+# What a section may be qualified by, and how specific each is: a host's own section over
+# its CPU model's, and either over a section for every node.
+_LEVELS = {"cpu": 1, "host": 2}
+# Sections that must be the same on every node: the sh TaskProlog reads [mjf] itself, and
+# cannot tell which node's section applies.
+_UNQUALIFIED = ("mjf",)
+
+
+class Node:
+    """This node as a config section may name it: its host name (the full name and the
+    first label, either matching) and its CPU model (the first ``model name`` of
+    /proc/cpuinfo, as the kernel names it; read only where a ``cpu=`` section asks).
+    Given values stand in for the host's (`mjf config check --host/--cpu-model`)."""
+
+    __slots__ = ("_cpu_model", "_host")
+
+    def __init__(self, host: str | None = None, cpu_model: str | None = None) -> None:
+        self._host = host
+        self._cpu_model = cpu_model
+
+    def matches(self, kind: str, pattern: str) -> bool:
+        if kind == "host":
+            if self._host is None:
+                self._host = os.uname().nodename
+            host = self._host.lower()
+            return glob_match(pattern.lower(), host) or \
+                glob_match(pattern.lower(), host.partition(".")[0])
+        if self._cpu_model is None:
+            from .probe import cpu
+
+            self._cpu_model = cpu.model_name() or ""
+        return glob_match(pattern, self._cpu_model)
+
+
+def glob_match(pattern: str, text: str) -> bool:
+    """Whether ``text`` is what ``pattern`` describes: ``*`` any run of characters, ``?``
+    any one, everything else itself (no character classes: a CPU model's brackets and
+    parentheses are its own). Not fnmatch, which loads ``re`` into every job start."""
+    # The classic two-pointer walk: remember the last *, and on a mismatch let it take
+    # one more character.
+    p = t = 0
+    star, resume = -1, 0
+    while t < len(text):
+        if p < len(pattern) and pattern[p] in ("?", text[t]):
+            p, t = p + 1, t + 1
+        elif p < len(pattern) and pattern[p] == "*":
+            star, resume = p, t
+            p += 1
+        elif star >= 0:
+            p, resume = star + 1, resume + 1
+            t = resume
+        else:
+            return False
+    return all(char == "*" for char in pattern[p:])
+
+
 def _refuse(problems: list[str] | None, message: str) -> None:
     """A problem of the file: raised at once, or listed where all are asked for."""
     if problems is None:
@@ -291,9 +416,9 @@ def _refuse(problems: list[str] | None, message: str) -> None:
 
 
 def _entries(text: str, path: str, problems: list[str] | None = None):
-    """Yield (section, key, value, line number) from INI text, strictly: a line that is
-    wrong is refused (:func:`_refuse`), and so are the lines of a section that is."""
-    section: str | None = None
+    """Yield each :class:`_Entry` of INI text, strictly: a line that is wrong is refused
+    (:func:`_refuse`), and so are the lines of a section that is."""
+    section: tuple[str, tuple[str, str] | None, str] | None = None
     seen: set[tuple[str, str]] = set()
     # Not splitlines(): it also ends lines at \r, \v, \f, \x1c-\x1e, \x85, \u2028 and
     # \u2029, where the sh TaskProlog's `read` does not.
@@ -323,31 +448,53 @@ def _entries(text: str, path: str, problems: list[str] | None = None):
         if section is None:
             _refuse(problems, f"{path}, line {number}: `{key}` comes before any [section]")
             continue
-        if section == _REFUSED_SECTION:  # already said: its lines are not read
+        if section is _REFUSED_SECTION:  # already said: its lines are not read
             continue
         value = _strip_inline_comment(value).strip()
-        if (section, key) in seen:
-            _refuse(problems, f"{path}, line {number}: [{section}] {key} is set twice")
+        name, when, header = section
+        if (header, key) in seen:
+            _refuse(problems, f"{path}, line {number}: [{header}] {key} is set twice")
             continue
-        seen.add((section, key))
-        yield section, key, value, number
+        seen.add((header, key))
+        yield _Entry(name, when, header, key, value, path, number)
 
 
 # What a section header that was refused leaves its lines under: none of them is read.
-_REFUSED_SECTION = ""
+_REFUSED_SECTION = ("", None, "")
 
 
-def _section(line: str, path: str, number: int, problems: list[str] | None) -> str:
-    """The section a ``[section]`` header line opens (_REFUSED_SECTION where refused)."""
+def _section(line: str, path: str, number: int, problems: list[str] | None):
+    """The section a header line opens: (its name, the node it is for or None, the header
+    as written), or _REFUSED_SECTION. ``[name]`` is for every node; ``[name host=PATTERN]``
+    and ``[name cpu=PATTERN]`` (the pattern may be in double quotes) for some."""
     if not line.endswith("]"):
         _refuse(problems, f"{path}, line {number}: {line!r} is not a [section] header")
         return _REFUSED_SECTION
-    section = line[1:-1].strip().lower()
-    if section not in SECTIONS:
-        _refuse(problems, f"{path}, line {number}: unknown section [{section}]; "
-                f"known: {', '.join(f'[{name}]' for name in SECTIONS)}")
+    inside = line[1:-1].strip()
+    name, _, qualifier = inside.replace("\t", " ").partition(" ")
+    name = name.lower()
+    if name not in SECTIONS:
+        _refuse(problems, f"{path}, line {number}: unknown section [{name}]; "
+                f"known: {', '.join(f'[{known}]' for known in SECTIONS)}")
         return _REFUSED_SECTION
-    return section
+    qualifier = qualifier.strip()
+    if not qualifier:
+        return name, None, name
+    kind, equals, pattern = qualifier.partition("=")
+    kind, pattern = kind.strip().lower(), pattern.strip()
+    if len(pattern) >= 2 and pattern[0] == pattern[-1] == '"':
+        pattern = pattern[1:-1]
+    if not equals or kind not in _LEVELS or not pattern or '"' in pattern:
+        _refuse(problems, f"{path}, line {number}: [{inside}]: after the section's name, "
+                'only host=PATTERN or cpu=PATTERN (a pattern in double quotes may hold '
+                'spaces), e.g. [machinefeatures cpu="AMD EPYC 7543 32-Core Processor"]')
+        return _REFUSED_SECTION
+    if name in _UNQUALIFIED:
+        _refuse(problems, f"{path}, line {number}: [{inside}]: [{name}] applies to every "
+                "node (the sh TaskProlog reads it), so it cannot be for some nodes only")
+        return _REFUSED_SECTION
+    return name, (kind, pattern), f"{name} {kind}={pattern}" if " " not in pattern \
+        else f'{name} {kind}="{pattern}"'
 
 
 def _strip_inline_comment(value: str) -> str:

@@ -15,17 +15,33 @@ from .config import Config
 from .errors import SiteInputError
 
 
-def problems(path: str, missing_ok: bool) -> tuple[Config, list[str]]:
-    """The config a file gives (its valid options applied) and every problem of it, each
-    one line naming the file and, where it has one, the line. SiteInputError where the
-    file cannot be read at all (a missing one only where not ``missing_ok``)."""
-    raw = config_module.read_bytes(path, missing_ok)
-    try:
-        text = config_module.decoded(raw, path)
-    except SiteInputError as error:
-        return Config(path), [str(error)]
+def problems(path: str, missing_ok: bool,
+             node: config_module.Node | None = None) -> tuple[Config, list[str]]:
+    """The config a file and its drop-ins give (their valid options applied) and every
+    problem of them, each one line naming the file and, where it has one, the line; as
+    ``node`` sees them (this host where None). SiteInputError where the file or the
+    drop-in directory cannot be read at all (a missing file only where not
+    ``missing_ok``)."""
     found: list[str] = []
-    return config_module.parse(text, path, problems=found), found
+    texts = []
+    for file, allowed in ((path, missing_ok),
+                          *((drop_in, False) for drop_in in config_module.drop_in_paths(path))):
+        try:
+            raw = config_module.read_bytes(file, allowed)
+        except SiteInputError as error:
+            if file == path:
+                raise
+            found.append(str(error))
+            continue
+        try:
+            texts.append((file, config_module.decoded(raw, file)))
+        except SiteInputError as error:
+            found.append(str(error))
+            if file == path:
+                texts.append((file, ""))  # its drop-ins are still checked
+    (_, text), *drop_ins = texts
+    return config_module.parse(text, path, problems=found, drop_ins=tuple(drop_ins),
+                               node=node), found
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,9 @@ the commands every repeat starts round-robin (the start-up rows)."""
 from __future__ import annotations
 
 import os
+import re
 import statistics
+import subprocess
 import sys
 import time
 from typing import Callable, Union
@@ -98,3 +100,14 @@ def startup(commands: list[Command], rounds: int, work: str) -> None:
     for command in commands:
         command.ms.append(statistics.median(samples[command.label]) * 1000)
         command.mib.append(peak_rss_mib(command.argv, command.env(), work, command.stdin))
+
+
+def instructions(argv: list[str], env: dict[str, str]) -> int:
+    """The instructions one run of argv executes, as valgrind's callgrind counts them."""
+    result = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+                             *argv], env=env, capture_output=True, text=True)
+    found = re.search(r"Collected : (\d+)", result.stderr)
+    if result.returncode != 0 or found is None:
+        sys.exit(f"callgrind of {' '.join(argv)}: exit {result.returncode} "
+                 f"{result.stderr[-500:]}")
+    return int(found.group(1))

@@ -27,10 +27,12 @@ HELP = "Read FILE instead of $MJF_CONFIG or /etc/mjf/mjf.conf."
 GIVES = ("config", "path", None)
 
 
-def config_option(gives: str | None = "config"):
+def config_option(gives: str | None = "config", fail=None):
     """Add ``--config FILE`` to a click command; ``gives`` (one of GIVES) says what its
     function gets: ``config`` (the Config), ``config_path`` (the file named, or None), or
-    nothing."""
+    nothing. ``fail``, where given, is called with the SiteInputError of a config that
+    cannot be read or used, and ends the command its own way (a monitoring plugin's
+    UNKNOWN); else it is one line and exit status 2."""
     if gives not in GIVES:
         raise ValueError(f"gives must be one of {GIVES}")
 
@@ -45,6 +47,8 @@ def config_option(gives: str | None = "config"):
                 else:
                     config_module.require_readable(named if gives else config_option)
             except SiteInputError as error:
+                if fail is not None:
+                    fail(error)
                 click.echo(f"{click.get_current_context().command_path}: {error}", err=True)
                 sys.exit(2)
             if gives == "path":

@@ -32,14 +32,16 @@ line, or a config that cannot be used (nothing written).
 """ + COMMON_HELP
 
 
+RUN_LINE = CommandLine(RUN_USAGE, arguments=None,
+                       valued=("--cpus", "--wall-limit", "--memory", "--job-id"),
+                       positional_stop=True, usage_exit=2)
+MACHINE_LINE = CommandLine(MACHINE_USAGE, usage_exit=2)
+
+
 def run_command(argv: list[str]) -> int:
     from ..hooks.standalone import run
 
-    return run_hook("mjf run", argv, run,
-                    CommandLine(RUN_USAGE, arguments=None,
-                                valued=("--cpus", "--wall-limit", "--memory", "--job-id"),
-                                positional_stop=True, usage_exit=2),
-                    runs_job=True, admin=True)
+    return run_hook("mjf run", argv, run, RUN_LINE, runs_job=True, admin=True)
 
 
 def machine_command(argv: list[str]) -> int:
@@ -51,8 +53,7 @@ def machine_command(argv: list[str]) -> int:
         lifecycle.machine_features(context.config, store, context.log, context.dry_run)
         return 0
 
-    return run_hook("mjf machine", argv, body, CommandLine(MACHINE_USAGE, usage_exit=2),
-                    admin=True)
+    return run_hook("mjf machine", argv, body, MACHINE_LINE, admin=True)
 
 
 def htcondor_wrapper_command(argv: list[str]) -> int:

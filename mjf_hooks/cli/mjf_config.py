@@ -19,11 +19,18 @@ def config_group() -> None:
 
 @config_group.command("check")
 @click.argument("file", required=False)
+@click.option("--host", metavar="NAME",
+              help="Check as the node of this host name sees it (its host= sections).")
+@click.option("--cpu-model", metavar="MODEL",
+              help="Check as a node of this CPU model (/proc/cpuinfo's model name) sees it.")
 @config_option(gives="path")
-def check_command(file: str | None, config_path: str | None) -> None:
-    """Validate FILE (default: the config in force) and list every problem, one line
-    each with its file and line. For a config-management tool before it installs a
-    file (Ansible's and Puppet's validate_cmd: mjf config check %).
+def check_command(file: str | None, host: str | None, cpu_model: str | None,
+                  config_path: str | None) -> None:
+    """Validate FILE (default: the config in force) and its drop-ins (FILE.d/*.conf), and
+    list every problem, one line each with its file and line. For a config-management
+    tool before it installs a file (Ansible's and Puppet's validate_cmd: mjf config
+    check %). Sections for some nodes only are checked as this node sees them, or the
+    node --host and --cpu-model name.
 
     Exit 0 valid; 1 a problem (each listed); 2 FILE cannot be read, or a usage error.
     No FILE and no /etc/mjf/mjf.conf is valid: all defaults.
@@ -33,7 +40,8 @@ def check_command(file: str | None, config_path: str | None) -> None:
     named = file or config_path
     path = named or config_module.DEFAULT_PATH
     try:
-        _, found = problems(path, missing_ok=named is None)
+        _, found = problems(path, missing_ok=named is None,
+                            node=config_module.Node(host, cpu_model))
     except SiteInputError as error:
         click.echo(f"mjf config check: {error}", err=True)
         sys.exit(2)

@@ -152,6 +152,10 @@ def _jdl_text(path: str) -> tuple[str, str | None, str | None]:
 
 
 
+# `mjf submit-args --format`'s values.
+SUBMIT_FORMATS = ("words", "directives", "json")
+
+
 @click.command("submit-args")
 @click.option("--batch", required=True, metavar="BATCH",
               help="slurm, pbs, gridengine, htcondor or lsf.")
@@ -185,7 +189,7 @@ def submit_args_command(batch: str, format_: str, jdl: str | None, hs06_per_cpu:
     if batch not in submit_options.BATCH_SYSTEMS:
         fail(f"unknown batch system {batch!r}: give one of "
              f"{', '.join(submit_options.BATCH_SYSTEMS)}")
-    if format_ not in ("words", "directives", "json"):
+    if format_ not in SUBMIT_FORMATS:
         fail(f"unknown format {format_!r}: give words, directives or json")
     if (expression is None) == (jdl is None):
         fail("give a requirement EXPRESSION or --jdl PATH, not both and not neither")

@@ -142,10 +142,17 @@ class _PluginCommand(click.Command):
             raise _PluginUsageError(error.format_message(), error.ctx) from None
 
 
+def _config_unknown(error: Exception) -> None:
+    """A --config that cannot be read is the plugin's call that was wrong: UNKNOWN (3),
+    not the 2 a monitoring system reads as CRITICAL."""
+    click.echo(check.plugin_safe(f"MJF UNKNOWN - {error}"))
+    sys.exit(check.EXIT_CODES[check.UNKNOWN])
+
+
 @click.command("check", cls=_PluginCommand)
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
 @click.argument("locations", nargs=-1)
-@config_option(gives=None)
+@config_option(gives=None, fail=_config_unknown)
 def check_command(as_json: bool, locations: tuple[str, ...]) -> None:
     """Check machine and job features against the spec, as a Nagios plugin: the summary on
     the first line, exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.

@@ -34,9 +34,13 @@ named that cannot be read (nothing set).
 """
 
 
+# Its options, each taking a value (bash completion offers them too).
+VALUED = ("--dir", "--timeout", "--config")
+
+
 def main(argv: list[str]) -> int:
     try:
-        options, args = parse(argv, (), ("--dir", "--timeout", "--config"))
+        options, args = parse(argv, (), VALUED)
         if options.get("help"):
             sys.stdout.write(USAGE)
             return 0

@@ -30,6 +30,9 @@ file): it runs the batch systems' queries and prints what each would do.
 """ + COMMON_HELP
 
 
+SYNC_LINE = CommandLine(SYNC_USAGE, usage_exit=2)
+
+
 def sync_command(argv: list[str]) -> int:
     from ..sync import sync
 
@@ -40,7 +43,7 @@ def sync_command(argv: list[str]) -> int:
             sys.stdout.write(line + "\n")
         return 1 if done.failed else 0  # each failed phase logged its line
 
-    return run_hook("mjf sync", argv, body, CommandLine(SYNC_USAGE, usage_exit=2), admin=True)
+    return run_hook("mjf sync", argv, body, SYNC_LINE, admin=True)
 
 
 PUBLISH_USAGE = """\
@@ -57,6 +60,9 @@ be used (one line). With [publish] sync = yes, mjf sync does the same.
 """ + COMMON_HELP
 
 
+PUBLISH_LINE = CommandLine(PUBLISH_USAGE, usage_exit=2)
+
+
 def publish_command(argv: list[str]) -> int:
     from ..publish import machine_values, publish
 
@@ -67,8 +73,7 @@ def publish_command(argv: list[str]) -> int:
             sys.stdout.write(line + "\n")
         return 1 if outcome.failed else 0
 
-    return run_hook("mjf publish", argv, body, CommandLine(PUBLISH_USAGE, usage_exit=2),
-                    admin=True)
+    return run_hook("mjf publish", argv, body, PUBLISH_LINE, admin=True)
 
 
 NODE_COMMANDS = {"sync": sync_command, "publish": publish_command}

@@ -55,11 +55,15 @@ def wrapper_main() -> int:
                     CommandLine(WRAPPER_USAGE), runs_job=True)
 
 
+# `mjf htcondor-wrapper`'s command line: options, then the job's command.
+WRAPPER_COMMAND_LINE = CommandLine(WRAPPER_USAGE, arguments=None, positional_stop=True,
+                                   usage_exit=2)
+
+
 def wrapper_command(argv: list[str]) -> int:
     """``mjf htcondor-wrapper [options] -- CMD``: the wrapper, replayable with options."""
     return run_hook("mjf htcondor-wrapper", argv, lambda context: wrap(context, context.args),
-                    CommandLine(WRAPPER_USAGE, arguments=None, positional_stop=True,
-                                usage_exit=2), runs_job=True)
+                    WRAPPER_COMMAND_LINE, runs_job=True)
 
 
 def wrap(context: HookContext, job_argv: list[str]) -> int:

@@ -30,7 +30,7 @@ import time
 
 from .. import lifecycle
 from ..batch import slurm
-from ..config import DEFAULT_PATH, Config
+from ..config import DEFAULT_PATH, Config, drop_in_paths
 from ..errors import SiteInputError
 from ..log import Log
 from ..probe import read_text
@@ -210,8 +210,8 @@ def keep_taskprolog_settings(config: Config, node: str,
                              run_dir: str = TASKPROLOG_SETTINGS_DIR,
                              default_config: str = DEFAULT_PATH) -> None:
     """Keep what bin/mjf-slurm-taskprolog reads of the config - base_dir, export and
-    url_base, as sh assignments - in ``run_dir``, with the config's own mtime, for the
-    TaskProlog of slurmd node ``node``.
+    url_base, as sh assignments - in ``run_dir``, with the newest mtime of the config,
+    its drop-in directory and its drop-ins, for the TaskProlog of slurmd node ``node``.
 
     The TaskProlog runs before every task and, in POSIX sh, reads its config a byte per
     system call; it sources this instead wherever the config is not newer - also where
@@ -224,10 +224,8 @@ def keep_taskprolog_settings(config: Config, node: str,
     name = taskprolog_settings_name(node)
     if config.path != default_config or name is None:
         return
-    try:
-        config_mtime: int | None = os.stat(config.path).st_mtime_ns
-    except FileNotFoundError:
-        config_mtime = None
+    config_mtime = _newest_mtime((config.path, f"{config.path}.d",
+                                  *drop_in_paths(config.path)))
     text = "".join(f"{key}={shell_quoted(value)}\n" for key, value in (
         ("base_dir", config.base_dir), ("export_as", config.export),
         ("url_base", config.url_base or "")))
@@ -249,6 +247,20 @@ def keep_taskprolog_settings(config: Config, node: str,
         if config_mtime is not None:
             os.utime(name, ns=(config_mtime, config_mtime), dir_fd=kept.fd,
                      follow_symlinks=False)
+
+
+def _newest_mtime(paths: tuple[str, ...]) -> int | None:
+    """The newest mtime of those of ``paths`` that exist (None: none does): what the
+    TaskProlog compares its kept file with, the config, its drop-in directory and each
+    drop-in."""
+    newest = None
+    for path in paths:
+        try:
+            mtime = os.stat(path).st_mtime_ns
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        newest = mtime if newest is None else max(newest, mtime)
+    return newest
 
 
 def epilog(context: HookContext, args: list[str]) -> int:

@@ -47,6 +47,16 @@ def total_cpu() -> tuple[int | None, str]:
     return count, f"{CPUINFO}: {count} processor lines"
 
 
+def model_name() -> str | None:
+    """This host's CPU model as the kernel names it: /proc/cpuinfo's first ``model name``
+    (None where it has none: most ARM kernels)."""
+    text = read_text(CPUINFO)
+    for line in (text or "").split("\n"):
+        if line.startswith("model name"):
+            return _field(line)[1]
+    return None
+
+
 def physical_cores() -> int | None:
     """Physical cores of this host (draft-0.99 ``phys_cores``)."""
     text = read_text(CPUINFO)

@@ -129,9 +129,9 @@ def test_every_scenario_gave_rows(smoke):
 def test_every_row_has_a_figure_or_says_why_not(smoke, deb):
     stdout, _, _ = smoke
     found = tables(stdout)
-    # start-up, the start-up devices' instructions, pilot, storm, drain, status, summary,
-    # reading, match x3
-    assert len(found) == 11
+    # start-up, the Slurm Prolog's config and its start-up devices in instructions, pilot,
+    # storm, drain, status, summary, reading, match x3
+    assert len(found) == 12
     placeholders, empty = set(), []
     for rows in found:
         for label, *cells in rows:

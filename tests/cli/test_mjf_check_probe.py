@@ -134,8 +134,10 @@ def test_the_plugin_states_a_monitoring_system_acts_on(tmp_path):
     assert report["summary"] == broken.stdout.splitlines()[0]
 
 
-@pytest.mark.parametrize("args", [["--no-such-option"], ["/no/such/base_dir"], []],
-                         ids=["unknown option", "no such location", "no location"])
+@pytest.mark.parametrize("args", [["--no-such-option"], ["/no/such/base_dir"], [],
+                                  ["--config", "/no/such/mjf.conf", "/no/such/base_dir"]],
+                         ids=["unknown option", "no such location", "no location",
+                              "a config that cannot be read"])
 def test_what_cannot_be_checked_is_unknown_on_the_first_line(args):
     """Exit 3, not click's 2 (CRITICAL to a monitoring system), and said on stdout's first
     line, the only one NRPE passes on."""

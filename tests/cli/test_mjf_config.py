@@ -41,10 +41,14 @@ def mjf(*args: str, config: str | None = None, cwd=None):
 
 
 def names_the_unreadable(result, path: str, why: str = "No such file or directory") -> bool:
-    """Exit 2, nothing on stdout, and one line on stderr naming the path and why."""
+    """Exit 2, nothing on stdout, and one line on stderr naming the path and why; for
+    `mjf check`, a monitoring plugin, UNKNOWN: exit 3 and that line its first on stdout."""
+    said = f"{path}: cannot read the config: {why}"
+    if result.args[1:2] == ["check"]:
+        return result.returncode == 3 and result.stdout.startswith("MJF UNKNOWN - ") \
+            and said in result.stdout.splitlines()[0]
     [line] = result.stderr.splitlines()
-    return result.returncode == 2 and result.stdout == "" \
-        and f"{path}: cannot read the config: {why}" in line
+    return result.returncode == 2 and result.stdout == "" and said in line
 
 
 @pytest.mark.parametrize("args", SUBCOMMANDS, ids=" ".join)

@@ -91,6 +91,7 @@ from tests.corpus.mutations import (
     cgroup_cases,
     config_cases,
     declare,
+    drop_in_cases,
     env_cases,
     env_file_cases,
     file_mutations,
@@ -470,6 +471,10 @@ def build_cases() -> list[Case]:
         cases += with_on_error_fail(entry_cases, 12)
         # A sixteenth of the cases again where the site offers $JOBSTATUS.
         cases += with_jobstatus(entry_cases, 16, ENTRIES[entry].environ)
+    # The config's drop-ins, for every entry point (made last: the cases before keep the
+    # garbage they drew).
+    for name in ENTRIES:
+        cases += drop_in_cases(name, ENTRIES[name].config)
     return cases
 
 

@@ -594,7 +594,12 @@ def config_model(data: bytes) -> dict[tuple[str, str], str] | None:
 
 def config_effect(entry: str, base: str, data: bytes) -> dict:
     """What the config ``data`` (the entry's config ``base``, changed) does: Case keywords."""
-    settings = config_model(data)
+    return settings_effect(entry, base, config_model(data))
+
+
+def settings_effect(entry: str, base: str, settings: dict | None) -> dict:
+    """What a config that sets ``settings`` (config_model's; None: refused) does: Case
+    keywords."""
     if settings is None:
         return {"effect": UNREADABLE, "next_wrapper": None}
     keywords = {"effect": DROPS, "host_defaults": ("mjf", "base_dir") not in settings}
@@ -877,6 +882,82 @@ def config_cases(entry: str, config: str, sample: int) -> list[Case]:
         value = value.replace("@D@", "")
         cases.append(Case(entry, label, (*culprits, *([value] if value else [])),
                           config=encoded(text), **config_effect(entry, config, encoded(text))))
+    return cases
+
+
+# A site's drop-in (read after the config, docs/configuration.md): it overrides two of every
+# entry point's values, and a broken one is refused as the config itself would be.
+DROP_IN = "mjf.conf.d/50-site.conf"
+DROP_IN_TEXT = "[machinefeatures]\ngrace_secs = 600\n[jobfeatures]\nmax_swap_bytes = 0\n"
+
+
+def drop_in_cases(entry: str, config: str) -> list[Case]:
+    """The config's drop-ins broken as a whole and line by line, sections for some nodes
+    among them, and files beside them that are not read (hidden, left by a package manager
+    or an editor); where a drop-in is refused, its path is what the error names."""
+    culprits = ("50-site.conf", "mjf.conf.d")
+    unchanged = config_effect(entry, config, encoded(config))
+    refused = {"effect": UNREADABLE, "next_wrapper": None}
+
+    def effect(drop_in) -> dict:
+        if drop_in is DIRECTORY or isinstance(drop_in, tuple):
+            return refused  # no file to read: the hook cannot know what the site meant
+        if drop_in is None:
+            return unchanged
+        settings = config_model(drop_in)
+        if settings is None:
+            return refused
+        # A drop-in's line overrides the config's (a later file wins at one level).
+        return settings_effect(entry, config, {**config_model(encoded(config)), **settings})
+
+    cases = [Case(entry, f"drop-in:{label}", culprits, files={DROP_IN: mutated},
+                  **effect(mutated))
+             for label, mutated in file_mutations(encoded(DROP_IN_TEXT))]
+    whole = [
+        ("unknown-key", DROP_IN_TEXT + "[mjf]\ncolour = blue\n"),
+        ("key-before-section", "grace_secs = 60\n" + DROP_IN_TEXT),
+        ("duplicate-key", DROP_IN_TEXT + "[machinefeatures]\ngrace_secs = 60\n"),
+        ("bad-value", DROP_IN_TEXT.replace("= 600", "= soon")),
+        ("refused-key", "[jobfeatures]\njob_id = 7\n"),
+    ]
+    cases += [Case(entry, f"drop-in:{label}", culprits, files={DROP_IN: encoded(text)},
+                   **effect(encoded(text))) for label, text in whole]
+    # Sections for some nodes (not in config_model: their effects are given here): valid
+    # ones change none of the entry point's effects, and every line is validated on every
+    # node, whether it applies here or not.
+    for label, text, valid in [
+            ("host-section-here", "[machinefeatures host=*]\ngrace_secs = 60\n", True),
+            ("cpu-section-elsewhere", '[machinefeatures cpu="No Such CPU *"]\n'
+             "grace_secs = 60\n", True),
+            ("host-section-elsewhere-bad-value", "[machinefeatures host=no-such-node-*]\n"
+             "grace_secs = soon\n", False),
+            ("mjf-for-some-hosts", "[mjf host=*]\nlog = stderr\n", False),
+            ("unknown-qualifier", "[machinefeatures rack=7]\ngrace_secs = 60\n", False),
+            ("pattern-unclosed-quote", '[machinefeatures cpu="AMD]\ngrace_secs = 60\n', False),
+            ("clash-in-one-file", "[machinefeatures host=*]\ngrace_secs = 60\n"
+             "[machinefeatures host=?*]\ngrace_secs = 120\n", False)]:
+        cases.append(Case(entry, f"drop-in:{label}", culprits, files={DROP_IN: encoded(text)},
+                          **(unchanged if valid else refused)))
+    # Two files: the later one's same section wins; two different sections of one level
+    # that both apply here and disagree are refused, whichever file holds them.
+    later = "mjf.conf.d/60-site.conf"
+    for label, second, valid in [
+            ("same-section-later-file", "[machinefeatures host=*]\ngrace_secs = 120\n", True),
+            ("clash-across-files", "[machinefeatures host=?*]\ngrace_secs = 120\n", False)]:
+        files = {DROP_IN: b"[machinefeatures host=*]\ngrace_secs = 60\n", later: encoded(second)}
+        cases.append(Case(entry, f"drop-in:{label}", ("60-site.conf", "50-site.conf"),
+                          files=files, **(unchanged if valid else refused)))
+    # What is not read: a broken file there must change nothing.
+    for label, files in [
+            ("hidden", {"mjf.conf.d/.50-site.conf": b"\xff["}),
+            ("rpmnew", {"mjf.conf.d/50-site.conf.rpmnew": b"\xff["}),
+            ("dpkg-dist", {"mjf.conf.d/50-site.conf.dpkg-dist": b"\xff["}),
+            ("editor-backup", {"mjf.conf.d/50-site.conf~": b"\xff["}),
+            ("other-name", {"mjf.conf.d/README": b"\xff["}),
+            ("directory-is-a-file", {"mjf.conf.d": b"\xff["})]:
+        cases.append(Case(entry, f"drop-in:{label}", culprits, files=files, **unchanged))
+    cases.append(Case(entry, "drop-in:dangling-symlink", culprits,
+                      files={DROP_IN: ("symlink", "@D@/no-such-drop-in")}, **refused))
     return cases
 
 

@@ -106,6 +106,7 @@ from tests.corpus.mutations import (
     WRITES_RECORDS,
     Case,
     config_cases,
+    drop_in_cases,
     env_cases,
     offers_jobstatus,
     offers_records,
@@ -1101,6 +1102,8 @@ SH_CASES += [case for case in env_cases("slurm-24.11-taskprolog-sh", S24_TASK_EN
              if not case.via_env_file and _fits_execve(case)]
 SH_CASES += config_cases("slurm-24.11-taskprolog-sh", SLURM_CONFIG, 20)
 SH_CASES += state_cases("slurm-24.11-taskprolog-sh", job_state_of(JOB_STATE, "9"))
+# It reads [mjf] from the drop-ins too: one that is broken leaves it as silent as the config.
+SH_CASES += drop_in_cases("slurm-taskprolog-sh", SLURM_CONFIG)
 # Where the Prolog made a jobstatus/ (the site offers $JOBSTATUS), the sh one exports it too.
 SH_CASES += [variant for name in SH_ENTRIES for variant in with_jobstatus(
     [case for case in SH_CASES if case.entry == name], 8, ENTRIES[SH_ENTRIES[name]].environ)]

@@ -34,6 +34,19 @@ MUNGE_SOCKET_DIR = Path("/run/munge")
 SLURM24_ROOT = Path(os.environ.get("MJF_SLURM24_ROOT", "/srv/mjf-slurm24-root"))
 VERSIONS = ("22.05", "24.11")
 HOOKS = ("mjf", "mjf-slurm", "mjf-slurm-taskprolog")
+# dbus: what slurmd asks systemd through, where systemd runs the VM (cgroup2_vm).
+# ansible-core, python3-apt (its apt module) and python3-click (the .deb's one dependency
+# the root lacks): test_ansible.py applies the role inside, offline.
+SLURM24_PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge", "dbus", "ansible-core",
+                    "python3-apt", "python3-click")
+
+
+def with_lines(conf: str, lines: str) -> str:
+    """slurm.conf's text ``conf`` with ``lines`` added, and without its own lines of the
+    keys those set."""
+    keys = {line.split("=", 1)[0] for line in lines.splitlines() if "=" in line}
+    kept = [line for line in conf.splitlines() if line.split("=", 1)[0] not in keys]
+    return "\n".join(kept) + "\n" + lines
 
 
 def ensure_munge() -> None:
@@ -64,7 +77,7 @@ class SlurmCluster:
     def __init__(self, root: Path, bindir: Path, cgroups: bool,
                  chroot: TrixieRoot | None = None, run_in_job: bool = False,
                  site_hooks: bool = False, records: bool = False,
-                 record_hooks: bool = False) -> None:
+                 record_hooks: bool = False, hook_lines: str = "") -> None:
         self.root = root
         self.bindir = bindir
         self.cgroups = cgroups
@@ -80,6 +93,9 @@ class SlurmCluster:
         # and what ours said (--verbose) in hooks.err: what a job's end left is then
         # explained by what ran, and when.
         self.record_hooks = record_hooks
+        # slurm.conf lines of a page that tells a site what to add (a quick start): they
+        # replace the cluster's own lines of the same keys, so those in force are the page's.
+        self.hook_lines = hook_lines
         self.chroot = chroot
         self.version = "24.11" if chroot else "22.05"
         self.host = socket.gethostname().split(".")[0]
@@ -134,7 +150,7 @@ class SlurmCluster:
             if self.cgroups else
             "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nPrologFlags=Alloc\n"
         )
-        return f"""\
+        text = f"""\
 ClusterName=mjfci
 SlurmctldHost={self.controller}
 SlurmUser=root
@@ -162,6 +178,7 @@ MinJobAge=2
 PartitionName=debug Nodes={nodes} Default=YES MaxTime=INFINITE DefaultTime=30 State=UP
 PartitionName=short Nodes={nodes} MaxTime=10 State=UP
 """
+        return with_lines(text, self.hook_lines)
 
     def cgroup_conf(self) -> str:
         """cgroup.conf's text, for a cluster with ``cgroups``: this host's v1."""
@@ -405,9 +422,7 @@ def require_slurm(version: str) -> None:
 
 def slurm24_root() -> TrixieRoot:
     """The Slurm 24.11 chroot, built once and prepared with the hooks (not mounted)."""
-    # dbus: what slurmd asks systemd through, where systemd runs the VM (cgroup2_vm).
-    chroot = TrixieRoot(SLURM24_ROOT, ("slurmctld", "slurmd", "slurm-client", "munge", "dbus"),
-                        HOOKS)
+    chroot = TrixieRoot(SLURM24_ROOT, SLURM24_PACKAGES, HOOKS)
     chroot.prepare()
     return chroot
 
@@ -415,11 +430,12 @@ def slurm24_root() -> TrixieRoot:
 @contextlib.contextmanager
 def mjf_cluster(cgroups: bool, version: str = "22.05", run_in_job: bool = False,
                 site_hooks: bool = False, extra_config: str = "", records: bool = False,
-                record_hooks: bool = False):
+                record_hooks: bool = False, hook_lines: str = ""):
     """A started cluster of Slurm ``version`` (one of VERSIONS) whose hooks use a fresh
     base_dir, with the site config (/etc/mjf/mjf.conf, bind-mounted into a chroot)
     pointing there, ``extra_config`` appended (``[mjf]\njobstatus = yes\n``, say);
-    everything is restored afterwards.
+    everything is restored afterwards. ``hook_lines``: slurm.conf lines in place of the
+    cluster's own of the same keys.
 
     Besides SlurmCluster's attributes: ``mjf_base``, ``job_root`` (holds ``dump.py``
     and ``out/``, where jobs write what they saw) and ``good_config``.
@@ -434,7 +450,7 @@ def mjf_cluster(cgroups: bool, version: str = "22.05", run_in_job: bool = False,
         slurm = SlurmCluster(site.root / "slurm", Path("/usr/bin") if chroot else HOOKS_BIN,
                              cgroups=cgroups, chroot=chroot, run_in_job=run_in_job,
                              site_hooks=site_hooks, records=records,
-                             record_hooks=record_hooks)
+                             record_hooks=record_hooks, hook_lines=hook_lines)
         slurm.mjf_base, slurm.job_root, slurm.good_config = site.base, site.root, \
             site.good_config
         if slurm.node != slurm.host:  # as a site whose NodeName is not the host name

@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from tests.conftest import require
 from tests.conftest import run as run_briefly
 
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -57,17 +58,31 @@ def build_prerequisites() -> list[str]:
     return missing
 
 
-def build_deb(out_dir: Path, unit_tests: bool = True) -> Path:
+def require_build_tools() -> None:
+    """Skip (in CI: fail) unless this host can build the .deb and install it in a chroot."""
+    require(os.geteuid() == 0, "building and installing the .deb in a chroot needs root")
+    missing = build_prerequisites()
+    require(not missing, f"needs {', '.join(missing)} (apt-get install debhelper dh-python "
+                         "pybuild-plugin-pyproject python3-all python3-setuptools "
+                         "python3-wheel python3-click python3-pytest python3-hypothesis "
+                         "python3-pyfakefs help2man dpkg-dev fakeroot debootstrap)")
+
+
+def build_deb(out_dir: Path, unit_tests: bool = True, source: Path | None = None,
+              rules: str = "debian/rules") -> Path:
     """Build the .deb from a copy of the checkout's source files in ``out_dir``; its path.
     Without ``unit_tests`` the build skips them (``DEB_BUILD_OPTIONS=nocheck``, as Debian
-    spells it): for a test that only needs the package, not the build's own proof."""
-    source = out_dir / "mjf-hooks"
-    shutil.copytree(CHECKOUT, source, ignore=not_source, symlinks=True)
+    spells it): for a test that only needs the package, not the build's own proof.
+    ``source``: a tree of ``out_dir`` to build instead (another commit's, say);
+    ``rules``: how dpkg-buildpackage runs debian/rules (with make variables, say)."""
+    if source is None:
+        source = out_dir / "mjf-hooks"
+        shutil.copytree(CHECKOUT, source, ignore=not_source, symlinks=True)
     environment = {"PATH": SYSTEM_PATH, "HOME": str(out_dir), "LC_ALL": "C.UTF-8"}
     if not unit_tests:
         environment["DEB_BUILD_OPTIONS"] = "nocheck"
-    result = run(["dpkg-buildpackage", "-us", "-uc", "-b"], cwd=source, timeout=600,
-                 check=False, env=environment)
+    result = run(["dpkg-buildpackage", "-us", "-uc", "-b", f"--rules-file={rules}"],
+                 cwd=source, timeout=600, check=False, env=environment)
     (out_dir / "build.log").write_text(result.stdout + result.stderr)
     if result.returncode != 0:
         raise AssertionError(f"dpkg-buildpackage failed (exit {result.returncode}):\n"

@@ -107,12 +107,7 @@ def test_bump_version_changes_both(tmp_path, unreleased):
 
 @pytest.fixture(scope="module")
 def deb(tmp_path_factory) -> Path:
-    require(os.geteuid() == 0, "building and installing the .deb in a chroot needs root")
-    missing = bookworm_root.build_prerequisites()
-    require(not missing, f"needs {', '.join(missing)} (apt-get install debhelper dh-python "
-                         "pybuild-plugin-pyproject python3-all python3-setuptools "
-                         "python3-wheel python3-click python3-pytest python3-hypothesis "
-                         "python3-pyfakefs help2man dpkg-dev fakeroot debootstrap)")
+    bookworm_root.require_build_tools()
     return bookworm_root.build_deb(tmp_path_factory.mktemp("deb"))
 
 
@@ -157,6 +152,8 @@ def test_the_package_holds_what_it_should(deb):
     assert {f"/lib/systemd/system/{unit}" for unit in UNITS} <= paths
     assert "/usr/lib/python3/dist-packages/mjf_hooks/__init__.py" in paths
     assert "/usr/share/doc/mjf-hooks/contrib/mjf.conf.example" in paths
+    assert "/etc/mjf/mjf.conf.d/" in paths  # the drop-ins' directory, the package's
+    assert "/usr/share/bash-completion/completions/mjf" in paths
     assert "/usr/share/doc/mjf-hooks/docs/README.md" in paths  # the map; larger pages .gz
     assert "/usr/share/doc/mjf-hooks/contrib/systemd/mjf-sync.timer" in paths
     assert not [path for path in paths if "/tests/" in path or "egg-info" in path]

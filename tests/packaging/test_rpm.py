@@ -88,6 +88,8 @@ def test_file_list_is_what_el9_installs(built):
         assert f"{sitelib}{module.relative_to(CHECKOUT_ROOT)}" in files
     assert f"{sitelib}mjf_hooks-{package_version()}.dist-info/METADATA" in files
     assert "/etc/mjf/mjf.conf" in files
+    assert "/etc/mjf/mjf.conf.d" in files  # the drop-ins' directory, the package's
+    assert "/usr/share/bash-completion/completions/mjf" in files
     for unit in UNITS:
         assert f"{UNITDIR}/{unit}" in files
     for snippet in (CHECKOUT_ROOT / "contrib").rglob("*"):
@@ -202,6 +204,26 @@ def test_declared_dependencies(built):
                              capture_output=True, text=True, check=True).stdout
     assert "enable" not in scripts.replace("--no-reload preset", "")
     assert rpm_query("-qp", "--qf", "%{ARCH}", str(built["rpm"])) == ["noarch"]
+
+
+def test_no_scriptlet_starts_restarts_or_stops_run_mjf_mount():
+    """The scriptlets, as the spec writes them for EL9 (the RPM built here, without
+    systemd's rpm macros, has none): %systemd_post applies the presets on a first
+    install, %systemd_postun - not its _with_restart - only reloads after an upgrade,
+    and %systemd_preun, which stops what it names on removal, does not name
+    run-mjf.mount: stopping it unmounts the tmpfs that holds running jobs' directories
+    (docs/rollout.md). It is only disabled."""
+    spec = (CHECKOUT_ROOT / "rpm/mjf-hooks.spec.in").read_text()
+    scriptlets = spec.split("\n%post\n", 1)[1].split("\n%files\n", 1)[0]
+    lines = [line.strip() for line in scriptlets.splitlines()
+             if line.strip() and not line.startswith("#")]
+    macros = [line for line in lines if line.startswith("%systemd")]
+    assert macros == ["%systemd_post %{mjf_units}",
+                      "%systemd_preun mjf-sync.service mjf-sync.timer",
+                      "%systemd_postun %{mjf_units}"]
+    assert [line for line in lines if "systemctl" in line] == [
+        "if [ $1 -eq 0 ] && [ -x /usr/bin/systemctl ]; then",
+        "systemctl --no-reload disable run-mjf.mount > /dev/null 2>&1 || :"]
 
 
 def test_version_comes_from_the_package(built):

@@ -240,3 +240,37 @@ def test_a_prolog_that_cannot_keep_them_warns_and_the_job_goes_on(tmp_path, monk
     err = capsys.readouterr().err
     assert "warning" in err and "settings were not kept" in err and "refusing" in err, err
     assert (tmp_path / "base/jobs" / JOB / "jobfeatures/allocated_cpu").read_text() == "4"
+
+
+@pytest.mark.parametrize("shell", ["dash", "bash"])
+def test_the_drop_ins_are_read_after_the_config_by_both(node, shell):
+    """A drop-in's [mjf] base_dir is what the TaskProlog exports, read itself or kept; a
+    drop-in changed since (in place, the directory's mtime unchanged) is read again."""
+    node.write_config(f"[mjf]\nbase_dir = {node.root}/a\n")
+    drop_ins = node.conf.parent / "mjf.conf.d"
+    drop_ins.mkdir()
+    (drop_ins / "20-site.conf").write_text(f"[mjf]\nbase_dir = {node.root}/b  # ours\n")
+    (drop_ins / "10-first.conf").write_text(f"[mjf]\nbase_dir = {node.root}/a\n")
+    (drop_ins / ".hidden.conf").write_text("[mjf]\nbase_dir = /nowhere\n")
+    assert node.exported_base(shell) == f"{node.root}/b"  # read itself: nothing kept
+    node.prolog()
+    assert f"base_dir='{node.root}/b'" in node.kept.read_text()
+    for path in (node.conf, drop_ins, *drop_ins.iterdir()):
+        set_mtime(path, 100)
+    node.kept.write_text(f"base_dir='{node.root}/a'\nexport_as=path\nurl_base=\n")
+    assert node.exported_base(shell) == f"{node.root}/a"  # kept, newer than them all
+    directory_mtime = drop_ins.stat().st_mtime_ns
+    (drop_ins / "20-site.conf").write_text(f"[mjf]\nbase_dir = {node.root}/b\n")
+    assert drop_ins.stat().st_mtime_ns == directory_mtime
+    assert node.exported_base(shell) == f"{node.root}/b"  # the edited drop-in is newer
+
+
+def test_the_kept_file_has_the_newest_mtime_of_the_config_and_its_drop_ins(node):
+    node.write_config(f"[mjf]\nbase_dir = {node.root}/a\n")
+    drop_ins = node.conf.parent / "mjf.conf.d"
+    drop_ins.mkdir()
+    (drop_ins / "10-site.conf").write_text(f"[mjf]\nbase_dir = {node.root}/b\n")
+    set_mtime(node.conf, 200)
+    set_mtime(drop_ins, 100)
+    node.prolog()
+    assert node.kept.stat().st_mtime_ns == (drop_ins / "10-site.conf").stat().st_mtime_ns

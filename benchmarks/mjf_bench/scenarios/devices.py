@@ -16,14 +16,12 @@ start's: a deterministic figure, which shows each device apart (without valgrind
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import subprocess
 import sys
 import time
 
 from ..bench import Bench
-from ..measure import NOT_MEASURED, PYTHON_FLOOR, Command, measure
+from ..measure import NOT_MEASURED, PYTHON_FLOOR, Command, instructions, measure
 from ..report import Table
 from ..scenario import Scenario
 from .slurm import job_env
@@ -93,13 +91,3 @@ class StartupDevices(Scenario):
         os.chmod(path, 0o700)  # run by this user alone
         return path
 
-
-def instructions(argv: list[str], env: dict[str, str]) -> int:
-    """The instructions one run of argv executes, as valgrind's callgrind counts them."""
-    result = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-                             *argv], env=env, capture_output=True, text=True)
-    found = re.search(r"Collected : (\d+)", result.stderr)
-    if result.returncode != 0 or found is None:
-        sys.exit(f"callgrind of {' '.join(argv)}: exit {result.returncode} "
-                 f"{result.stderr[-500:]}")
-    return int(found.group(1))
