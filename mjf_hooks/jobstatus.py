@@ -277,11 +277,26 @@ def read_at(dir_fd: int, label: str, timeout: float, owner: int | None,
                                 timeout=max(deadline - time.monotonic(), 0.0))
             except FileNotFoundError:  # that update failed: it left no used_CPU
                 status = _read_set(dir_fd, label, None, owner)
-    if lock_fd is not None:
+    while lock_fd is not None:
         try:
             status = _read_set(dir_fd, label, lock_fd, owner)
+            # No link left: used_CPU was replaced while the set was read, by a writer
+            # that did not wait for the lock (a pilot's own code may not), so the set may
+            # be half of two. Read the new one, as _lock does one replaced while waited
+            # on, until the timeout.
+            replaced = os.fstat(lock_fd).st_nlink == 0
         finally:
             os.close(lock_fd)
+        if not replaced:
+            break
+        if time.monotonic() >= deadline:
+            raise LockTimeout(f"{label}/{LOCK_KEY} kept being replaced for {timeout:g} s")
+        try:
+            lock_fd = _lock(dir_fd, label, exclusive=False, owner=owner,
+                            timeout=max(deadline - time.monotonic(), 0.0))
+        except FileNotFoundError:  # removed, not replaced: what is left, unlocked
+            lock_fd = None
+            status = _read_set(dir_fd, label, None, owner)
     if status.reported and LOCK_KEY not in status.raw:
         status.problems.setdefault(LOCK_KEY, "absent: the other keys were written "
                                              "without the lock")

@@ -725,6 +725,44 @@ def test_a_used_cpu_replaced_just_after_it_was_opened_is_not_a_file_from_elsewhe
     assert jobstatus.read(str(directory)).values == {**consistent_set(2), "priority_factor": 5}
 
 
+def test_a_set_replaced_while_read_under_the_lock_is_read_again(directory, monkeypatch):
+    # A pilot's own writer that does not wait for the lock commits while a reader reads
+    # under it: the used_CPU read has no link left (once taken for "a file from
+    # elsewhere", a set without used_CPU). The reader reads the new set, whole.
+    jobstatus.update(consistent_set(1), str(directory))
+    real_read_set = jobstatus._read_set
+    commits = []
+
+    def committing(dir_fd, label, lock_fd, owner):
+        if lock_fd is not None and len(commits) < limit[0]:
+            commits.append(True)
+            for key, value in sorted(consistent_set(2).items(), key=lambda i: i[0] == "used_CPU"):
+                (directory / f".{key}.new").write_text(jobstatus.format_value(key, value))
+                os.rename(directory / f".{key}.new", directory / key)
+        return real_read_set(dir_fd, label, lock_fd, owner)
+
+    limit = [1]
+    monkeypatch.setattr(jobstatus, "_read_set", committing)
+    status = jobstatus.read(str(directory), timeout=1)
+    assert commits == [True] and status.values == consistent_set(2) and not status.problems
+    # One that never stops: the reader says so when its time is up.
+    limit[0] = 10**9
+    with pytest.raises(LockTimeout, match="kept being replaced"):
+        jobstatus.read(str(directory), timeout=0.2)
+    # Removed while read: what is left, read unlocked.
+    limit[0] = 0
+    real = committing
+
+    def removing(dir_fd, label, lock_fd, owner):
+        if lock_fd is not None:
+            (directory / "used_CPU").unlink()
+        return real(dir_fd, label, lock_fd, owner)
+
+    monkeypatch.setattr(jobstatus, "_read_set", removing)
+    status = jobstatus.read(str(directory), timeout=1)
+    assert "used_CPU" not in status.values and "absent" in status.problems["used_CPU"]
+
+
 def test_threads_of_one_process_updating_at_once_do_not_corrupt(directory):
     jobstatus.update(consistent_set(0), str(directory))
     errors, seen, last = [], [], {}
