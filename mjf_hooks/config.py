@@ -107,6 +107,7 @@ class Config:
         "command_timeout_secs",
         "describe",
         "dir_mode",
+        "drop_ins",
         "export",
         "file_mode",
         "hs06_per_cpu",
@@ -131,6 +132,7 @@ class Config:
 
     def __init__(self, path: str = DEFAULT_PATH) -> None:
         self.path = path
+        self.drop_ins: tuple[str, ...] = ()  # the drop-ins read after it, in that order
         self.base_dir = DEFAULT_BASE_DIR
         self.on_error = "continue"
         self.log: tuple[str, ...] = LOG_DESTINATIONS
@@ -212,10 +214,41 @@ def load(path: str | None = None, missing_ok: bool = True,
     is an error where not (a file an admin named); its drop-ins are read either way.
     ``origins``, where given, is filled as :func:`parse` fills it."""
     path = path or config_path()
-    text = decoded(read_bytes(path, missing_ok), path)
-    drop_ins = tuple((drop_in, decoded(read_bytes(drop_in, missing_ok=False), drop_in))
-                     for drop_in in drop_in_paths(path))
+    text, drop_ins = read_texts(path, missing_ok)
     return parse(text, path, origins=origins, drop_ins=drop_ins)
+
+
+def read_texts(path: str, missing_ok: bool, problems: list[str] | None = None
+               ) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """The config file's text and its drop-ins' ((path, text) each, in order). A file that
+    cannot be read or is not UTF-8 is a SiteInputError; with ``problems`` (`mjf config
+    check`), one that is not UTF-8 and a drop-in that cannot be read are appended to it
+    instead and left out (the main file read as empty, so that its drop-ins are still
+    checked). A missing main file is empty where ``missing_ok``."""
+
+    def text_of(file: str, raw: bytes) -> str | None:
+        try:
+            return decoded(raw, file)
+        except SiteInputError as error:
+            if problems is None:
+                raise
+            problems.append(str(error))
+            return None
+
+    text = text_of(path, read_bytes(path, missing_ok)) or ""
+    drop_ins = []
+    for drop_in in drop_in_paths(path):
+        try:
+            raw = read_bytes(drop_in, missing_ok=False)
+        except SiteInputError as error:
+            if problems is None:
+                raise
+            problems.append(str(error))
+            continue
+        drop_in_text = text_of(drop_in, raw)
+        if drop_in_text is not None:
+            drop_ins.append((drop_in, drop_in_text))
+    return text, tuple(drop_ins)
 
 
 def drop_in_paths(path: str) -> list[str]:
@@ -287,6 +320,7 @@ def parse(text: str, path: str = DEFAULT_PATH, problems: list[str] | None = None
     (file, line, the section header as written). Only `mjf config show` asks: a hook's
     parse records nothing."""
     config = Config(path)
+    config.drop_ins = tuple(file for file, _ in drop_ins)
     chosen: dict[tuple[str, str], _Entry] = {}
     scratch: Config | None = None  # where a line that does not apply here is validated
     node = node or Node()

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from . import config as config_module
 from . import spec
 from .config import Config
-from .errors import SiteInputError
 
 
 def problems(path: str, missing_ok: bool,
@@ -23,24 +22,8 @@ def problems(path: str, missing_ok: bool,
     drop-in directory cannot be read at all (a missing file only where not
     ``missing_ok``)."""
     found: list[str] = []
-    texts = []
-    for file, allowed in ((path, missing_ok),
-                          *((drop_in, False) for drop_in in config_module.drop_in_paths(path))):
-        try:
-            raw = config_module.read_bytes(file, allowed)
-        except SiteInputError as error:
-            if file == path:
-                raise
-            found.append(str(error))
-            continue
-        try:
-            texts.append((file, config_module.decoded(raw, file)))
-        except SiteInputError as error:
-            found.append(str(error))
-            if file == path:
-                texts.append((file, ""))  # its drop-ins are still checked
-    (_, text), *drop_ins = texts
-    return config_module.parse(text, path, problems=found, drop_ins=tuple(drop_ins),
+    text, drop_ins = config_module.read_texts(path, missing_ok, found)
+    return config_module.parse(text, path, problems=found, drop_ins=drop_ins,
                                node=node), found
 
 

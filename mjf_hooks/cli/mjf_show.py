@@ -120,14 +120,19 @@ def remaining() -> None:
 
 
 
-class _PluginUsageError(click.UsageError):
-    """A usage error of a Nagios plugin: UNKNOWN (3), named on the first line of stdout,
-    the only line NRPE passes on; click's usage and message still go to stderr."""
+def _unknown_line(message: str) -> None:
+    """The plugin's UNKNOWN on the first line of stdout, the only line NRPE passes on."""
+    click.echo(check.plugin_safe(f"MJF UNKNOWN - {message}"))
 
-    exit_code = 3
+
+class _PluginUsageError(click.UsageError):
+    """A usage error of a Nagios plugin: UNKNOWN (3), named on the first line of stdout;
+    click's usage and message still go to stderr."""
+
+    exit_code = check.EXIT_CODES[check.UNKNOWN]
 
     def show(self, file=None) -> None:
-        click.echo(check.plugin_safe(f"MJF UNKNOWN - {self.format_message()}"))
+        _unknown_line(self.format_message())
         super().show(file)
 
 
@@ -145,7 +150,7 @@ class _PluginCommand(click.Command):
 def _config_unknown(error: Exception) -> None:
     """A --config that cannot be read is the plugin's call that was wrong: UNKNOWN (3),
     not the 2 a monitoring system reads as CRITICAL."""
-    click.echo(check.plugin_safe(f"MJF UNKNOWN - {error}"))
+    _unknown_line(str(error))
     sys.exit(check.EXIT_CODES[check.UNKNOWN])
 
 

@@ -30,7 +30,7 @@ import time
 
 from .. import lifecycle
 from ..batch import slurm
-from ..config import DEFAULT_PATH, Config, drop_in_paths
+from ..config import DEFAULT_PATH, Config
 from ..errors import SiteInputError
 from ..log import Log
 from ..probe import read_text
@@ -224,8 +224,7 @@ def keep_taskprolog_settings(config: Config, node: str,
     name = taskprolog_settings_name(node)
     if config.path != default_config or name is None:
         return
-    config_mtime = _newest_mtime((config.path, f"{config.path}.d",
-                                  *drop_in_paths(config.path)))
+    config_mtime = _newest_mtime((config.path, f"{config.path}.d", *config.drop_ins))
     text = "".join(f"{key}={shell_quoted(value)}\n" for key, value in (
         ("base_dir", config.base_dir), ("export_as", config.export),
         ("url_base", config.url_base or "")))

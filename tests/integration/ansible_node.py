@@ -119,7 +119,8 @@ class AnsibleNode:
 
 def cpu_model() -> str | None:
     """This machine's CPU model as a `cpu=` section matches it (None: the kernel names
-    none, as on ARM)."""
+    none, as on ARM). Read here, not by mjf_hooks.probe.cpu.model_name: the test's own
+    account of what the role's section must match."""
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("model name"):
             return line.split(":", 1)[1].strip()
